@@ -1,0 +1,5 @@
+import sys
+
+from isp_gateway.cli import main
+
+sys.exit(main())

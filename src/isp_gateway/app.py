@@ -1,0 +1,124 @@
+"""create_app(settings): the only place the service is assembled. Nothing runs at import."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+
+from isp_gateway import system
+from isp_gateway.auth.router import router as auth_router
+from isp_gateway.clients.router import router as clients_router
+from isp_gateway.clients.service import ClientService
+from isp_gateway.envelope import install_error_handlers
+from isp_gateway.middleware import RateLimitMiddleware, RequestContextMiddleware
+from isp_gateway.network.router import router as network_router
+from isp_gateway.network.service import PingService
+from isp_gateway.plans.router import router as plans_router
+from isp_gateway.plans.service import PlanService
+from isp_gateway.runtime import Runtime
+from isp_gateway.settings import Settings
+from isp_gateway.store import MemoryStore, Store
+from isp_gateway.throttle import FailureThrottle
+from isp_gateway.tickets.router import router as tickets_router
+from isp_gateway.tickets.service import TicketService
+from isp_gateway.upstream.budget import RateBudget
+from isp_gateway.upstream.gateway import UpstreamGateway, build_http_client
+
+log = logging.getLogger("isp_gateway")
+
+DESCRIPTION = """
+Gateway between chat bots / web front ends and a WispHub-compatible ISP backend.
+
+Every business endpoint answers with the **BackendResponse** envelope
+(`ok`, `type`, `action`, `data`, `message`, `meta`): check `action` first.
+Get a token with the **Authorize** button (username and password), then try any endpoint.
+"""
+
+TAGS = [
+    {"name": "system", "description": "Health and authentication."},
+    {"name": "Clients", "description": "Find, verify and update customers."},
+    {"name": "tickets", "description": "Support tickets with a per-zone cap."},
+    {"name": "network", "description": "Remote ping diagnostics of a customer's antenna."},
+    {"name": "internet-plans", "description": "The ISP's internet plans."},
+]
+
+
+async def build_store(settings: Settings) -> Store:
+    if settings.REDIS_URL is not None:
+        from isp_gateway.store.redis import RedisStore
+
+        store = RedisStore(settings.REDIS_URL.get_secret_value())
+        await store.ping()
+        return store
+    return MemoryStore()
+
+
+def create_app(settings: Settings) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
+        async with AsyncExitStack() as stack:
+            # Closed in reverse order: services, then the upstream client, then the store.
+            store = await build_store(settings)
+            stack.push_async_callback(store.close)
+            http = build_http_client(settings)
+            stack.push_async_callback(http.aclose)
+            budget = RateBudget(
+                store, settings.UPSTREAM_RATE_PER_MINUTE, settings.UPSTREAM_RATE_PER_HOUR
+            )
+            runtime = Runtime(
+                settings=settings,
+                store=store,
+                http=http,
+                gateway=UpstreamGateway(settings, http, budget),
+                login_throttle=FailureThrottle(
+                    store, "login", settings.LOGIN_MAX_FAILURES, settings.LOGIN_LOCKOUT_SECONDS
+                ),
+            )
+            runtime.plans = PlanService(runtime)
+            runtime.clients = ClientService(runtime)
+            runtime.tickets = TicketService(runtime)
+            runtime.pings = PingService(runtime)
+            for service in (runtime.plans, runtime.clients, runtime.tickets, runtime.pings):
+                await service.start()
+                stack.push_async_callback(service.aclose)
+            app.state.runtime = runtime
+            log.info("isp-gateway started; upstream %s", settings.UPSTREAM_NET_HOST)
+            yield {}
+
+    app = FastAPI(
+        title="ISP Integration API",
+        description=DESCRIPTION,
+        version="1.0.0",
+        openapi_tags=TAGS,
+        lifespan=lifespan,
+        swagger_ui_parameters={"persistAuthorization": True},
+    )
+    install_error_handlers(app)
+    app.include_router(system.router)
+    app.include_router(auth_router)
+    app.include_router(clients_router)
+    app.include_router(tickets_router)
+    app.include_router(network_router)
+    app.include_router(plans_router)
+
+    # Added last = outermost: CORS answers preflights before anything else runs.
+    app.add_middleware(
+        RateLimitMiddleware,
+        store_getter=lambda: app.state.runtime.store,
+        per_minute=settings.RATE_LIMIT_PER_MINUTE,
+    )
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origins=settings.CORS_ORIGINS,
+        allow_credentials=True,
+        allow_methods=["GET", "POST", "PUT", "OPTIONS"],
+        allow_headers=["Authorization", "Content-Type", "Idempotency-Key", "X-Request-ID"],
+        expose_headers=["X-Request-ID", "Retry-After"],
+    )
+    app.add_middleware(RequestContextMiddleware)
+    return app

@@ -1,0 +1,56 @@
+"""POST /api/v1/auth/token (spec 4.2)."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Annotated
+
+from fastapi import APIRouter, Form, HTTPException, Request, status
+from pydantic import BaseModel
+
+from isp_gateway.auth.passwords import dummy_hash, verify_password
+from isp_gateway.auth.tokens import issue_token
+from isp_gateway.runtime import RuntimeDep
+
+router = APIRouter(prefix="/api/v1/auth", tags=["system"])
+
+LOGIN_ERROR = "Incorrect username or password."
+THROTTLED = "Too many failed login attempts."
+
+
+class TokenResponse(BaseModel):
+    access_token: str
+    token_type: str = "bearer"  # noqa: S105 - the OAuth2 token type, not a secret
+
+
+@router.post("/token", response_model=TokenResponse)
+async def issue_access_token(
+    request: Request,
+    runtime: RuntimeDep,
+    username: Annotated[str, Form()],
+    password: Annotated[str, Form()],
+) -> TokenResponse:
+    """Exchange the configured username and password for a Bearer token (form-encoded)."""
+    settings = runtime.settings
+    throttle = runtime.login_throttle
+    address = request.client.host if request.client else "unknown"
+    keys = [f"user:{username.lower()}", f"addr:{address}"]
+    for key in keys:
+        wait = await throttle.retry_after(key)
+        if wait is not None:
+            raise HTTPException(
+                status.HTTP_429_TOO_MANY_REQUESTS, THROTTLED, headers={"Retry-After": str(wait)}
+            )
+    known = hmac.compare_digest(username.encode(), settings.API_USERNAME.encode())
+    # Unknown users are checked against a dummy hash so response time does not tell them apart.
+    hashed = settings.API_PASSWORD_HASH.get_secret_value() if known else dummy_hash()
+    valid = await verify_password(password, hashed) and known
+    if not valid:
+        for key in keys:
+            await throttle.failure(key)
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED, LOGIN_ERROR, headers={"WWW-Authenticate": "Bearer"}
+        )
+    for key in keys:
+        await throttle.success(key)
+    return TokenResponse(access_token=issue_token(settings, settings.API_USERNAME))

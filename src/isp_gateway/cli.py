@@ -1,0 +1,283 @@
+"""`isp-gateway` command line: serve · demo · simulator · hash-password · check-config."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import logging
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+EXIT_CONFIG = 2
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    # httpx logs every request URL at INFO; ours are enough.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+def _load_settings_or_exit(**overrides: Any) -> Any:
+    from isp_gateway.settings import ConfigurationError, load_settings
+
+    try:
+        return load_settings(**overrides)
+    except ConfigurationError as exc:
+        print(f"isp-gateway: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_CONFIG) from None
+
+
+def cmd_serve(ns: argparse.Namespace) -> int:
+    import uvicorn
+
+    from isp_gateway.app import create_app
+
+    settings = _load_settings_or_exit()
+    _configure_logging(settings.LOG_LEVEL)
+    if ns.workers > 1:
+        # Each worker builds its own app from the environment; with several workers,
+        # REDIS_URL makes locks, caches and throttles shared.
+        if settings.REDIS_URL is None:
+            logging.getLogger("isp_gateway").warning(
+                "several workers without REDIS_URL: zone caps, idempotency and throttles "
+                "are per worker"
+            )
+        uvicorn.run(
+            "isp_gateway.cli:app_from_env",
+            factory=True,
+            host=ns.host,
+            port=ns.port,
+            workers=ns.workers,
+            proxy_headers=ns.proxy_headers,
+            log_level=settings.LOG_LEVEL.lower(),
+            access_log=False,
+        )
+    else:
+        uvicorn.run(
+            create_app(settings),
+            host=ns.host,
+            port=ns.port,
+            proxy_headers=ns.proxy_headers,
+            log_level=settings.LOG_LEVEL.lower(),
+            access_log=False,
+        )
+    return 0
+
+
+def app_from_env() -> Any:
+    """uvicorn factory for multi-worker serving: each worker reads the environment."""
+    from isp_gateway.app import create_app
+
+    settings = _load_settings_or_exit()
+    _configure_logging(settings.LOG_LEVEL)
+    return create_app(settings)
+
+
+def cmd_check_config(ns: argparse.Namespace) -> int:
+    settings = _load_settings_or_exit()
+    print(f"configuration OK; upstream {settings.UPSTREAM_NET_HOST}")
+    return 0
+
+
+def cmd_hash_password(ns: argparse.Namespace) -> int:
+    from isp_gateway.auth.passwords import hash_password
+
+    # Read from a prompt or stdin, never argv: argv is visible to every user via `ps`.
+    if sys.stdin.isatty():
+        password = getpass.getpass("Password: ")
+        if getpass.getpass("Repeat: ") != password:
+            print("isp-gateway: passwords do not match", file=sys.stderr)
+            return 1
+    else:
+        password = sys.stdin.readline().rstrip("\r\n")
+    if not password:
+        print("isp-gateway: empty password", file=sys.stderr)
+        return 1
+    if len(password.encode()) > 72:
+        print("isp-gateway: bcrypt uses at most 72 bytes of a password", file=sys.stderr)
+        return 1
+    print(hash_password(password))
+    return 0
+
+
+def cmd_simulator(ns: argparse.Namespace) -> int:
+    from isp_gateway.simulator import config_from_args, serve_simulator
+
+    api_key = os.environ.get("SIMULATOR_API_KEY") or os.environ.get("UPSTREAM_NET_KEY")
+    if not api_key:
+        print(
+            "isp-gateway: set SIMULATOR_API_KEY (or UPSTREAM_NET_KEY) for the simulator",
+            file=sys.stderr,
+        )
+        return EXIT_CONFIG
+    _configure_logging("WARNING")
+    serve_simulator(config_from_args(ns, api_key), ns.host, ns.port)
+    return 0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _wait_http(url: str, headers: dict[str, str], deadline: float) -> Any:
+    import httpx
+
+    while time.monotonic() < deadline:
+        try:
+            response = httpx.get(url, headers=headers, timeout=2)
+            if response.status_code == 200:
+                return response.json()
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"{url} did not answer in time")
+
+
+def cmd_demo(ns: argparse.Namespace) -> int:
+    import uvicorn
+
+    from isp_gateway.app import create_app
+    from isp_gateway.auth.passwords import hash_password
+
+    api_key = secrets.token_urlsafe(24)
+    sim_port = ns.simulator_port or _free_port()
+    sim = subprocess.Popen(  # noqa: S603 - our own interpreter and module, fixed args
+        [
+            sys.executable,
+            "-m",
+            "isp_gateway",
+            "simulator",
+            "--port",
+            str(sim_port),
+            "--clients",
+            str(ns.clients),
+            "--seed",
+            str(ns.seed),
+            *(["--latency", ns.latency] if ns.latency else []),
+        ],
+        env={**os.environ, "SIMULATOR_API_KEY": api_key},
+    )
+    try:
+        upstream = f"http://127.0.0.1:{sim_port}"
+        page = _wait_http(
+            f"{upstream}/api/clientes/?limit=1",
+            {"Authorization": f"Api-Key {api_key}"},
+            time.monotonic() + 60,
+        )
+        document = page["results"][0]["cedula"] if page.get("results") else "12345678"
+        username, password = "demo", secrets.token_urlsafe(12)
+        settings = _load_settings_or_exit(
+            UPSTREAM_NET_KEY=api_key,
+            UPSTREAM_NET_HOST=upstream,
+            JWT_SECRET_KEY=secrets.token_urlsafe(48),
+            API_USERNAME=username,
+            API_PASSWORD_HASH=hash_password(password),
+        )
+        _configure_logging("WARNING")
+        base = f"http://{ns.host}:{ns.port}"
+        token_cmd = (
+            f"TOKEN=$(curl -s -X POST {base}/api/v1/auth/token "
+            f"-d 'username={username}&password={password}' "
+            "| python3 -c 'import sys,json; print(json.load(sys.stdin)[\"access_token\"])')"
+        )
+        print(
+            "\n".join(
+                [
+                    "",
+                    "isp-gateway demo (simulated WispHub backend, generated secrets)",
+                    f"  API explorer  {base}/docs   (Authorize: {username} / {password})",
+                    f"  ReDoc         {base}/redoc",
+                    f"  Health        {base}/health",
+                    f"  Simulator     {upstream}  ({ns.clients} generated clients)",
+                    "",
+                    f"  username: {username}",
+                    f"  password: {password}",
+                    "",
+                    "Try it:",
+                    f"  {token_cmd}",
+                    f'  curl -s -H "Authorization: Bearer $TOKEN" '
+                    f"{base}/api/v1/clients/by-document/{document}",
+                    "",
+                    "Ctrl-C stops both.",
+                    "",
+                ]
+            ),
+            flush=True,
+        )
+        uvicorn.run(
+            create_app(settings), host=ns.host, port=ns.port, log_level="warning", access_log=False
+        )
+    finally:
+        sim.send_signal(signal.SIGINT)
+        try:
+            sim.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            sim.kill()
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="isp-gateway", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the gateway (settings from the environment)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--workers", type=int, default=1)
+    serve.add_argument(
+        "--proxy-headers", action="store_true", help="trust X-Forwarded-For from the reverse proxy"
+    )
+    serve.set_defaults(func=cmd_serve)
+
+    demo = sub.add_parser("demo", help="simulator + gateway on loopback, generated secrets")
+    demo.add_argument("--host", default="127.0.0.1")
+    demo.add_argument("--port", type=int, default=8000)
+    demo.add_argument("--simulator-port", type=int, default=0)
+    demo.add_argument("--clients", type=int, default=2000)
+    demo.add_argument("--seed", type=int, default=1)
+    demo.add_argument(
+        "--latency", default="0.3,0.6", help="simulated upstream latency MIN,MAX seconds"
+    )
+    demo.set_defaults(func=cmd_demo)
+
+    sim = sub.add_parser("simulator", help="serve a WispHub-compatible upstream")
+    sim.add_argument("--host", default="127.0.0.1")
+    from isp_gateway.simulator import add_simulator_arguments
+
+    add_simulator_arguments(sim)
+    sim.set_defaults(func=cmd_simulator)
+
+    hashpw = sub.add_parser(
+        "hash-password", help="print a bcrypt hash of a password read from a prompt/stdin"
+    )
+    hashpw.set_defaults(func=cmd_hash_password)
+
+    check = sub.add_parser("check-config", help="validate the environment's settings")
+    check.set_defaults(func=cmd_check_config)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ns = build_parser().parse_args(argv)
+    try:
+        result: int = ns.func(ns)
+    except KeyboardInterrupt:
+        return 130
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""The service's error tree.
+
+Services raise these; one handler (envelope.py) renders them. Nothing below the routers
+knows about HTTP, except for the status each error class carries as data.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+
+class ServiceError(Exception):
+    """A business outcome that ends the request with an error envelope."""
+
+    status_code = 500
+    action = "error"
+    type: Literal["success", "error", "info"] = "error"
+    default_message = "Internal error"
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        action: str | None = None,
+        status_code: int | None = None,
+        data: Any = None,
+        meta: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self.message = message or self.default_message
+        super().__init__(self.message)
+        if action is not None:
+            self.action = action
+        if status_code is not None:
+            self.status_code = status_code
+        self.data = data
+        self.meta = meta
+        self.headers = headers or {}
+
+
+class InvalidInput(ServiceError):
+    status_code = 400
+    default_message = "Invalid input"
+
+
+class NotFound(ServiceError):
+    status_code = 404
+    default_message = "Not found"
+
+
+class Conflict(ServiceError):
+    status_code = 409
+    default_message = "Conflict"
+
+
+class Locked(ServiceError):
+    """Too many attempts; carries a Retry-After."""
+
+    status_code = 429
+    default_message = "Too many attempts, try again later"
+
+    def __init__(self, message: str | None = None, *, retry_after: int, **kw: Any) -> None:
+        headers = {"Retry-After": str(max(1, int(retry_after)))}
+        super().__init__(message, headers=headers, **kw)
+        self.retry_after = retry_after
+
+
+class UpstreamError(ServiceError):
+    """The upstream could not give a usable answer. The base of what the gateway raises."""
+
+    status_code = 502
+    action = "upstream_unavailable"
+    default_message = "The ISP backend is not available right now, try again shortly"
+
+
+class UpstreamUnavailable(UpstreamError):
+    """Down, timed out, 5xx, or an answer that is not the JSON we expect."""
+
+
+class UpstreamUnauthorized(UpstreamError):
+    """The upstream rejected our key (401/403)."""
+
+    action = "upstream_unauthorized"
+    default_message = "The ISP backend refused the service's credentials"
+
+
+class UpstreamRateLimited(UpstreamError):
+    status_code = 503
+    action = "upstream_rate_limited"
+    default_message = "The ISP backend is rate limiting requests, try again shortly"
+
+    def __init__(self, retry_after: float, message: str | None = None) -> None:
+        super().__init__(message, headers={"Retry-After": str(max(1, round(retry_after)))})
+        self.retry_after = retry_after
+
+
+class UpstreamRejected(UpstreamError):
+    """The upstream answered 4xx to a request (validation errors, unknown resource)."""
+
+    def __init__(self, status: int, body: Any, message: str | None = None) -> None:
+        super().__init__(message or f"The ISP backend refused the request ({status})")
+        self.upstream_status = status
+        self.body = body

@@ -1,0 +1,42 @@
+"""What the lifespan builds and the routers use: one typed object on `app.state.runtime`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated
+
+import httpx
+from fastapi import Depends, Request
+
+from isp_gateway.settings import Settings
+from isp_gateway.store import Store
+from isp_gateway.throttle import FailureThrottle
+from isp_gateway.upstream.gateway import UpstreamGateway
+
+if TYPE_CHECKING:
+    from isp_gateway.clients.service import ClientService
+    from isp_gateway.network.service import PingService
+    from isp_gateway.plans.service import PlanService
+    from isp_gateway.tickets.service import TicketService
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    store: Store
+    http: httpx.AsyncClient
+    gateway: UpstreamGateway
+    login_throttle: FailureThrottle
+    # Feature services, built in the lifespan after the parts above.
+    plans: PlanService = field(init=False)
+    clients: ClientService = field(init=False)
+    tickets: TicketService = field(init=False)
+    pings: PingService = field(init=False)
+
+
+def get_runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]

@@ -1,0 +1,216 @@
+"""The service's settings: one class, read from the environment and `.env`.
+
+Names follow the specification (sections 5 and 8) and DECISIONS.md exactly. Nothing is
+instantiated at import time; `load_settings()` builds an instance and turns a validation
+failure into one short message that names every offending variable.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+DEFAULT_CORS_ORIGINS = [
+    "http://localhost",
+    "http://localhost:3000",
+    "http://localhost:8080",
+    "http://localhost:8081",
+    "http://localhost:8082",
+]
+
+# HS256 needs a key at least as long as its output; shorter secrets are brute-forceable.
+MIN_SECRET_BYTES = 32
+
+
+def _split_list(value: Any) -> Any:
+    """Accept a JSON list or a comma-separated string for list settings."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            return json.loads(text)
+        return [part.strip() for part in text.split(",") if part.strip()]
+    return value
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_file=".env",
+        env_file_encoding="utf-8",
+        case_sensitive=True,
+        extra="ignore",
+    )
+
+    # Upstream (spec 5.2)
+    UPSTREAM_NET_KEY: SecretStr
+    UPSTREAM_NET_HOST: str = Field(min_length=1)
+    UPSTREAM_TIMEOUT_SECONDS: float = Field(default=10.0, gt=0, le=60)
+    UPSTREAM_PAGE_SIZE: int = Field(default=500, ge=1, le=5000)
+    UPSTREAM_PARALLEL_PAGES: int = Field(default=4, ge=1, le=32)
+    UPSTREAM_RATE_PER_MINUTE: int = Field(default=100, ge=1)
+    UPSTREAM_RATE_PER_HOUR: int = Field(default=1000, ge=1)
+
+    # Client auth (spec 5.1)
+    JWT_SECRET_KEY: SecretStr
+    JWT_ALGORITHM: str = "HS256"
+    JWT_ACCESS_TOKEN_EXPIRE_MINUTES: int = Field(default=60, ge=1)
+    API_USERNAME: str = Field(min_length=1)
+    API_PASSWORD_HASH: SecretStr
+    LOGIN_MAX_FAILURES: int = Field(default=5, ge=1)
+    LOGIN_LOCKOUT_SECONDS: int = Field(default=900, ge=1)
+
+    # Tickets (spec 8)
+    MAX_ACTIVE_TICKETS_PER_ZONE: int = Field(default=3, ge=1)
+    ACTIVE_TICKET_STATES: Annotated[list[int], NoDecode] = Field(default_factory=lambda: [1])
+    MAX_TICKET_RESOLUTION_DAYS: int = Field(default=3, ge=0, le=365)
+    TICKET_SUBJECTS_FILE: Path | None = None
+    TIMEZONE: str = "America/Bogota"
+    HOLIDAYS_COUNTRY: str = "CO"
+    EXTRA_HOLIDAYS: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    IDEMPOTENCY_TTL_SECONDS: int = Field(default=86400, ge=60)
+
+    # Clients
+    ACTIVE_CLIENT_STATES: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["Activo"])
+    PHONE_COUNTRY_CODE: str = Field(default="57", pattern=r"^\d{1,4}$")
+    PHONE_NATIONAL_LENGTH: int = Field(default=10, ge=6, le=15)
+    VERIFY_MAX_FAILURES: int = Field(default=5, ge=1)
+    VERIFY_LOCKOUT_SECONDS: int = Field(default=900, ge=1)
+
+    # Caching
+    CLIENT_CACHE_SECONDS: int = Field(default=300, ge=1)
+    PLAN_CACHE_SECONDS: int = Field(default=900, ge=1)
+    STALE_IF_ERROR_SECONDS: int = Field(default=3600, ge=0)
+    NEGATIVE_CACHE_SECONDS: int = Field(default=60, ge=0)
+
+    # Network diagnostics
+    PING_TASK_TTL_SECONDS: int = Field(default=3600, ge=60)
+    PING_POLL_INTERVAL_SECONDS: float = Field(default=2.0, ge=0.1)
+    PING_COALESCE_SECONDS: float = Field(default=10.0, ge=0)
+
+    # HTTP surface
+    CORS_ORIGINS: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: list(DEFAULT_CORS_ORIGINS)
+    )
+    RATE_LIMIT_PER_MINUTE: int = Field(default=0, ge=0)  # 0 = off (DECISIONS.md)
+    REDIS_URL: SecretStr | None = None
+    LOG_LEVEL: str = "INFO"
+
+    @field_validator(
+        "ACTIVE_TICKET_STATES",
+        "EXTRA_HOLIDAYS",
+        "ACTIVE_CLIENT_STATES",
+        "CORS_ORIGINS",
+        mode="before",
+    )
+    @classmethod
+    def _lists(cls, value: Any) -> Any:
+        return _split_list(value)
+
+    @field_validator("ACTIVE_TICKET_STATES")
+    @classmethod
+    def _states_not_empty(cls, value: list[int]) -> list[int]:
+        if not value:
+            raise ValueError("must list at least one state")
+        return value
+
+    @field_validator("EXTRA_HOLIDAYS")
+    @classmethod
+    def _iso_dates(cls, value: list[str]) -> list[str]:
+        from datetime import date
+
+        for item in value:
+            date.fromisoformat(item)  # raises ValueError with a clear text
+        return value
+
+    @field_validator("TIMEZONE")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown time zone {value!r}") from exc
+        return value
+
+    @field_validator("HOLIDAYS_COUNTRY")
+    @classmethod
+    def _known_country(cls, value: str) -> str:
+        import holidays
+
+        if value.upper() not in holidays.list_supported_countries():
+            raise ValueError(f"no holiday calendar for country {value!r}")
+        return value.upper()
+
+    @field_validator("JWT_ALGORITHM")
+    @classmethod
+    def _hmac_only(cls, value: str) -> str:
+        # One shared secret signs and verifies, so only the HMAC family makes sense here;
+        # 'none' must never be accepted.
+        if value not in {"HS256", "HS384", "HS512"}:
+            raise ValueError("must be one of HS256, HS384, HS512")
+        return value
+
+    @field_validator("JWT_SECRET_KEY")
+    @classmethod
+    def _long_secret(cls, value: SecretStr) -> SecretStr:
+        if len(value.get_secret_value().encode()) < MIN_SECRET_BYTES:
+            raise ValueError(f"must be at least {MIN_SECRET_BYTES} bytes long")
+        return value
+
+    @field_validator("API_PASSWORD_HASH")
+    @classmethod
+    def _bcrypt_hash(cls, value: SecretStr) -> SecretStr:
+        if not value.get_secret_value().startswith(("$2a$", "$2b$", "$2y$")):
+            raise ValueError("must be a bcrypt hash (see `isp-gateway hash-password`)")
+        return value
+
+    @field_validator("UPSTREAM_NET_KEY")
+    @classmethod
+    def _key_not_blank(cls, value: SecretStr) -> SecretStr:
+        if not value.get_secret_value().strip():
+            raise ValueError("must not be empty")
+        return value
+
+    @field_validator("UPSTREAM_NET_HOST")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _subjects_file_exists(self) -> Settings:
+        if self.TICKET_SUBJECTS_FILE is not None and not self.TICKET_SUBJECTS_FILE.is_file():
+            raise ValueError(f"TICKET_SUBJECTS_FILE: no such file {self.TICKET_SUBJECTS_FILE}")
+        return self
+
+    @property
+    def tz(self) -> ZoneInfo:
+        return ZoneInfo(self.TIMEZONE)
+
+
+class ConfigurationError(Exception):
+    """Raised with a one-paragraph, secret-free description of what is wrong."""
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """Name every offending variable in one short message, never echoing values."""
+    problems: list[str] = []
+    for err in exc.errors():
+        name = ".".join(str(part) for part in err["loc"]) or "settings"
+        if err["type"] == "missing":
+            problems.append(f"{name} is required but not set")
+        else:
+            msg = err["msg"].removeprefix("Value error, ")
+            problems.append(f"{name}: {msg}")
+    return "invalid configuration: " + "; ".join(problems)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise ConfigurationError(describe_validation_error(exc)) from None

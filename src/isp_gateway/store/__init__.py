@@ -1,0 +1,6 @@
+"""Shared state behind one Protocol: memory now, Redis when REDIS_URL is set."""
+
+from isp_gateway.store.base import LockTimeout, Store
+from isp_gateway.store.memory import MemoryStore
+
+__all__ = ["LockTimeout", "MemoryStore", "Store"]

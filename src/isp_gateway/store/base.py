@@ -1,0 +1,44 @@
+"""The store: the one place for shared, expiring state.
+
+Cache entries, locks, counters, idempotency records, throttles and ping task records all go
+through this Protocol. The in-memory store serves one process; a Redis store implements the
+same Protocol so several workers share one view with no change above this layer. Values must
+be JSON-serialisable (dicts, lists, str, numbers, bool, None) so that both stores behave alike.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
+
+
+class LockTimeout(Exception):
+    """The lock could not be acquired in time."""
+
+
+class Store(Protocol):
+    async def get(self, key: str) -> Any | None:
+        """The value, or None when absent or expired."""
+
+    async def set(self, key: str, value: Any, ttl: float | None = None) -> None:
+        """Store a value; `ttl` in seconds, None for no expiry."""
+
+    async def set_if_absent(self, key: str, value: Any, ttl: float | None = None) -> bool:
+        """Store only when the key is absent; True when this call stored it."""
+
+    async def delete(self, key: str) -> None: ...
+
+    async def incr(self, key: str, amount: int = 1, ttl: float | None = None) -> int:
+        """Atomically add to a counter; the ttl is set when the counter is created."""
+
+    async def ttl(self, key: str) -> float | None:
+        """Seconds until the key expires; None when absent or without expiry."""
+
+    def lock(
+        self, name: str, *, timeout: float = 30.0, blocking_timeout: float | None = None
+    ) -> AbstractAsyncContextManager[None]:
+        """A mutual-exclusion lock by name. `timeout` bounds how long a holder may keep it
+        (so a crashed holder cannot block forever); `blocking_timeout` bounds the wait and
+        raises LockTimeout when exceeded."""
+
+    async def close(self) -> None: ...

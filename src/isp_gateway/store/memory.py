@@ -1,0 +1,94 @@
+"""In-memory store for a single process (the default deployment shape)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from isp_gateway.store.base import LockTimeout
+
+# Expired entries are dropped lazily on access, plus a sweep every this many writes, so
+# the dict cannot grow without bound under a stream of one-off keys.
+_SWEEP_EVERY = 1000
+
+
+class MemoryStore:
+    def __init__(self) -> None:
+        self._data: dict[str, tuple[Any, float | None]] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._writes = 0
+
+    def _alive(self, key: str) -> tuple[Any, float | None] | None:
+        item = self._data.get(key)
+        if item is None:
+            return None
+        if item[1] is not None and item[1] <= time.monotonic():
+            del self._data[key]
+            return None
+        return item
+
+    def _put(self, key: str, value: Any, ttl: float | None) -> None:
+        expires = time.monotonic() + ttl if ttl is not None else None
+        self._data[key] = (value, expires)
+        self._writes += 1
+        if self._writes % _SWEEP_EVERY == 0:
+            now = time.monotonic()
+            for k in [k for k, (_, e) in self._data.items() if e is not None and e <= now]:
+                del self._data[k]
+
+    async def get(self, key: str) -> Any | None:
+        item = self._alive(key)
+        return None if item is None else item[0]
+
+    async def set(self, key: str, value: Any, ttl: float | None = None) -> None:
+        self._put(key, value, ttl)
+
+    async def set_if_absent(self, key: str, value: Any, ttl: float | None = None) -> bool:
+        if self._alive(key) is not None:
+            return False
+        self._put(key, value, ttl)
+        return True
+
+    async def delete(self, key: str) -> None:
+        self._data.pop(key, None)
+
+    async def incr(self, key: str, amount: int = 1, ttl: float | None = None) -> int:
+        item = self._alive(key)
+        if item is None:
+            self._put(key, amount, ttl)
+            return amount
+        value = int(item[0]) + amount
+        self._data[key] = (value, item[1])
+        return value
+
+    async def ttl(self, key: str) -> float | None:
+        item = self._alive(key)
+        if item is None or item[1] is None:
+            return None
+        return max(0.0, item[1] - time.monotonic())
+
+    @asynccontextmanager
+    async def lock(
+        self, name: str, *, timeout: float = 30.0, blocking_timeout: float | None = None
+    ) -> AsyncIterator[None]:
+        # In one process a holder cannot vanish without releasing, so `timeout` has no role.
+        lock = self._locks.setdefault(name, asyncio.Lock())
+        try:
+            if blocking_timeout is None:
+                await lock.acquire()
+            else:
+                await asyncio.wait_for(lock.acquire(), blocking_timeout)
+        except TimeoutError:
+            raise LockTimeout(name) from None
+        try:
+            yield
+        finally:
+            lock.release()
+            if not lock.locked() and not getattr(lock, "_waiters", None):
+                self._locks.pop(name, None)
+
+    async def close(self) -> None:
+        self._data.clear()

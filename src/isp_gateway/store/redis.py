@@ -1,0 +1,82 @@
+"""Redis store: the same Protocol, shared by every worker and replica (REDIS_URL)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import LockError
+
+from isp_gateway.store.base import LockTimeout
+
+PREFIX = "ispgw:"
+
+
+class RedisStore:
+    def __init__(self, url: str) -> None:
+        self._redis: aioredis.Redis = aioredis.Redis.from_url(url, decode_responses=False)
+
+    @staticmethod
+    def _k(key: str) -> str:
+        return PREFIX + key
+
+    async def ping(self) -> None:
+        await self._redis.ping()
+
+    async def get(self, key: str) -> Any | None:
+        raw = await self._redis.get(self._k(key))
+        return None if raw is None else json.loads(raw)
+
+    async def set(self, key: str, value: Any, ttl: float | None = None) -> None:
+        px = int(ttl * 1000) if ttl is not None else None
+        await self._redis.set(self._k(key), json.dumps(value, separators=(",", ":")), px=px)
+
+    async def set_if_absent(self, key: str, value: Any, ttl: float | None = None) -> bool:
+        px = int(ttl * 1000) if ttl is not None else None
+        done = await self._redis.set(
+            self._k(key), json.dumps(value, separators=(",", ":")), px=px, nx=True
+        )
+        return bool(done)
+
+    async def delete(self, key: str) -> None:
+        await self._redis.delete(self._k(key))
+
+    async def incr(self, key: str, amount: int = 1, ttl: float | None = None) -> int:
+        name = self._k(key)
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.incrby(name, amount)
+            if ttl is not None:
+                # NX: the window's expiry is set once, when the counter is created.
+                pipe.pexpire(name, int(ttl * 1000), nx=True)
+            result = await pipe.execute()
+        return int(result[0])
+
+    async def ttl(self, key: str) -> float | None:
+        ms = await self._redis.pttl(self._k(key))
+        return None if ms is None or ms < 0 else ms / 1000
+
+    @asynccontextmanager
+    async def lock(
+        self, name: str, *, timeout: float = 30.0, blocking_timeout: float | None = None
+    ) -> AsyncIterator[None]:
+        # `timeout` expires the lock if its holder dies, so one crashed worker cannot
+        # block a zone forever.
+        lock = self._redis.lock(
+            self._k("lock:" + name), timeout=timeout, blocking_timeout=blocking_timeout
+        )
+        acquired = await lock.acquire()
+        if not acquired:
+            raise LockTimeout(name)
+        try:
+            yield
+        finally:
+            # It may have expired while held; then there is nothing left to release.
+            with contextlib.suppress(LockError):
+                await lock.release()
+
+    async def close(self) -> None:
+        await self._redis.aclose()

@@ -1,0 +1,9 @@
+"""HTTP routes for tickets. STUB, to be built: thin handlers that call the service."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+
+from isp_gateway.auth.dependencies import current_user
+
+router = APIRouter(prefix="/api/v1/tickets", tags=["tickets"], dependencies=[Depends(current_user)])

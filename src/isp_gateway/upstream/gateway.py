@@ -1,0 +1,211 @@
+"""The one piece of code that speaks HTTP to the WispHub-compatible upstream.
+
+It owns the auth header, trailing slashes, pagination, the rate budget and the mapping of
+every transport failure to a typed error. Feature modules in this package (`clients.py`,
+`tickets.py`, `plans.py`, `ping.py`) build on `request`/`get_json`/`get_all_pages` and turn
+the Spanish records into our models; nothing above this package sees WispHub's field names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import httpx
+
+from isp_gateway.errors import (
+    UpstreamRateLimited,
+    UpstreamRejected,
+    UpstreamUnauthorized,
+    UpstreamUnavailable,
+)
+from isp_gateway.settings import Settings
+from isp_gateway.upstream.budget import RateBudget
+
+log = logging.getLogger("isp_gateway.upstream")
+
+JSON = Any
+
+
+def build_http_client(settings: Settings) -> httpx.AsyncClient:
+    """One pooled client for the service's lifetime."""
+    key = settings.UPSTREAM_NET_KEY.get_secret_value()
+    return httpx.AsyncClient(
+        base_url=settings.UPSTREAM_NET_HOST + "/",
+        headers={"Authorization": f"Api-Key {key}", "Accept": "application/json"},
+        timeout=httpx.Timeout(settings.UPSTREAM_TIMEOUT_SECONDS),
+        # A redirected POST loses its body; we always send the trailing slash instead.
+        follow_redirects=False,
+        limits=httpx.Limits(max_connections=50, max_keepalive_connections=20),
+    )
+
+
+def _retry_after(response: httpx.Response) -> float:
+    try:
+        return max(1.0, float(response.headers.get("Retry-After", "60")))
+    except ValueError:
+        return 60.0
+
+
+class UpstreamGateway:
+    def __init__(self, settings: Settings, http: httpx.AsyncClient, budget: RateBudget) -> None:
+        self.settings = settings
+        self.http = http
+        self.budget = budget
+
+    @staticmethod
+    def _path(path: str) -> str:
+        path = path.lstrip("/")
+        if not path.endswith("/"):
+            path += "/"  # a missing slash answers 301 upstream
+        return path
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | list[tuple[str, Any]] | None = None,
+        json: JSON = None,
+        data: dict[str, Any] | None = None,
+        files: dict[str, Any] | None = None,
+        background: bool = False,
+        retry_refused: bool | None = None,
+    ) -> httpx.Response:
+        """Send one request and return a 2xx response, or raise a typed upstream error.
+
+        A refused connection is retried once for reads only: a write that may have reached
+        the upstream is never repeated (it could create a second ticket).
+        """
+        url = self._path(path)
+        if retry_refused is None:
+            retry_refused = method in ("GET", "HEAD")
+        attempts = 2 if retry_refused else 1
+        for attempt in range(attempts):
+            await self.budget.acquire(background=background)
+            try:
+                response = await self.http.request(
+                    method, url, params=params, json=json, data=data, files=files
+                )
+                break
+            except httpx.ConnectError as exc:
+                if attempt + 1 < attempts:
+                    await asyncio.sleep(0.05)
+                    continue
+                log.warning(
+                    "upstream %s %s: connection failed (%s)", method, url, type(exc).__name__
+                )
+                raise UpstreamUnavailable() from None
+            except httpx.TimeoutException:
+                # A timed-out call is not retried: the request would outlive the bot's window.
+                log.warning("upstream %s %s: timed out", method, url)
+                raise UpstreamUnavailable() from None
+            except httpx.HTTPError as exc:
+                log.warning("upstream %s %s: %s", method, url, type(exc).__name__)
+                raise UpstreamUnavailable() from None
+        status = response.status_code
+        if 200 <= status < 300:
+            return response
+        if status in (401, 403):
+            # Never log the key or the body (a proxy page may echo headers).
+            log.error("upstream %s %s: our API key was rejected (%d)", method, url, status)
+            raise UpstreamUnauthorized()
+        if status == 429:
+            retry_after = _retry_after(response)
+            log.warning("upstream %s %s: rate limited, retry after %.0fs", method, url, retry_after)
+            raise UpstreamRateLimited(retry_after)
+        if status >= 500 or 300 <= status < 400:
+            log.warning("upstream %s %s: status %d", method, url, status)
+            raise UpstreamUnavailable()
+        try:
+            body: Any = response.json()
+        except ValueError:
+            body = None
+        raise UpstreamRejected(status, body)
+
+    async def get_json(
+        self,
+        path: str,
+        params: dict[str, Any] | list[tuple[str, Any]] | None = None,
+        *,
+        background: bool = False,
+    ) -> JSON:
+        response = await self.request("GET", path, params=params, background=background)
+        return self.decode(response)
+
+    @staticmethod
+    def decode(response: httpx.Response) -> JSON:
+        try:
+            return response.json()
+        except ValueError:
+            log.warning("upstream %s: answer is not JSON", response.request.url.path)
+            raise UpstreamUnavailable() from None
+
+    async def get_page(
+        self,
+        path: str,
+        params: dict[str, Any],
+        limit: int,
+        offset: int,
+        *,
+        background: bool = False,
+    ) -> tuple[int | None, bool, list[dict[str, Any]]]:
+        """One page: (count, has_next, results). We rebuild pages from limit/offset and
+        never follow `next`, which may name the wrong scheme."""
+        body = await self.get_json(
+            path, {**params, "limit": limit, "offset": offset}, background=background
+        )
+        if isinstance(body, list):  # an unpaginated answer: everything at once
+            return len(body), False, [r for r in body if isinstance(r, dict)]
+        if not isinstance(body, dict) or not isinstance(body.get("results"), list):
+            log.warning("upstream %s: unexpected page shape", path)
+            raise UpstreamUnavailable()
+        count = body.get("count")
+        results = [r for r in body["results"] if isinstance(r, dict)]
+        return (count if isinstance(count, int) else None), bool(body.get("next")), results
+
+    async def get_all_pages(
+        self,
+        path: str,
+        params: dict[str, Any] | None = None,
+        *,
+        background: bool = False,
+    ) -> list[dict[str, Any]]:
+        """Every row of a paginated list: the first page tells the count, the rest are
+        fetched in bounded parallel, then paging goes on until a page comes back empty."""
+        params = dict(params or {})
+        size = self.settings.UPSTREAM_PAGE_SIZE
+        count, has_next, first = await self.get_page(path, params, size, 0, background=background)
+        rows = list(first)
+        if not has_next or not first:
+            return rows
+        # The upstream may cap the page size below what we asked for.
+        step = len(first)
+        offsets = list(range(step, count, step)) if count is not None else []
+        if offsets:
+            sem = asyncio.Semaphore(self.settings.UPSTREAM_PARALLEL_PAGES)
+
+            async def fetch(offset: int) -> tuple[bool, list[dict[str, Any]]]:
+                async with sem:
+                    _, nxt, page = await self.get_page(
+                        path, params, step, offset, background=background
+                    )
+                    return nxt, page
+
+            pages = await asyncio.gather(*(fetch(o) for o in offsets))
+            for _, page in pages:
+                rows.extend(page)
+            offset = offsets[-1] + step
+            more = pages[-1][0] and bool(pages[-1][1])
+        else:
+            offset, more = step, True
+        # The list may have grown while we read it (or the count was missing).
+        while more:
+            _, has_next, page = await self.get_page(
+                path, params, step, offset, background=background
+            )
+            rows.extend(page)
+            offset += step
+            more = has_next and bool(page)
+        return rows

@@ -1,0 +1,127 @@
+"""Shared fixtures: a real simulator and a real gateway, each under uvicorn on loopback."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+
+from isp_gateway.app import create_app
+from isp_gateway.auth.passwords import hash_password
+from isp_gateway.auth.tokens import issue_token
+from isp_gateway.settings import Settings, load_settings
+from isp_gateway.simulator import SimulatorConfig, create_simulator_app
+from tests.support import run_server
+
+API_KEY = "test-upstream-key-0123456789"
+USERNAME = "bot"
+PASSWORD = "correct horse battery staple"
+JWT_SECRET = "test-secret-key-that-is-long-enough-0123456789"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def password_hash() -> str:
+    return hash_password(PASSWORD)
+
+
+@dataclass
+class Simulator:
+    url: str
+    app: Any
+
+    @property
+    def state(self) -> Any:
+        return self.app.state.sim
+
+
+@dataclass
+class Gateway:
+    url: str
+    settings: Settings
+    app: Any
+    client: httpx.Client
+    token: str
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    @property
+    def runtime(self) -> Any:
+        return self.app.state.runtime
+
+    def get(self, path: str, **kw: Any) -> httpx.Response:
+        return self.client.get(path, headers={**self.auth, **kw.pop("headers", {})}, **kw)
+
+    def post(self, path: str, **kw: Any) -> httpx.Response:
+        return self.client.post(path, headers={**self.auth, **kw.pop("headers", {})}, **kw)
+
+    def put(self, path: str, **kw: Any) -> httpx.Response:
+        return self.client.put(path, headers={**self.auth, **kw.pop("headers", {})}, **kw)
+
+
+@pytest.fixture
+def start_simulator() -> Iterator[Callable[..., Simulator]]:
+    """Factory: start a simulator with SimulatorConfig overrides (api_key preset)."""
+    with contextlib.ExitStack() as stack:
+
+        def start(**overrides: Any) -> Simulator:
+            overrides.setdefault("api_key", API_KEY)
+            overrides.setdefault("clients", 200)
+            overrides.setdefault("ping_duration", 0.3)
+            app = create_simulator_app(SimulatorConfig(**overrides))
+            url = stack.enter_context(run_server(app))
+            return Simulator(url=url, app=app)
+
+        yield start
+
+
+@pytest.fixture
+def simulator(start_simulator: Callable[..., Simulator]) -> Simulator:
+    return start_simulator()
+
+
+def gateway_settings(upstream_url: str, password_hash: str, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "UPSTREAM_NET_KEY": API_KEY,
+        "UPSTREAM_NET_HOST": upstream_url,
+        "JWT_SECRET_KEY": JWT_SECRET,
+        "API_USERNAME": USERNAME,
+        "API_PASSWORD_HASH": password_hash,
+        # Tests make many calls; the real budget is exercised by its own tests.
+        "UPSTREAM_RATE_PER_MINUTE": 100_000,
+        "UPSTREAM_RATE_PER_HOUR": 1_000_000,
+        "UPSTREAM_TIMEOUT_SECONDS": 3.0,
+    }
+    values.update(overrides)
+    return load_settings(**values)
+
+
+@pytest.fixture
+def start_gateway(password_hash: str) -> Iterator[Callable[..., Gateway]]:
+    """Factory: run the real app (with its lifespan) against an upstream URL."""
+    with contextlib.ExitStack() as stack:
+
+        def start(upstream_url: str, **overrides: Any) -> Gateway:
+            settings = gateway_settings(upstream_url, password_hash, **overrides)
+            app = create_app(settings)
+            url = stack.enter_context(run_server(app))
+            client = stack.enter_context(httpx.Client(base_url=url, timeout=30))
+            return Gateway(url=url, settings=settings, app=app, client=client,
+                           token=issue_token(settings, USERNAME))
+
+        yield start
+
+
+@pytest.fixture
+def gateway(simulator: Simulator, start_gateway: Callable[..., Gateway]) -> Gateway:
+    return start_gateway(simulator.url)
