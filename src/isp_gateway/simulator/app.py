@@ -1,0 +1,412 @@
+"""The ASGI app: a WispHub-compatible REST API over ``SimulatorState``, plus ``/_sim/`` controls.
+
+Request order under ``/api/``: count the call → faults → trailing-slash redirect (301, before
+auth, as Django's CommonMiddleware does) → route → Api-Key check (403) → handler.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from isp_gateway.simulator.config import SimulatorConfig
+from isp_gateway.simulator.dataset import build_dataset, load_dataset
+from isp_gateway.simulator.state import SimulatorState
+
+Handler = Callable[[SimulatorState, Request, str], Awaitable[Response]]
+
+NOT_FOUND = {"detail": "No encontrado."}
+_NOT_FOUND_HTML = (
+    b'<!doctype html>\n<html lang="en"><head><title>Not Found</title></head><body><h1>Not Found'
+    b"</h1><p>The requested resource was not found on this server.</p></body></html>\n"
+)
+_ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+
+def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    return Response(content, status, headers=headers, media_type="application/json")
+
+
+class BadBody(Exception):
+    """A request body the upstream's parsers refuse."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__("bad body")
+        self.response = response
+
+
+async def _read_body(request: Request) -> dict[str, Any]:
+    """JSON, multipart or urlencoded body as a flat dict (last value wins, like QueryDict)."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type in ("multipart/form-data", "application/x-www-form-urlencoded"):
+        async with request.form() as form:
+            return {key: value for key, value in form.multi_items() if isinstance(value, str)}
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    if content_type not in ("application/json", ""):
+        raise BadBody(
+            _json({"detail": f'Tipo de medio "{content_type}" no soportado en la solicitud.'}, 415)
+        )
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise BadBody(_json({"detail": f"JSON parse error - {exc}"}, 400)) from exc
+    if not isinstance(data, dict):
+        kind = type(data).__name__
+        raise BadBody(
+            _json(
+                {
+                    "non_field_errors": [
+                        f"Datos inválidos. Se esperaba un diccionario, pero se obtuvo {kind}."
+                    ]
+                },
+                400,
+            )
+        )
+    return data
+
+
+def _page_params(request: Request, sim: SimulatorState) -> tuple[int, int]:
+    """DRF LimitOffsetPagination: bad or missing limit → default; limit capped; bad offset → 0."""
+    config = sim.config
+    limit = config.default_page_size
+    raw_limit = request.query_params.get("limit", "")
+    if raw_limit.isdigit() and int(raw_limit) > 0:
+        limit = min(int(raw_limit), config.max_page_size)
+    raw_offset = request.query_params.get("offset", "")
+    offset = int(raw_offset) if raw_offset.isdigit() else 0
+    return limit, offset
+
+
+def _page_url(request: Request, changes: dict[str, int | None]) -> str:
+    """An absolute page link that, like the upstream behind a TLS proxy, always says http://."""
+    params = dict(request.query_params.multi_items())
+    for key, value in changes.items():
+        if value is None:
+            params.pop(key, None)
+        else:
+            params[key] = str(value)
+    host = request.headers.get("host") or f"{request.url.hostname}:{request.url.port}"
+    query = urlencode(sorted(params.items()))
+    return f"http://{host}{request.url.path}" + (f"?{query}" if query else "")
+
+
+def _page_links(
+    request: Request, count: int, limit: int, offset: int
+) -> tuple[str | None, str | None]:
+    next_url = None
+    if offset + limit < count:
+        next_url = _page_url(request, {"limit": limit, "offset": offset + limit})
+    previous = None
+    if offset > 0:
+        back = offset - limit
+        previous = _page_url(request, {"limit": limit, "offset": back if back > 0 else None})
+    return next_url, previous
+
+
+def _paginated(request: Request, sim: SimulatorState, rows: list[Any]) -> Response:
+    limit, offset = _page_params(request, sim)
+    next_url, previous = _page_links(request, len(rows), limit, offset)
+    return _json(
+        {
+            "count": len(rows),
+            "next": next_url,
+            "previous": previous,
+            "results": rows[offset : offset + limit],
+        }
+    )
+
+
+# -- handlers ----------------------------------------------------------------------------
+
+
+async def list_clients(sim: SimulatorState, request: Request, _: str) -> Response:
+    positions = sim.filter_clients(request.query_params)
+    limit, offset = _page_params(request, sim)
+    count = len(positions)
+    # The heavy path (the gateway paging through every client): rows are pre-encoded and
+    # only joined here, so a 500-row page costs a slice and a join.
+    blobs = sim.encoded_clients(positions[offset : offset + limit])
+    next_url, previous = _page_links(request, count, limit, offset)
+    head = b'{"count":%d,"next":%s,"previous":%s,"results":[' % (
+        count,
+        json.dumps(next_url).encode(),
+        json.dumps(previous).encode(),
+    )
+    return Response(head + b",".join(blobs) + b"]}", media_type="application/json")
+
+
+async def get_client(sim: SimulatorState, request: Request, ident: str) -> Response:
+    detail = sim.client_detail(int(ident))
+    return _json(detail) if detail is not None else _json(NOT_FOUND, 404)
+
+
+async def update_profile(sim: SimulatorState, request: Request, ident: str) -> Response:
+    service_id = int(ident)
+    if sim.client_position(service_id) is None:
+        return _json(NOT_FOUND, 404)
+    try:
+        data = await _read_body(request)
+    except BadBody as bad:
+        return bad.response
+    errors = sim.update_profile(service_id, data)
+    if errors:
+        return _json(errors, 400)
+    return _json({"status": "ok", "id_servicio": service_id})
+
+
+async def create_ping(sim: SimulatorState, request: Request, ident: str) -> Response:
+    service_id = int(ident)
+    if sim.client_position(service_id) is None:
+        return _json(NOT_FOUND, 404)
+    try:
+        data = await _read_body(request)
+    except BadBody as bad:
+        return bad.response
+    raw = data.get("pings")
+    pings = raw if isinstance(raw, int) and not isinstance(raw, bool) else None
+    if isinstance(raw, str) and raw.strip().isdigit():
+        pings = int(raw)
+    if raw is None:
+        return _json({"pings": ["Este campo es requerido."]}, 400)
+    if pings is None:
+        return _json({"pings": ["Se requiere un número entero válido."]}, 400)
+    if not 1 <= pings <= 100:
+        return _json({"pings": ["Asegúrese de que este valor esté entre 1 y 100."]}, 400)
+    arp = data.get("arp_ping") in (True, "true", "True", "1", 1)
+    interface = data.get("interfaz") if isinstance(data.get("interfaz"), str) else None
+    task_id = sim.create_ping(service_id, pings, arp, interface)
+    return _json({"task_id": task_id, "status": "PROCESS"}, 202)
+
+
+async def get_task(sim: SimulatorState, request: Request, ident: str) -> Response:
+    found = sim.task_status(ident)
+    if found is None:
+        return _json(NOT_FOUND, 404)
+    status, result = found
+    return _json({"task": {"status": status, "result": result}})
+
+
+async def list_plans(sim: SimulatorState, request: Request, _: str) -> Response:
+    return _paginated(request, sim, sim.plan_rows())
+
+
+def _plan_detail(tipo: str) -> Handler:
+    async def handler(sim: SimulatorState, request: Request, ident: str) -> Response:
+        detail = sim.plan_detail(tipo, int(ident))
+        return _json(detail) if detail is not None else _json(NOT_FOUND, 404)
+
+    return handler
+
+
+async def list_tickets(sim: SimulatorState, request: Request, _: str) -> Response:
+    tickets = sim.filter_tickets(request.query_params.getlist("estado"))
+    limit, offset = _page_params(request, sim)
+    next_url, previous = _page_links(request, len(tickets), limit, offset)
+    rows = [sim.render_ticket(t) for t in tickets[offset : offset + limit]]
+    return _json({"count": len(tickets), "next": next_url, "previous": previous, "results": rows})
+
+
+async def get_ticket(sim: SimulatorState, request: Request, ident: str) -> Response:
+    ticket = sim.get_ticket(int(ident))
+    if ticket is None:
+        return _json(NOT_FOUND, 404)
+    return _json(sim.render_ticket(ticket, detail=True))
+
+
+async def create_ticket(sim: SimulatorState, request: Request, _: str) -> Response:
+    try:
+        data = await _read_body(request)
+    except BadBody as bad:
+        return bad.response
+    ticket, errors = sim.create_ticket(data)
+    if ticket is None:
+        return _json(errors, 400)
+    return _json(sim.render_ticket(ticket), 201)
+
+
+@dataclass(frozen=True)
+class ApiRoute:
+    pattern: re.Pattern[str]
+    template: str
+    handlers: dict[str, Handler]
+
+
+def _route(regex: str, template: str, handlers: dict[str, Handler]) -> ApiRoute:
+    return ApiRoute(re.compile(regex), template, handlers)
+
+
+API_ROUTES = (
+    _route(r"/api/clientes/", "/api/clientes/", {"GET": list_clients}),
+    _route(r"/api/clientes/(\d+)/", "/api/clientes/{id}/", {"GET": get_client}),
+    _route(
+        r"/api/clientes/(\d+)/perfil/",
+        "/api/clientes/{id}/perfil/",
+        {"PATCH": update_profile, "PUT": update_profile},
+    ),
+    _route(r"/api/clientes/(\d+)/ping/", "/api/clientes/{id}/ping/", {"POST": create_ping}),
+    _route(r"/api/tasks/([^/]+)/", "/api/tasks/{id}/", {"GET": get_task}),
+    _route(r"/api/plan-internet/", "/api/plan-internet/", {"GET": list_plans}),
+    _route(
+        r"/api/plan-internet/pppoe/(\d+)/",
+        "/api/plan-internet/pppoe/{id}/",
+        {"GET": _plan_detail("PPPOE")},
+    ),
+    _route(
+        r"/api/plan-internet/queue/(\d+)/",
+        "/api/plan-internet/queue/{id}/",
+        {"GET": _plan_detail("SIMPLE QUEUE")},
+    ),
+    _route(r"/api/tickets/", "/api/tickets/", {"GET": list_tickets, "POST": create_ticket}),
+    _route(r"/api/tickets/(\d+)/", "/api/tickets/{id}/", {"GET": get_ticket}),
+)
+
+
+def _resolve(path: str) -> tuple[ApiRoute, str] | None:
+    for route in API_ROUTES:
+        match = route.pattern.fullmatch(path)
+        if match:
+            return route, (match.group(1) if match.groups() else "")
+    return None
+
+
+def _authorized(request: Request, api_key: str) -> bool:
+    header = request.headers.get("authorization", "")
+    scheme, _, key = header.partition(" ")
+    return scheme == "Api-Key" and hmac.compare_digest(key.strip().encode(), api_key.encode())
+
+
+async def api_endpoint(request: Request) -> Response:
+    sim: SimulatorState = request.app.state.sim
+    method, path = request.method, request.url.path
+    resolved = _resolve(path)
+    sim.calls[f"{method} {resolved[0].template if resolved else path}"] += 1
+    if path.startswith("/api/"):
+        fault = await sim.injector.apply(sim.faults, request)
+        if fault is not None:
+            return fault
+    if resolved is None:
+        if not path.endswith("/") and _resolve(path + "/"):
+            return Response(
+                status_code=301, headers={"Location": str(request.url.replace(path=path + "/"))}
+            )
+        return Response(_NOT_FOUND_HTML, 404, media_type="text/html")
+    if not _authorized(request, sim.config.api_key):
+        return _json({"detail": "Usted no tiene permiso para realizar esta acción."}, 403)
+    route, ident = resolved
+    handler = route.handlers.get(method)
+    if handler is None:
+        return _json({"detail": f'Método "{method}" no permitido.'}, 405)
+    return await handler(sim, request, ident)
+
+
+# -- control endpoints --------------------------------------------------------------------
+
+
+async def _control_body(request: Request) -> dict[str, Any]:
+    try:
+        data = json.loads(await request.body() or b"{}")
+    except ValueError as exc:
+        raise BadBody(_json({"detail": f"invalid JSON: {exc}"}, 400)) from exc
+    if not isinstance(data, dict):
+        raise BadBody(_json({"detail": "expected a JSON object"}, 400))
+    return data
+
+
+async def sim_stats(request: Request) -> Response:
+    return _json(request.app.state.sim.stats())
+
+
+async def sim_reset_stats(request: Request) -> Response:
+    request.app.state.sim.reset_stats()
+    return _json({"ok": True})
+
+
+async def sim_faults(request: Request) -> Response:
+    sim: SimulatorState = request.app.state.sim
+    if request.method == "PUT":
+        try:
+            data = await _control_body(request)
+            sim.faults.update(data)
+        except BadBody as bad:
+            return bad.response
+        except (TypeError, ValueError) as exc:
+            return _json({"detail": str(exc)}, 400)
+        # A new limit starts with a clean window, so tests see exactly N admitted calls.
+        if "rate_limit_per_minute" in data or data.get("reset"):
+            sim.injector.reset_rate_window()
+    return _json(sim.faults.as_dict())
+
+
+async def sim_variants(request: Request) -> Response:
+    sim: SimulatorState = request.app.state.sim
+    if request.method == "PUT":
+        try:
+            sim.variants.update(await _control_body(request))
+        except BadBody as bad:
+            return bad.response
+        except ValueError as exc:
+            return _json({"detail": str(exc)}, 400)
+    return _json(sim.variants.as_dict())
+
+
+async def sim_ping_outcome(request: Request) -> Response:
+    """Body: ``{"service_id": 101 | null, "kind": "none" | null, "duration": 0.5}``."""
+    sim: SimulatorState = request.app.state.sim
+    try:
+        data = await _control_body(request)
+        service_id = data.get("service_id")
+        if service_id is not None and (
+            isinstance(service_id, bool) or not isinstance(service_id, int)
+        ):
+            raise ValueError("service_id must be an integer or null")
+        if "kind" in data:
+            sim.set_ping_outcome(service_id, data["kind"])
+        if "duration" in data:
+            duration = data["duration"]
+            if isinstance(duration, bool) or not isinstance(duration, int | float) or duration < 0:
+                raise ValueError("duration must be a number of seconds >= 0")
+            sim.ping_duration = float(duration)
+    except BadBody as bad:
+        return bad.response
+    except ValueError as exc:
+        return _json({"detail": str(exc)}, 400)
+    return _json(
+        {
+            "default": sim.ping_outcome_default,
+            "overrides": {str(k): v for k, v in sim.ping_outcomes.items()},
+            "duration": sim.ping_duration,
+        }
+    )
+
+
+def create_simulator_app(config: SimulatorConfig) -> Starlette:
+    """Build a simulator app: its dataset, state (``app.state.sim``) and routes."""
+    if config.data_file is not None:
+        dataset = load_dataset(config.data_file)
+    else:
+        dataset = build_dataset(config.clients, config.seed, tickets=config.tickets)
+    app = Starlette(
+        routes=[
+            Route("/_sim/stats", sim_stats, methods=["GET"]),
+            Route("/_sim/reset-stats", sim_reset_stats, methods=["POST"]),
+            Route("/_sim/faults", sim_faults, methods=["GET", "PUT"]),
+            Route("/_sim/variants", sim_variants, methods=["GET", "PUT"]),
+            Route("/_sim/ping-outcome", sim_ping_outcome, methods=["GET", "PUT"]),
+            Route("/{path:path}", api_endpoint, methods=_ALL_METHODS),
+        ]
+    )
+    app.state.sim = SimulatorState(config, dataset)
+    return app

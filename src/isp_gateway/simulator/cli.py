@@ -1,0 +1,109 @@
+"""Command-line wiring for the simulator: argparse flags → ``SimulatorConfig`` → uvicorn."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from isp_gateway.simulator.config import SimulatorConfig, Variants
+from isp_gateway.simulator.faults import Faults, parse_latency
+
+
+def _rate(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError("a fraction between 0 and 1")
+    return value
+
+
+def _latency(text: str) -> tuple[float, float]:
+    try:
+        return parse_latency(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _per_minute(text: str) -> int:
+    number = text.removesuffix("/min").strip()
+    if not number.isdigit() or int(number) < 1:
+        raise argparse.ArgumentTypeError("N or N/min, N >= 1")
+    return int(number)
+
+
+def add_simulator_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the simulator's flags (host, port, data, faults, variants) to ``parser``."""
+    data = parser.add_argument_group("simulator data")
+    data.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    data.add_argument("--port", type=int, default=8001, help="port (default 8001)")
+    data.add_argument("--clients", type=int, default=200, help="generated clients (default 200)")
+    data.add_argument("--tickets", type=int, default=300, help="generated tickets (default 300)")
+    data.add_argument("--seed", type=int, default=1, help="data and fault seed (default 1)")
+    data.add_argument("--data", type=Path, default=None, help="load the dataset from a JSON file")
+    data.add_argument("--max-page-size", type=int, default=1000, help="limit cap (default 1000)")
+    data.add_argument("--default-page-size", type=int, default=10, help="page without limit")
+    data.add_argument("--ping-duration", type=float, default=3.0, help="seconds in PROCESS")
+
+    faults = parser.add_argument_group("simulator faults")
+    faults.add_argument("--latency", type=_latency, default=(0.0, 0.0), metavar="MIN[,MAX]")
+    faults.add_argument("--error-rate", type=_rate, default=0.0, metavar="R", help="500s")
+    faults.add_argument("--hang-rate", type=_rate, default=0.0, metavar="R", help="no answer")
+    faults.add_argument("--garbage-rate", type=_rate, default=0.0, metavar="R", help="bad JSON")
+    faults.add_argument("--force-403", action="store_true", help="refuse every request")
+    faults.add_argument("--force-429", action="store_true", help="throttle every request")
+    faults.add_argument("--retry-after", type=int, default=30, help="Retry-After of --force-429")
+    faults.add_argument("--rate-limit", type=_per_minute, default=None, metavar="N/min")
+    faults.add_argument("--fault-method", default=None, help="faults only for this method")
+    faults.add_argument("--fault-path", default=None, help="faults only under this path prefix")
+
+    variants = parser.add_argument_group("simulator variants")
+    variants.add_argument(
+        "--ticket-labels", choices=["label", "number", "digit_string"], default="label"
+    )
+    variants.add_argument("--answers", choices=["list", "object"], default="list")
+    variants.add_argument("--fecha-corte", choices=["mixed", "dmy", "iso"], default="mixed")
+    variants.add_argument("--precio-plan", choices=["mixed", "real"], default="mixed")
+    variants.add_argument("--single-phone", action="store_true", help="one number per telefono")
+
+
+def config_from_args(ns: argparse.Namespace, api_key: str) -> SimulatorConfig:
+    """Build the config from parsed ``add_simulator_arguments`` flags."""
+    faults = Faults(
+        latency=ns.latency,
+        error_rate=ns.error_rate,
+        hang_rate=ns.hang_rate,
+        garbage=ns.garbage_rate,
+        force_403=ns.force_403,
+        force_429=ns.force_429,
+        retry_after=ns.retry_after,
+        rate_limit_per_minute=ns.rate_limit,
+        method=ns.fault_method.upper() if ns.fault_method else None,
+        path_prefix=ns.fault_path,
+    )
+    variants = Variants(
+        ticket_labels=ns.ticket_labels,
+        answers=ns.answers,
+        fecha_corte=ns.fecha_corte,
+        phone_separators=not ns.single_phone,
+        precio_plan=ns.precio_plan,
+    )
+    return SimulatorConfig(
+        api_key=api_key,
+        clients=ns.clients,
+        seed=ns.seed,
+        data_file=ns.data,
+        tickets=ns.tickets,
+        max_page_size=ns.max_page_size,
+        default_page_size=ns.default_page_size,
+        ping_duration=ns.ping_duration,
+        faults=faults,
+        variants=variants,
+    )
+
+
+def serve_simulator(config: SimulatorConfig, host: str = "127.0.0.1", port: int = 8001) -> None:
+    """Run the simulator under uvicorn until interrupted."""
+    import uvicorn
+
+    from isp_gateway.simulator.app import create_simulator_app
+
+    uvicorn.run(create_simulator_app(config), host=host, port=port, log_level="info")

@@ -1,0 +1,89 @@
+"""Simulator settings: the start-up config and the runtime-mutable response variants."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal
+
+from isp_gateway.simulator.faults import Faults
+
+TicketLabels = Literal["label", "number", "digit_string"]
+AnswersShape = Literal["list", "object"]
+FechaCorte = Literal["mixed", "dmy", "iso"]
+PrecioPlan = Literal["mixed", "real"]
+
+_CHOICES: dict[str, tuple[Any, ...]] = {
+    "ticket_labels": ("label", "number", "digit_string"),
+    "answers": ("list", "object"),
+    "fecha_corte": ("mixed", "dmy", "iso"),
+    "phone_separators": (True, False),
+    "precio_plan": ("mixed", "real"),
+}
+
+
+@dataclass
+class Variants:
+    """Which of the upstream's observed shapes to serve; mutable at runtime.
+
+    - ``ticket_labels``: ticket ``estado``/``prioridad`` as labels ("Nuevo", "Alta"), numbers
+      (1, 3) or digit strings ("1", "3").
+    - ``answers``: ``respuestas`` on the ticket detail as a list, or one object (the latest
+      answer, null when there is none).
+    - ``fecha_corte``: each client's stored format ("mixed": D/MM/YYYY and ISO both occur),
+      or all "dmy" (5/03/2026), or all "iso" (2026-03-05).
+    - ``phone_separators``: when off, each ``telefono`` holds only its first number.
+    - ``precio_plan``: "mixed" serves the stored values ("0.00" and "" among real prices);
+      "real" replaces those with the plan's price.
+    """
+
+    ticket_labels: TicketLabels = "label"
+    answers: AnswersShape = "list"
+    fecha_corte: FechaCorte = "mixed"
+    phone_separators: bool = True
+    precio_plan: PrecioPlan = "mixed"
+
+    def reset(self) -> None:
+        for spec in fields(self):
+            setattr(self, spec.name, getattr(Variants(), spec.name))
+
+    def update(self, data: dict[str, Any]) -> None:
+        """Apply a partial update; unknown names or values raise ValueError, nothing applied."""
+        checked = dict(data)
+        reset = checked.pop("reset", False)
+        for name, value in checked.items():
+            if name not in _CHOICES:
+                raise ValueError(f"unknown variant {name!r}")
+            wants_bool = name == "phone_separators"
+            if value not in _CHOICES[name] or isinstance(value, bool) != wants_bool:
+                raise ValueError(f"{name} must be one of {list(_CHOICES[name])}")
+        if reset:
+            self.reset()
+        for name, value in checked.items():
+            setattr(self, name, value)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {spec.name: getattr(self, spec.name) for spec in fields(self)}
+
+    def client_key(self) -> tuple[str, bool, str]:
+        """The variants that change client rows (the row cache is keyed on them)."""
+        return (self.fecha_corte, self.phone_separators, self.precio_plan)
+
+
+@dataclass
+class SimulatorConfig:
+    """How to build and run one simulator instance."""
+
+    api_key: str
+    clients: int = 200
+    seed: int = 1
+    data_file: Path | None = None
+    tickets: int = 300
+    # Requests for a larger page get this many rows, like the account that capped at 300.
+    max_page_size: int = 1000
+    # DRF's PAGE_SIZE: what a list answers when the request has no ``limit``.
+    default_page_size: int = 10
+    # Seconds a ping task stays in PROCESS before its result is final.
+    ping_duration: float = 3.0
+    faults: Faults = field(default_factory=Faults)
+    variants: Variants = field(default_factory=Variants)

@@ -1,0 +1,480 @@
+"""The simulator's mutable state and the upstream's rules (filters, validation, tasks).
+
+Nothing here speaks HTTP; ``app.py`` turns requests into calls on ``SimulatorState``. Tests run
+the simulator in-process, so they can read and change this object directly
+(``app.state.sim``) as well as through the ``/_sim/`` control endpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from collections import Counter
+from collections.abc import Mapping
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from isp_gateway.simulator.config import SimulatorConfig
+from isp_gateway.simulator.dataset import (
+    CLIENT_STATES,
+    DEPARTMENTS,
+    TICKET_PRIORITIES,
+    TICKET_STATES,
+    Dataset,
+    Row,
+    load_subjects,
+    service_ref,
+)
+from isp_gateway.simulator.faults import FaultInjector
+from isp_gateway.simulator.pings import PING_KINDS, PingTask, default_kind, task_result
+
+FieldErrors = dict[str, list[str]]
+
+REQUIRED = "Este campo es requerido."
+BLANK = "Este campo no puede estar en blanco."
+NOT_INT = "Se requiere un número entero válido."
+NOT_STRING = "No es una cadena válida."
+DATE_FORMAT = (
+    "Fecha/hora con formato erróneo. Use uno de los siguientes formatos en su lugar: "
+    "dd/mm/YYYY HH:MM."
+)
+_PHONE_SPLIT = re.compile(r"\s*[,/;]\s*|\s+")
+_CEDULA = re.compile(r"[A-Za-z0-9]{3,20}")
+_PROFILE_TEXT = ("nombre", "apellidos", "direccion", "localidad", "ciudad", "telefono")
+_DEFAULT_CLIENT_KEY = ("mixed", True, "mixed")
+
+
+# DRF renders compact UTF-8 JSON without escaping accents. One shared encoder: json.dumps with
+# options builds a new encoder per call, a third of the cost of encoding a row.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def _encode(value: Any) -> bytes:
+    return _ENCODER.encode(value).encode()
+
+
+def _as_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
+
+
+def _reformat_date(value: Any, style: str) -> Any:
+    """A cut-off date in either stored format, rewritten as D/MM/YYYY or ISO."""
+    if not isinstance(value, str):
+        return value
+    try:
+        if "/" in value:
+            day, month, year = (int(part) for part in value.split("/"))
+        else:
+            year, month, day = (int(part) for part in value.split("-"))
+    except ValueError:
+        return value
+    return f"{day}/{month:02d}/{year}" if style == "dmy" else f"{year:04d}-{month:02d}-{day:02d}"
+
+
+def _first_phone(value: Any) -> Any:
+    if not isinstance(value, str) or not value.strip():
+        return value
+    return _PHONE_SPLIT.split(value.strip())[0]
+
+
+class SimulatorState:
+    """Dataset, counters, faults, variants and ping tasks of one simulator app."""
+
+    def __init__(self, config: SimulatorConfig, dataset: Dataset) -> None:
+        self.config = config
+        self.dataset = dataset
+        self.faults = config.faults
+        self.variants = config.variants
+        self.ping_duration = config.ping_duration
+        self.calls: Counter[str] = Counter()
+        self.created_tickets: list[Row] = []
+        self.tasks: dict[str, PingTask] = {}
+        self.ping_outcomes: dict[int, str] = {}
+        self.ping_outcome_default: str | None = None
+        self.injector = FaultInjector(config.seed)
+        self.subjects = load_subjects()
+        self._subject_priority = {s: p for p, names in self.subjects.items() for s in names}
+        self._client_pos = {row["id_servicio"]: i for i, row in enumerate(dataset.clients)}
+        self._plans = {int(plan["id"]): plan for plan in dataset.plans}
+        self._staff = {int(member["id"]): member for member in dataset.staff}
+        self._tickets = {int(t["id_ticket"]): t for t in dataset.tickets}
+        self._results: dict[str, tuple[str, Any]] = {}
+        self._cache_key: tuple[str, bool, str] | None = None
+        self._rendered: list[Row | None] = []
+        self._encoded: list[bytes | None] = []
+
+    # -- control -------------------------------------------------------------------------
+
+    def reset_stats(self) -> None:
+        self.calls.clear()
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "calls": dict(sorted(self.calls.items())),
+            "total": sum(self.calls.values()),
+            "created_tickets": len(self.created_tickets),
+            "tasks": len(self.tasks),
+        }
+
+    def set_ping_outcome(self, service_id: int | None, kind: str | None) -> None:
+        """Force the outcome of later pings to one service (or all, with ``None``).
+
+        ``kind=None`` removes the override.
+        """
+        if kind is not None and kind not in PING_KINDS:
+            raise ValueError(f"kind must be one of {list(PING_KINDS)}")
+        if service_id is None:
+            self.ping_outcome_default = kind
+        elif kind is None:
+            self.ping_outcomes.pop(service_id, None)
+        else:
+            self.ping_outcomes[service_id] = kind
+
+    # -- clients -------------------------------------------------------------------------
+
+    def _sync_cache(self) -> tuple[str, bool, str]:
+        key = self.variants.client_key()
+        if key != self._cache_key:
+            size = len(self.dataset.clients)
+            self._rendered = [None] * size
+            self._encoded = [None] * size
+            self._cache_key = key
+        return key
+
+    def client_position(self, service_id: int) -> int | None:
+        return self._client_pos.get(service_id)
+
+    def client_count(self) -> int:
+        return len(self.dataset.clients)
+
+    def rendered_client(self, position: int) -> Row:
+        key = self._sync_cache()
+        row = self._rendered[position]
+        if row is None:
+            row = self._render_client(self.dataset.clients[position], key)
+            self._rendered[position] = row
+        return row
+
+    def encoded_clients(self, positions: range | list[int]) -> list[bytes]:
+        """Serialized rows, each encoded once and reused until it or the variants change."""
+        self._sync_cache()
+        encoded = self._encoded
+        out: list[bytes] = []
+        for position in positions:
+            blob = encoded[position]
+            if blob is None:
+                blob = _encode(self.rendered_client(position))
+                encoded[position] = blob
+            out.append(blob)
+        return out
+
+    def _render_client(self, row: Row, key: tuple[str, bool, str]) -> Row:
+        if key == _DEFAULT_CLIENT_KEY:
+            return row
+        fecha, phones, precio = key
+        out = dict(row)
+        if fecha != "mixed":
+            out["fecha_corte"] = _reformat_date(row.get("fecha_corte"), fecha)
+        if not phones:
+            out["telefono"] = _first_phone(row.get("telefono"))
+        if precio == "real" and row.get("precio_plan") in ("0.00", "", None):
+            plan_ref = row.get("plan_internet") or {}
+            plan = self._plans.get(_as_int(plan_ref.get("id")) or -1)
+            if plan is not None and plan.get("precio"):
+                out["precio_plan"] = plan["precio"]
+        return out
+
+    def filter_clients(self, params: Mapping[str, str]) -> range | list[int]:
+        """Positions of the clients matching the filters the upstream honours.
+
+        Any other parameter (zona, search, saldo, estado_facturas, dates, …) is ignored, as
+        upstream does. An empty value is no filter (django-filter skips it).
+        """
+        clients = self.dataset.clients
+        checks: list[tuple[str, str]] = [
+            (name, params[name])
+            for name in ("id_servicio", "cedula", "telefono", "nombre", "usuario", "estado")
+            if params.get(name)
+        ]
+        if not checks:
+            return range(len(clients))
+        candidates: range | list[int] = range(len(clients))
+        for name, value in checks:
+            if name == "id_servicio":
+                number = _as_int(value)
+                position = None if number is None else self._client_pos.get(number)
+                candidates = [p for p in (position,) if p is not None and p in candidates]
+            elif name == "estado":
+                number = _as_int(value)
+                label = CLIENT_STATES.get(number) if number is not None else None
+                candidates = [p for p in candidates if label and clients[p].get("estado") == label]
+            elif name == "cedula":
+                candidates = [p for p in candidates if clients[p].get("cedula") == value]
+            elif name == "usuario":
+                candidates = [p for p in candidates if clients[p].get("usuario") == value]
+            elif name == "nombre":
+                # icontains: case-insensitive but not accent-insensitive, like the database.
+                needle = value.casefold()
+                candidates = [
+                    p
+                    for p in candidates
+                    if needle in str(clients[p].get("nombre") or "").casefold()
+                ]
+            else:
+                # telefono: a substring of the raw field, whatever separators it holds.
+                candidates = [
+                    p
+                    for p in candidates
+                    if value in str(self.rendered_client(p).get("telefono") or "")
+                ]
+        return candidates
+
+    def client_detail(self, service_id: int) -> Row | None:
+        """The network-centric shape of ``GET /api/clientes/{id}/``."""
+        position = self._client_pos.get(service_id)
+        if position is None:
+            return None
+        row = self.dataset.clients[position]
+        router = row.get("router") or {}
+        return {
+            "id_servicio": service_id,
+            # Some services have no linked user or name on this endpoint.
+            "usuario": None if service_id % 11 == 5 else row.get("usuario"),
+            "nombre": None if service_id % 9 == 4 else row.get("nombre"),
+            "ip": row.get("ip"),
+            "mac_cpe": row.get("mac_cpe"),
+            "interfaz_lan": row.get("interfaz_lan"),
+            "router": {"id": router.get("id"), "nombre": router.get("nombre")},
+            "plan_internet": row.get("plan_internet"),
+            "zona": row.get("zona"),
+            "estado": row.get("estado"),
+            "tecnico": row.get("tecnico"),
+            "firewall": False,
+            "sn_onu": "",
+        }
+
+    def update_profile(self, service_id: int, data: Mapping[str, Any]) -> FieldErrors | None:
+        """Validate and apply a perfil update; field errors, or None when applied."""
+        position = self._client_pos[service_id]
+        errors: FieldErrors = {}
+        clean: dict[str, str] = {}
+        for name in (*_PROFILE_TEXT, "cedula", "saldo"):
+            if name not in data:
+                continue
+            value = data[name]
+            if isinstance(value, bool) or not isinstance(value, str | int | float):
+                errors[name] = [NOT_STRING]
+                continue
+            text = str(value).strip()
+            if name == "cedula" and not _CEDULA.fullmatch(text):
+                errors[name] = ["La cédula debe tener entre 3 y 20 letras o dígitos."]
+            elif name == "saldo":
+                try:
+                    clean[name] = f"{Decimal(text):.2f}"
+                except InvalidOperation:
+                    errors[name] = ["Se requiere un número válido."]
+            elif name in ("nombre", "cedula") and not text:
+                errors[name] = [BLANK]
+            elif len(text) > 200:
+                errors[name] = ["Asegúrese de que este campo no tenga más de 200 caracteres."]
+            else:
+                clean[name] = text
+        if errors:
+            return errors
+        row = self.dataset.clients[position]
+        apellidos = clean.pop("apellidos", None)
+        # The list shows one full name; perfil keeps first names and surnames apart.
+        if "nombre" in clean and apellidos:
+            clean["nombre"] = f"{clean['nombre']} {apellidos}"
+        row.update(clean)
+        if self._cache_key is not None:
+            self._rendered[position] = None
+            self._encoded[position] = None
+        return None
+
+    # -- pings ---------------------------------------------------------------------------
+
+    def create_ping(self, service_id: int, pings: int, arp: bool, interface: str | None) -> str:
+        row = self.dataset.clients[self._client_pos[service_id]]
+        kind = (
+            self.ping_outcomes.get(service_id)
+            or self.ping_outcome_default
+            or default_kind(service_id)
+        )
+        task = PingTask(
+            task_id=str(uuid.uuid4()),
+            service_id=service_id,
+            pings=pings,
+            kind=kind,
+            host=str(row.get("mac_cpe") if arp else row.get("ip")),
+            interface=interface or str(row.get("interfaz_lan") or "ether1"),
+            started=time.monotonic(),
+        )
+        self.tasks[task.task_id] = task
+        return task.task_id
+
+    def task_status(self, task_id: str) -> tuple[str, Any] | None:
+        task = self.tasks.get(task_id)
+        if task is None:
+            return None
+        if task_id in self._results:
+            return self._results[task_id]
+        if time.monotonic() - task.started < self.ping_duration:
+            return "PROCESS", None
+        result = task_result(task, self.config.seed)
+        self._results[task_id] = result
+        return result
+
+    # -- plans ---------------------------------------------------------------------------
+
+    def plan_rows(self) -> list[Row]:
+        return [
+            {"id": p["id"], "nombre": p["nombre"], "tipo": p["tipo"]} for p in self.dataset.plans
+        ]
+
+    def plan_detail(self, tipo: str, plan_id: int) -> Row | None:
+        plan = self._plans.get(plan_id)
+        if plan is None or plan.get("tipo") != tipo:
+            return None
+        return {
+            "id": plan["id"],
+            "nombre": plan["nombre"],
+            "precio": plan.get("precio", "0.00"),
+            "bajada": plan.get("bajada", ""),
+            "subida": plan.get("subida", ""),
+        }
+
+    # -- tickets -------------------------------------------------------------------------
+
+    def filter_tickets(self, estados: list[str]) -> list[Row]:
+        """Tickets in the given states; text states match nothing (upstream quirk)."""
+        wanted: set[int] = set()
+        for raw in estados:
+            for part in raw.split(","):
+                if not part.strip():
+                    continue
+                number = _as_int(part)
+                if number is None:
+                    return []
+                wanted.add(number)
+        tickets = self.dataset.tickets
+        if not wanted:
+            return tickets
+        return [t for t in tickets if t["estado"] in wanted]
+
+    def get_ticket(self, ticket_id: int) -> Row | None:
+        return self._tickets.get(ticket_id)
+
+    def render_ticket(self, ticket: Row, detail: bool = False) -> Row:
+        style = self.variants.ticket_labels
+        out = {k: v for k, v in ticket.items() if k != "respuestas"}
+        for name, labels in (("estado", TICKET_STATES), ("prioridad", TICKET_PRIORITIES)):
+            number = ticket[name]
+            out[name] = (
+                labels[number] if style == "label" else number if style == "number" else str(number)
+            )
+        if detail:
+            answers = list(ticket.get("respuestas") or [])
+            if self.variants.answers == "list":
+                out["respuestas"] = answers
+            else:
+                out["respuestas"] = answers[-1] if answers else None
+        return out
+
+    def create_ticket(self, form: Mapping[str, Any]) -> tuple[Row | None, FieldErrors]:
+        """Validate a ticket like the upstream's serializer; (ticket, {}) or (None, errors)."""
+        errors: FieldErrors = {}
+
+        def text(name: str) -> str | None:
+            value = form.get(name)
+            if value is None:
+                errors[name] = [REQUIRED]
+                return None
+            value = str(value).strip()
+            if not value:
+                errors[name] = [BLANK]
+                return None
+            return value
+
+        def number(name: str, choices: Mapping[int, Any] | None = None) -> int | None:
+            raw = text(name)
+            if raw is None:
+                return None
+            value = _as_int(raw)
+            if value is None:
+                errors[name] = [NOT_INT]
+            elif choices is not None and value not in choices:
+                errors[name] = [f'"{raw}" no es una elección válida.']
+                return None
+            return value
+
+        def moment(name: str) -> datetime | None:
+            raw = text(name)
+            if raw is None:
+                return None
+            try:
+                return datetime.strptime(raw, "%d/%m/%Y %H:%M")
+            except ValueError:
+                errors[name] = [DATE_FORMAT]
+                return None
+
+        service_id = number("servicio")
+        client = None
+        if service_id is not None:
+            position = self._client_pos.get(service_id)
+            if position is None:
+                errors["servicio"] = [f'Clave primaria "{service_id}" inválida - objeto no existe.']
+            else:
+                client = self.dataset.clients[position]
+        asunto, default_subject = text("asunto"), text("asuntos_default")
+        if default_subject is not None and default_subject not in self._subject_priority:
+            errors["asuntos_default"] = [f'"{default_subject}" no es una elección válida.']
+        if asunto is not None and default_subject is not None and asunto != default_subject:
+            errors.setdefault("asunto", []).append("El asunto debe coincidir con asuntos_default.")
+        tecnico = number("tecnico")
+        if tecnico is not None and tecnico not in self._staff:
+            errors["tecnico"] = [f'Clave primaria "{tecnico}" inválida - objeto no existe.']
+        descripcion = text("descripcion")
+        estado = number("estado", TICKET_STATES)
+        number("prioridad", TICKET_PRIORITIES)
+        start, end = moment("fecha_inicio"), moment("fecha_final")
+        if start and end and end < start:
+            errors["fecha_final"] = ["La fecha final debe ser posterior a la fecha de inicio."]
+        department, default_department = text("departamento"), text("departamentos_default")
+        if default_department is not None and default_department not in DEPARTMENTS:
+            errors["departamentos_default"] = [f'"{default_department}" no es una elección válida.']
+        if department and default_department and department != default_department:
+            errors["departamento"] = ["El departamento debe coincidir con departamentos_default."]
+        if errors:
+            return None, errors
+        assert client is not None and start and end and default_subject and estado and tecnico
+        ticket_id = max(self._tickets, default=1000) + 1
+        ticket: Row = {
+            "id_ticket": ticket_id,
+            "asunto": default_subject,
+            "descripcion": descripcion,
+            "estado": estado,
+            # The upstream assigns the priority from the subject, whatever was sent.
+            "prioridad": self._subject_priority[default_subject],
+            "fecha_creacion": datetime.now().strftime("%Y-%m-%d %H:%M"),
+            "fecha_estimada_inicio": start.strftime("%Y-%m-%d %H:%M"),
+            "fecha_estimada_fin": end.strftime("%Y-%m-%d %H:%M"),
+            "tecnico": self._staff[tecnico]["nombre"],
+            "departamento": default_department,
+            "servicio": service_ref(client),
+            "origen_reporte": str(form.get("origen_reporte") or ""),
+            "respuestas": [],
+        }
+        self.dataset.tickets.append(ticket)
+        self._tickets[ticket_id] = ticket
+        self.created_tickets.append(ticket)
+        return ticket, {}
