@@ -190,7 +190,7 @@ def _phone_field(rng: random.Random) -> str:
         return ""
     number = _mobile(rng)
     if roll < 0.10:
-        number = rng.choice(("+57", "57", "+57 ")) + number
+        number = rng.choice(("+57", "57")) + number
     if roll < 0.72:
         return number
     extra = [_mobile(rng) for _ in range(rng.choice((1, 1, 2)))]
