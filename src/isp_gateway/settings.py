@@ -181,6 +181,33 @@ class Settings(BaseSettings):
             raise ValueError("must start with http:// or https://")
         return value.rstrip("/")
 
+    @field_validator("REDIS_URL", "TICKET_SUBJECTS_FILE", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: Any) -> Any:
+        # `REDIS_URL=` in a .env or compose file means "not configured", not an empty URL.
+        if isinstance(value, str) and not value.strip():
+            return None
+        return value
+
+    @field_validator("REDIS_URL")
+    @classmethod
+    def _redis_scheme(cls, value: SecretStr | None) -> SecretStr | None:
+        # Checked here so a typo stops start-up with a message, not a traceback; the URL
+        # may hold a password, so it is never echoed.
+        if value is not None and not value.get_secret_value().startswith(
+            ("redis://", "rediss://", "unix://")
+        ):
+            raise ValueError("must start with redis://, rediss:// or unix://")
+        return value
+
+    @field_validator("LOG_LEVEL")
+    @classmethod
+    def _log_level(cls, value: str) -> str:
+        level = value.strip().upper()
+        if level not in {"CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG"}:
+            raise ValueError("must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
+        return level
+
     @model_validator(mode="after")
     def _subjects_file_exists(self) -> Settings:
         if self.TICKET_SUBJECTS_FILE is not None and not self.TICKET_SUBJECTS_FILE.is_file():
