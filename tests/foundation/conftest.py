@@ -1,0 +1,162 @@
+"""Fixtures for the foundation's tests: settings values, window guards, a scripted upstream."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import APIRouter, Depends, FastAPI
+
+from isp_gateway.app import create_app
+from isp_gateway.auth.dependencies import CurrentUser, current_user
+from isp_gateway.auth.tokens import issue_token
+from isp_gateway.settings import Settings
+from tests.conftest import API_KEY, JWT_SECRET, USERNAME, Gateway, gateway_settings
+from tests.support import run_server
+
+
+def required_env(password_hash: str) -> dict[str, str]:
+    """The five required settings, valid, as environment variables."""
+    return {
+        "UPSTREAM_NET_KEY": API_KEY,
+        "UPSTREAM_NET_HOST": "http://127.0.0.1:9",
+        "JWT_SECRET_KEY": JWT_SECRET,
+        "API_USERNAME": USERNAME,
+        "API_PASSWORD_HASH": password_hash,
+    }
+
+
+def wait_for_fresh_window(length: int, margin: float = 3.0) -> None:
+    """Counters in fixed windows reset at the boundary: start a test well inside one."""
+    left = length - (time.time() % length)
+    if left < margin:
+        time.sleep(left + 0.05)
+
+
+def add_probe_routes(app: FastAPI) -> None:
+    """Throwaway routes on a real app (the Starlette way of testing handlers): a protected
+    echo of the token subject, a body to validate, and crashes of every kind."""
+    from pydantic import BaseModel, Field
+
+    from isp_gateway.errors import Locked, NotFound, UpstreamRateLimited
+
+    class ProbeRequest(BaseModel):
+        pings: int = Field(ge=1, le=20)
+        name: str
+
+    router = APIRouter(prefix="/api/v1/_probe", dependencies=[Depends(current_user)])
+
+    @router.get("/whoami")
+    async def whoami(user: CurrentUser) -> dict[str, Any]:
+        return {"sub": user}
+
+    @router.post("/body")
+    async def body(payload: ProbeRequest) -> dict[str, Any]:
+        return payload.model_dump()
+
+    @router.get("/crash")
+    async def crash() -> None:
+        raise RuntimeError(f"boom with the key {API_KEY} and secret {JWT_SECRET}")
+
+    @router.get("/not-found")
+    async def not_found() -> None:
+        raise NotFound("Client not found", action="client_not_found")
+
+    @router.get("/locked")
+    async def locked() -> None:
+        raise Locked(action="client_verification_locked", retry_after=7)
+
+    @router.get("/upstream-429")
+    async def upstream_429() -> None:
+        raise UpstreamRateLimited(12.4)
+
+    app.include_router(router)
+
+
+@pytest.fixture
+def start_probe_gateway(password_hash: str) -> Iterator[Callable[..., Gateway]]:
+    """Like `start_gateway`, with the probe routes added to the real app before it runs."""
+    with contextlib.ExitStack() as stack:
+
+        def start(upstream_url: str = "http://127.0.0.1:9", **overrides: Any) -> Gateway:
+            settings = gateway_settings(upstream_url, password_hash, **overrides)
+            app = create_app(settings)
+            add_probe_routes(app)
+            url = stack.enter_context(run_server(app))
+            client = stack.enter_context(httpx.Client(base_url=url, timeout=30))
+            return Gateway(
+                url=url,
+                settings=settings,
+                app=app,
+                client=client,
+                token=issue_token(settings, USERNAME),
+            )
+
+        yield start
+
+
+class ScriptedUpstream:
+    """A tiny WispHub stand-in for shapes the simulator does not produce (no `count`, a
+    `next` on another host, a redirect): it serves `rows` paginated and counts hits."""
+
+    def __init__(self, rows: int, *, with_count: bool = True, cap: int | None = None) -> None:
+        self.rows = [{"id": i} for i in range(rows)]
+        self.with_count = with_count
+        self.cap = cap
+        self.hits: Counter[str] = Counter()
+        self.headers: list[dict[str, str]] = []
+
+    def app(self) -> Any:
+        from starlette.applications import Starlette
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse, RedirectResponse, Response
+        from starlette.routing import Route
+
+        async def page(request: Request) -> Response:
+            self.hits[request.url.path] += 1
+            self.headers.append(dict(request.headers))
+            limit = int(request.query_params.get("limit", "10"))
+            if self.cap:
+                limit = min(limit, self.cap)
+            offset = int(request.query_params.get("offset", "0"))
+            chunk = self.rows[offset : offset + limit]
+            # A `next` that must never be followed: another scheme and another host.
+            nxt = (
+                f"https://never-follow.invalid/api/rows/?limit={limit}&offset={offset + limit}"
+                if offset + limit < len(self.rows)
+                else None
+            )
+            body: dict[str, Any] = {"next": nxt, "previous": None, "results": chunk}
+            if self.with_count:
+                body["count"] = len(self.rows)
+            return JSONResponse(body)
+
+        async def flat(request: Request) -> Response:
+            self.hits[request.url.path] += 1
+            return JSONResponse(self.rows)
+
+        async def moved(request: Request) -> Response:
+            self.hits[request.url.path] += 1
+            return RedirectResponse("/api/target/", status_code=301)
+
+        async def target(request: Request) -> Response:
+            self.hits[request.url.path] += 1
+            return JSONResponse({"reached": True})
+
+        return Starlette(
+            routes=[
+                Route("/api/rows/", page),
+                Route("/api/flat/", flat),
+                Route("/api/moved/", moved, methods=["GET", "POST"]),
+                Route("/api/target/", target, methods=["GET", "POST"]),
+            ]
+        )
+
+
+def make_settings(password_hash: str, upstream_url: str, **overrides: Any) -> Settings:
+    return gateway_settings(upstream_url, password_hash, **overrides)

@@ -1,0 +1,229 @@
+"""Settings: names, defaults, list parsing, and the one-line refusal of a bad configuration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from isp_gateway.settings import DEFAULT_CORS_ORIGINS, ConfigurationError, Settings, load_settings
+from tests.conftest import API_KEY, JWT_SECRET, USERNAME
+from tests.foundation.conftest import required_env
+
+REQUIRED = ("UPSTREAM_NET_KEY", "UPSTREAM_NET_HOST", "JWT_SECRET_KEY", "API_USERNAME")
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyPatch:
+    """No setting in the environment and no stray `.env` in the working directory."""
+    for name in Settings.model_fields:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    return monkeypatch
+
+
+def values(password_hash: str, **overrides: Any) -> dict[str, Any]:
+    return {**required_env(password_hash), "_env_file": None, **overrides}
+
+
+def refusal(password_hash: str, **overrides: Any) -> str:
+    with pytest.raises(ConfigurationError) as caught:
+        load_settings(**values(password_hash, **overrides))
+    return str(caught.value)
+
+
+def test_defaults_follow_the_spec_and_decisions(clean_env: Any, password_hash: str) -> None:
+    s = load_settings(**values(password_hash))
+    assert s.JWT_ALGORITHM == "HS256"
+    assert s.JWT_ACCESS_TOKEN_EXPIRE_MINUTES == 60
+    assert s.UPSTREAM_TIMEOUT_SECONDS == 10.0
+    assert s.MAX_ACTIVE_TICKETS_PER_ZONE == 3
+    assert s.ACTIVE_TICKET_STATES == [1]
+    assert s.MAX_TICKET_RESOLUTION_DAYS == 3
+    assert s.CLIENT_CACHE_SECONDS == 300
+    assert s.PLAN_CACHE_SECONDS == 900
+    assert s.STALE_IF_ERROR_SECONDS == 3600
+    assert s.UPSTREAM_PAGE_SIZE == 500
+    assert (s.UPSTREAM_RATE_PER_MINUTE, s.UPSTREAM_RATE_PER_HOUR) == (100, 1000)
+    assert (s.LOGIN_MAX_FAILURES, s.LOGIN_LOCKOUT_SECONDS) == (5, 900)
+    assert s.TIMEZONE == "America/Bogota"
+    assert s.HOLIDAYS_COUNTRY == "CO"
+    assert s.ACTIVE_CLIENT_STATES == ["Activo"]
+    assert s.PHONE_COUNTRY_CODE == "57"
+    assert s.RATE_LIMIT_PER_MINUTE == 0
+    assert s.REDIS_URL is None
+    assert s.CORS_ORIGINS == DEFAULT_CORS_ORIGINS
+    assert len(DEFAULT_CORS_ORIGINS) == 5
+
+
+def test_secrets_are_secret_str(clean_env: Any, password_hash: str) -> None:
+    s = load_settings(**values(password_hash))
+    shown = repr(s) + str(s.model_dump())
+    assert API_KEY not in shown
+    assert JWT_SECRET not in shown
+    assert password_hash not in shown
+    assert s.UPSTREAM_NET_KEY.get_secret_value() == API_KEY
+
+
+def test_read_from_environment(clean_env: pytest.MonkeyPatch, password_hash: str) -> None:
+    for name, value in required_env(password_hash).items():
+        clean_env.setenv(name, value)
+    clean_env.setenv("ACTIVE_TICKET_STATES", "1,2")
+    clean_env.setenv("CORS_ORIGINS", '["https://bot.example.com", "http://localhost:3000"]')
+    clean_env.setenv("EXTRA_HOLIDAYS", "2026-12-24, 2026-12-31")
+    clean_env.setenv("ACTIVE_CLIENT_STATES", "Activo,Gratis")
+    clean_env.setenv("MAX_ACTIVE_TICKETS_PER_ZONE", "5")
+    s = load_settings()
+    assert s.API_USERNAME == USERNAME
+    assert s.ACTIVE_TICKET_STATES == [1, 2]
+    assert s.CORS_ORIGINS == ["https://bot.example.com", "http://localhost:3000"]
+    assert s.EXTRA_HOLIDAYS == ["2026-12-24", "2026-12-31"]
+    assert s.ACTIVE_CLIENT_STATES == ["Activo", "Gratis"]
+    assert s.MAX_ACTIVE_TICKETS_PER_ZONE == 5
+
+
+@pytest.mark.parametrize("raw", ["1,2", "[1,2]", " 1 , 2 ", "[1, 2]"])
+def test_list_settings_accept_csv_and_json(
+    clean_env: pytest.MonkeyPatch, password_hash: str, raw: str
+) -> None:
+    for name, value in required_env(password_hash).items():
+        clean_env.setenv(name, value)
+    clean_env.setenv("ACTIVE_TICKET_STATES", raw)
+    assert load_settings().ACTIVE_TICKET_STATES == [1, 2]
+    assert load_settings(ACTIVE_TICKET_STATES=raw).ACTIVE_TICKET_STATES == [1, 2]
+
+
+def test_dotenv_file_is_read_and_environment_wins(
+    clean_env: pytest.MonkeyPatch, tmp_path: Path, password_hash: str
+) -> None:
+    lines = [f"{k}={v}" for k, v in required_env(password_hash).items()]
+    lines.append("MAX_TICKET_RESOLUTION_DAYS=5")
+    lines.append("PLAN_CACHE_SECONDS=120")
+    (tmp_path / ".env").write_text("\n".join(lines) + "\n")
+    clean_env.setenv("PLAN_CACHE_SECONDS", "60")
+    s = load_settings()
+    assert s.MAX_TICKET_RESOLUTION_DAYS == 5
+    assert s.PLAN_CACHE_SECONDS == 60
+    assert s.API_USERNAME == USERNAME
+
+
+def test_names_are_case_sensitive(clean_env: pytest.MonkeyPatch, password_hash: str) -> None:
+    for name, value in required_env(password_hash).items():
+        clean_env.setenv(name, value)
+    clean_env.delenv("UPSTREAM_NET_KEY")
+    clean_env.setenv("upstream_net_key", API_KEY)
+    with pytest.raises(ConfigurationError, match="UPSTREAM_NET_KEY is required"):
+        load_settings()
+
+
+def test_every_missing_variable_is_named_in_one_line(clean_env: Any) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        load_settings(_env_file=None)
+    message = str(caught.value)
+    assert "\n" not in message
+    for name in (*REQUIRED, "API_PASSWORD_HASH"):
+        assert f"{name} is required" in message
+    assert "Traceback" not in message
+
+
+def test_invalid_values_are_all_named_and_never_echoed(clean_env: Any, password_hash: str) -> None:
+    short_secret = "short-jwt-secret-abc"  # noqa: S105
+    message = refusal(
+        password_hash,
+        JWT_SECRET_KEY=short_secret,
+        UPSTREAM_NET_KEY="   ",
+        API_PASSWORD_HASH="plain-text-password-oops",
+        UPSTREAM_NET_HOST="isp.example.com",
+        TIMEZONE="Mars/Olympus",
+        HOLIDAYS_COUNTRY="XX",
+        EXTRA_HOLIDAYS="2026-13-40",
+        JWT_ALGORITHM="RS256",
+        MAX_ACTIVE_TICKETS_PER_ZONE="many",
+    )
+    assert "\n" not in message
+    for name in (
+        "JWT_SECRET_KEY",
+        "UPSTREAM_NET_KEY",
+        "API_PASSWORD_HASH",
+        "UPSTREAM_NET_HOST",
+        "TIMEZONE",
+        "HOLIDAYS_COUNTRY",
+        "EXTRA_HOLIDAYS",
+        "JWT_ALGORITHM",
+        "MAX_ACTIVE_TICKETS_PER_ZONE",
+    ):
+        assert name in message, name
+    assert short_secret not in message
+    assert "plain-text-password-oops" not in message
+
+
+def test_short_jwt_secret_refused(clean_env: Any, password_hash: str) -> None:
+    assert "JWT_SECRET_KEY: must be at least 32 bytes" in refusal(
+        password_hash, JWT_SECRET_KEY="x" * 31
+    )
+    assert load_settings(**values(password_hash, JWT_SECRET_KEY="x" * 32))
+
+
+@pytest.mark.parametrize("alg", ["none", "RS256", "ES256", "hs256", ""])
+def test_only_hmac_algorithms(clean_env: Any, password_hash: str, alg: str) -> None:
+    assert "JWT_ALGORITHM" in refusal(password_hash, JWT_ALGORITHM=alg)
+
+
+@pytest.mark.parametrize("alg", ["HS256", "HS384", "HS512"])
+def test_hmac_algorithms_accepted(clean_env: Any, password_hash: str, alg: str) -> None:
+    assert load_settings(**values(password_hash, JWT_ALGORITHM=alg)).JWT_ALGORITHM == alg
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("TIMEZONE", "Not/AZone"),
+        ("HOLIDAYS_COUNTRY", "ZZ"),
+        ("EXTRA_HOLIDAYS", "24/12/2026"),
+        ("EXTRA_HOLIDAYS", "[2026-12-24"),
+        ("ACTIVE_TICKET_STATES", ""),
+        ("ACTIVE_TICKET_STATES", "open"),
+        ("PHONE_COUNTRY_CODE", "+57"),
+        ("UPSTREAM_PAGE_SIZE", "0"),
+        ("TICKET_SUBJECTS_FILE", "/nonexistent/subjects.json"),
+        ("LOG_LEVEL", "verbose"),
+        ("REDIS_URL", "localhost:6379"),
+    ],
+)
+def test_invalid_setting_named(clean_env: Any, password_hash: str, name: str, value: str) -> None:
+    assert name in refusal(password_hash, **{name: value})
+
+
+def test_holidays_country_normalised(clean_env: Any, password_hash: str) -> None:
+    assert load_settings(**values(password_hash, HOLIDAYS_COUNTRY="co")).HOLIDAYS_COUNTRY == "CO"
+
+
+def test_upstream_host_trailing_slash_dropped(clean_env: Any, password_hash: str) -> None:
+    s = load_settings(**values(password_hash, UPSTREAM_NET_HOST="https://isp.example.com/"))
+    assert s.UPSTREAM_NET_HOST == "https://isp.example.com"
+
+
+def test_empty_optional_settings_mean_unset(
+    clean_env: pytest.MonkeyPatch, password_hash: str
+) -> None:
+    # docker-compose and .env files often carry `REDIS_URL=`: that means "no Redis".
+    for name, value in required_env(password_hash).items():
+        clean_env.setenv(name, value)
+    clean_env.setenv("REDIS_URL", "")
+    clean_env.setenv("TICKET_SUBJECTS_FILE", "")
+    s = load_settings()
+    assert s.REDIS_URL is None
+    assert s.TICKET_SUBJECTS_FILE is None
+
+
+def test_redis_url_with_password_is_not_echoed(clean_env: Any, password_hash: str) -> None:
+    message = refusal(password_hash, REDIS_URL="localhost:6379/0?password=hunter2hunter2")
+    assert "REDIS_URL" in message
+    assert "hunter2" not in message
+    ok = load_settings(**values(password_hash, REDIS_URL="redis://:pw@127.0.0.1:6379/2"))
+    assert ok.REDIS_URL is not None
+
+
+def test_log_level_case_insensitive(clean_env: Any, password_hash: str) -> None:
+    assert load_settings(**values(password_hash, LOG_LEVEL="debug")).LOG_LEVEL == "DEBUG"
