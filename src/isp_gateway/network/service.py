@@ -1,19 +1,262 @@
-"""Ping diagnostics (spec 4.12-4.13). STUB, to be built."""
+"""Ping diagnostics (spec 4.12-4.13, DECISIONS.md "Network"): managed upstream ping tasks.
+
+The service keeps its own record of every task it started (`ping:task:{id}` in the store, for
+PING_TASK_TTL_SECONDS) so that any worker can answer a poll:
+- while the task runs, at most one upstream read per PING_POLL_INTERVAL_SECONDS per task,
+  however many clients poll (the last check time lives in the record; a per-task store lock
+  serialises the checkers);
+- once final, polls are answered from the record alone;
+- two creates for one service within PING_COALESCE_SECONDS share one upstream task
+  (`ping:service:{service_id}` → our task id, written under a per-service lock).
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+import logging
+import re
+import time
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from isp_gateway.errors import (
+    NotFound,
+    ServiceError,
+    UpstreamError,
+    UpstreamRejected,
+    UpstreamUnavailable,
+)
+from isp_gateway.network.classify import FAILED, Classification, classify
+from isp_gateway.network.schemas import MAX_WAIT_SECONDS
+from isp_gateway.store import LockTimeout
+from isp_gateway.upstream.ping import PingRefused, create_ping, read_task
 
 if TYPE_CHECKING:
     from isp_gateway.runtime import Runtime
+
+log = logging.getLogger("isp_gateway.network")
+
+# A task still running after this long is reported failed: a stuck upstream task must not
+# keep a bot polling for the whole hour the record lives.
+MAX_RUNNING_SECONDS = 300.0
+# How often a long poll looks at the shared record (another worker may have checked).
+_RECORD_POLL_SECONDS = 0.2
+_TASK_ID = re.compile(r"[0-9a-f]{32}")
+
+PENDING_MESSAGE = "Ping en curso; consulte de nuevo en unos segundos."
+TASK_NOT_FOUND = "Task not found"
+
+
+class PingFailed(ServiceError):
+    """The upstream refused or could not run the ping (spec 4.12 `ping_failed`)."""
+
+    status_code = 502
+    action = "ping_failed"
+    default_message = "The ISP backend did not accept the ping request"
+
+
+@dataclass(frozen=True)
+class PingView:
+    """What a poll answers: the router wraps it in the envelope as is."""
+
+    ok: bool
+    type: Literal["success", "error", "info"]
+    action: str
+    data: dict[str, Any]
+    message: str
+
+
+def _task_key(task_id: str) -> str:
+    return f"ping:task:{task_id}"
+
+
+def _service_key(service_id: int) -> str:
+    return f"ping:service:{service_id}"
 
 
 class PingService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
+        self.settings = runtime.settings
+        self.store = runtime.store
+        # A holder of the create/check locks is inside one upstream call at most.
+        self._lock_timeout = self.settings.UPSTREAM_TIMEOUT_SECONDS + 5.0
 
     async def start(self) -> None:
-        """Start background jobs."""
+        """Nothing runs in the background: tasks advance when someone polls."""
 
     async def aclose(self) -> None:
-        """Stop background jobs."""
+        """No background jobs to stop."""
+
+    # -- create ------------------------------------------------------------------------
+
+    async def create(self, service_id: int, pings: int) -> str:
+        """Start (or join) a ping task for a service; our task id."""
+        if service_id < 1:
+            raise NotFound("Client not found", action="client_not_found")
+        coalesce = self.settings.PING_COALESCE_SECONDS > 0
+        try:
+            async with self.store.lock(
+                f"ping:create:{service_id}",
+                timeout=self._lock_timeout,
+                blocking_timeout=self._lock_timeout,
+            ):
+                if coalesce:
+                    shared = await self.store.get(_service_key(service_id))
+                    if isinstance(shared, str) and await self.store.get(_task_key(shared)):
+                        return shared
+                upstream_id = await self._start_upstream(service_id, pings)
+                task_id = uuid.uuid4().hex
+                now = time.time()
+                record = {
+                    "task_id": task_id,
+                    "service_id": service_id,
+                    "upstream_id": upstream_id,
+                    "pings": pings,
+                    "created_at": now,
+                    # Creating the task was our latest contact: the first read waits an interval.
+                    "checked_at": now,
+                    "state": "running",
+                }
+                await self.store.set(
+                    _task_key(task_id), record, ttl=self.settings.PING_TASK_TTL_SECONDS
+                )
+                if coalesce:
+                    await self.store.set(
+                        _service_key(service_id), task_id, ttl=self.settings.PING_COALESCE_SECONDS
+                    )
+                log.info("ping task %s started for service %d", task_id, service_id)
+                return task_id
+        except LockTimeout:
+            raise UpstreamUnavailable() from None
+
+    async def _start_upstream(self, service_id: int, pings: int) -> str:
+        try:
+            return await create_ping(self.runtime.gateway, service_id, pings)
+        except UpstreamRejected as exc:
+            if exc.upstream_status == 404:
+                raise NotFound("Client not found", action="client_not_found") from None
+            log.warning(
+                "upstream refused a ping for service %d (%d)", service_id, exc.upstream_status
+            )
+            raise PingFailed() from None
+        except PingRefused as exc:
+            log.warning(
+                "upstream did not queue a ping for service %d (%d)", service_id, exc.upstream_status
+            )
+            raise PingFailed() from None
+
+    # -- result ------------------------------------------------------------------------
+
+    async def result(self, task_id: str, wait: float = 0.0) -> PingView:
+        """The task's outcome; with `wait`, hold until it is final or `wait` seconds pass."""
+        if not _TASK_ID.fullmatch(task_id):
+            raise NotFound(TASK_NOT_FOUND, action=FAILED)
+        interval = self.settings.PING_POLL_INTERVAL_SECONDS
+        deadline = time.monotonic() + max(0.0, min(wait, MAX_WAIT_SECONDS))
+        last_error: UpstreamError | None = None
+        while True:
+            record = await self.store.get(_task_key(task_id))
+            if not isinstance(record, dict):
+                raise NotFound(TASK_NOT_FOUND, action=FAILED)
+            if record.get("state") != "final" and time.time() - record["checked_at"] >= interval:
+                try:
+                    checked = await self._check(task_id, deadline)
+                    last_error = None
+                except UpstreamError as exc:
+                    last_error = exc
+                else:
+                    if checked is not None:
+                        record = checked
+            if record.get("state") == "final":
+                return self._final_view(record)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                if last_error is not None:
+                    # The record stays; a later poll tries the upstream again.
+                    raise last_error
+                return PingView(
+                    ok=True,
+                    type="info",
+                    action="ping_pending",
+                    data={"task_id": task_id, "status": "pending"},
+                    message=PENDING_MESSAGE,
+                )
+            until_check = interval - (time.time() - record["checked_at"])
+            await asyncio.sleep(max(0.01, min(remaining, _RECORD_POLL_SECONDS, until_check)))
+
+    async def _check(self, task_id: str, deadline: float) -> dict[str, Any] | None:
+        """Read the task upstream unless someone did within the interval; the new record."""
+        key = _task_key(task_id)
+        wait_for_lock = max(1.0, deadline - time.monotonic())
+        try:
+            async with self.store.lock(
+                f"ping:check:{task_id}", timeout=self._lock_timeout, blocking_timeout=wait_for_lock
+            ):
+                record = await self.store.get(key)
+                if not isinstance(record, dict) or record.get("state") == "final":
+                    return record if isinstance(record, dict) else None
+                now = time.time()
+                if now - record["checked_at"] < self.settings.PING_POLL_INTERVAL_SECONDS:
+                    return record  # another poller just asked
+                record["checked_at"] = now
+                try:
+                    result = await read_task(self.runtime.gateway, record["upstream_id"])
+                except UpstreamRejected as exc:
+                    # The upstream no longer knows the task (404) or refuses to show it.
+                    log.warning("ping task %s: upstream answered %d", task_id, exc.upstream_status)
+                    self._finish(record, Classification(FAILED))
+                except UpstreamError:
+                    # Remember the attempt so a failing upstream is not hammered either.
+                    await self._save(key, record)
+                    raise
+                else:
+                    if result.state != "running":
+                        self._finish(record, classify(result))
+                    elif now - record["created_at"] > MAX_RUNNING_SECONDS:
+                        log.warning(
+                            "ping task %s still running after %.0fs",
+                            task_id,
+                            now - record["created_at"],
+                        )
+                        self._finish(record, Classification(FAILED))
+                await self._save(key, record)
+                return record
+        except LockTimeout:
+            return None  # another poller is checking; its answer lands in the record
+
+    @staticmethod
+    def _finish(record: dict[str, Any], outcome: Classification) -> None:
+        record.update(
+            state="final",
+            action=outcome.action,
+            sent=outcome.sent,
+            received=outcome.received,
+            loss_percent=outcome.loss_percent,
+        )
+
+    async def _save(self, key: str, record: dict[str, Any]) -> None:
+        # The record keeps the lifetime it got at creation.
+        age = time.time() - float(record["created_at"])
+        await self.store.set(key, record, ttl=max(1.0, self.settings.PING_TASK_TTL_SECONDS - age))
+
+    @staticmethod
+    def _final_view(record: dict[str, Any]) -> PingView:
+        action = str(record["action"])
+        outcome = Classification(
+            action, record.get("sent"), record.get("received"), record.get("loss_percent")
+        )
+        failed = action == FAILED
+        return PingView(
+            ok=not failed,
+            type="error" if failed else "success",
+            action=action,
+            data={
+                "task_id": record["task_id"],
+                "sent": outcome.sent,
+                "received": outcome.received,
+                "loss_percent": outcome.loss_percent,
+            },
+            message=outcome.message,
+        )

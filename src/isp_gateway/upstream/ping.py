@@ -1,0 +1,143 @@
+"""WispHub ping diagnostics: create a ping task, read it, and map its result to `PingResult`.
+
+Shapes (UPSTREAM.md "Ping diagnostics"): `POST api/clientes/{id}/ping/` answers 202
+`{"task_id", "status": "PROCESS"}`; `GET api/tasks/{id}/` answers `{"task": {"status", "result"}}`
+where a successful result is a list of one-key objects `{"ping-N": {...} | "router error text"}`
+closed by `{"ping-exitoso": "X de N"}`, which we ignore (it counts unreachable hosts as replies).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from isp_gateway.errors import UpstreamRejected, UpstreamUnavailable
+from isp_gateway.upstream.gateway import UpstreamGateway
+
+# Celery task states: these mean "not finished yet"; SUCCESS is done; anything else failed.
+_RUNNING = frozenset({"PENDING", "PROCESS", "PROGRESS", "STARTED", "RECEIVED", "RETRY"})
+_PING_KEY = re.compile(r"ping-(\d+)")
+
+
+class PingEntry(BaseModel):
+    """One ping of a task: a probe with its counts, or a router error (`error` set)."""
+
+    host: str | None = None
+    sent: int = 0
+    received: int = 0
+    status: str | None = None
+    error: str | None = None
+
+
+class PingResult(BaseModel):
+    """A task as we understand it. `entries` is None when a finished result is malformed."""
+
+    state: Literal["running", "success", "failure"]
+    entries: list[PingEntry] | None = None
+    detail: str | None = None
+
+
+class PingRefused(Exception):
+    """The upstream answered the ping request without accepting a task."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"ping not accepted ({status})")
+        self.upstream_status = status
+
+
+async def create_ping(gateway: UpstreamGateway, service_id: int, pings: int) -> str:
+    """Ask the upstream to ping a service's device; the upstream task id.
+
+    Raises `UpstreamRejected` (404 = unknown service), `PingRefused`, or the gateway's errors.
+    """
+    response = await gateway.request(
+        "POST", f"api/clientes/{service_id}/ping/", json={"pings": pings}
+    )
+    # Only 202 means a task was queued (UPSTREAM.md): anything else is a failure.
+    if response.status_code != 202:
+        raise PingRefused(response.status_code)
+    try:
+        body = response.json()
+    except ValueError:
+        raise PingRefused(response.status_code) from None
+    task_id = body.get("task_id") if isinstance(body, dict) else None
+    if not isinstance(task_id, str | int) or isinstance(task_id, bool) or not str(task_id).strip():
+        raise PingRefused(response.status_code)
+    return str(task_id).strip()
+
+
+async def read_task(gateway: UpstreamGateway, task_id: str) -> PingResult:
+    """The task's state. Raises `UpstreamRejected` (404 = the task is gone) or gateway errors."""
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,128}", task_id):
+        # Never build an upstream path from something that is not a plain id.
+        raise UpstreamRejected(404, None)
+    body = await gateway.get_json(f"api/tasks/{task_id}/")
+    task = body.get("task") if isinstance(body, dict) else None
+    if not isinstance(task, dict) or not isinstance(task.get("status"), str):
+        # Not the answer of a tasks endpoint at all: treat like garbage from a proxy.
+        raise UpstreamUnavailable()
+    return parse_task(task["status"], task.get("result"))
+
+
+def _as_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
+
+
+def _entry(value: Any) -> PingEntry | None:
+    """One `ping-N` value: a probe dict, a router error text, or None when unusable."""
+    if isinstance(value, str):
+        return PingEntry(error=value.strip() or "router error")
+    if not isinstance(value, dict):
+        return None
+    sent = _as_int(value.get("sent"))
+    received = _as_int(value.get("received"))
+    status = value.get("status")
+    status = status.strip().lower() if isinstance(status, str) and status.strip() else None
+    if sent is None:
+        # A probe always sends one packet; older routers omit the counter.
+        sent = 1
+    if status in ("timeout", "host unreachable"):
+        # Not a reply, whatever the counters or ping-exitoso say.
+        received = 0
+    elif received is None:
+        received = 1 if value.get("time") else 0
+    received = max(0, min(received, sent))
+    host = value.get("host")
+    return PingEntry(
+        host=host if isinstance(host, str) else None, sent=sent, received=received, status=status
+    )
+
+
+def parse_task(status: str, result: Any) -> PingResult:
+    """Map a task's status and result to a `PingResult` (pure; unit-tested per shape)."""
+    state = status.strip().upper()
+    if state in _RUNNING:
+        return PingResult(state="running")
+    if state != "SUCCESS":
+        detail = result if isinstance(result, str) else None
+        return PingResult(state="failure", detail=detail)
+    if not isinstance(result, list):
+        return PingResult(state="success", entries=None)
+    numbered: list[tuple[int, PingEntry]] = []
+    for item in result:
+        if not isinstance(item, dict):
+            continue
+        for key, value in item.items():
+            match = _PING_KEY.fullmatch(str(key))
+            if match is None:
+                continue  # "ping-exitoso" and anything else we do not trust
+            entry = _entry(value)
+            if entry is not None:
+                numbered.append((int(match.group(1)), entry))
+    if not numbered:
+        return PingResult(state="success", entries=None)
+    numbered.sort(key=lambda pair: pair[0])
+    return PingResult(state="success", entries=[entry for _, entry in numbered])
