@@ -1,11 +1,51 @@
-"""HTTP routes for plans. STUB, to be built: thin handlers that call the service."""
+"""HTTP routes for internet plans (spec 4.14-4.15): thin handlers over PlanService."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from fastapi import APIRouter, Depends
 
 from isp_gateway.auth.dependencies import current_user
+from isp_gateway.envelope import BackendResponse, success
+from isp_gateway.plans.schemas import InternetPlan, InternetPlanDetail
+from isp_gateway.runtime import RuntimeDep
 
+# Protected like every business endpoint (DECISIONS.md "Auth"), despite the spec's one page.
 router = APIRouter(
     prefix="/api/v1/internet-plans", tags=["internet-plans"], dependencies=[Depends(current_user)]
 )
+
+
+def _meta(stale: bool) -> dict[str, Any] | None:
+    return {"stale": True} if stale else None
+
+
+# Both spellings answer directly, without a redirect.
+@router.get("/", response_model=BackendResponse[list[InternetPlan]])
+@router.get("", include_in_schema=False)
+async def list_internet_plans(runtime: RuntimeDep) -> dict[str, Any]:
+    """The ISP's internet plans (cached; `meta.stale` when served from an old copy)."""
+    listing = await runtime.plans.list_plans()
+    if not listing.plans:
+        return success(
+            "internet_plan_not_found",
+            None,
+            message="No internet plans found",
+            meta=_meta(listing.stale),
+        )
+    data = [plan.model_dump() for plan in listing.plans]
+    return success("internet_plans_listed", data, meta=_meta(listing.stale))
+
+
+@router.get("/{plan_id}", response_model=BackendResponse[InternetPlanDetail])
+@router.get("/{plan_id}/", include_in_schema=False)
+async def get_internet_plan(plan_id: int, runtime: RuntimeDep) -> dict[str, Any]:
+    """One plan with price and speeds in Mbps (PCQ plans: basic information only)."""
+    info = await runtime.plans.detail(plan_id)
+    return success(
+        "internet_plan_found",
+        info.detail.model_dump(),
+        message=info.message,
+        meta=_meta(info.stale),
+    )

@@ -1,23 +1,179 @@
-"""Plans: the cached catalogue and plan details (spec 4.14-4.15). STUB, to be built."""
+"""Plans (spec 4.14-4.15, DECISIONS.md "Plans" and "Caching"): the cached catalogue and details.
+
+The list is a `CachedResource` (PLAN_CACHE_SECONDS, refresh ahead, single flight,
+stale-if-error) kept warm by a periodic job. Details are cached the same way, one resource
+per plan. This is also the plans source the clients feature asks for a missing plan price
+(`price_for`): one implementation.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from isp_gateway.cache import CachedResource
+from isp_gateway.errors import NotFound
+from isp_gateway.upstream.plans import (
+    DETAIL_PATHS,
+    Plan,
+    PlanDetail,
+    fetch_detail,
+    fetch_plans,
+    normalise_name,
+)
 
 if TYPE_CHECKING:
     from isp_gateway.runtime import Runtime
+
+PLAN_NOT_FOUND = "Internet plan not found"
+PCQ_MESSAGE = "The ISP backend has no detail for PCQ plans; only basic information is available."
+
+
+@dataclass
+class PlanIndex:
+    plans: list[Plan]
+    by_id: dict[int, Plan] = field(default_factory=dict)
+    # A name shared by two plans maps to None: a price must never come from a guess.
+    by_name: dict[str, Plan | None] = field(default_factory=dict)
+
+
+def _index(value: Any) -> PlanIndex:
+    plans = [Plan.model_validate(row) for row in value or []]
+    index = PlanIndex(plans)
+    for plan in plans:
+        index.by_id.setdefault(plan.plan_id, plan)
+        key = normalise_name(plan.name)
+        if key:
+            index.by_name[key] = None if key in index.by_name else plan
+    return index
+
+
+def _detail(value: Any) -> PlanDetail | None:
+    return None if value is None else PlanDetail.model_validate(value)
+
+
+@dataclass(frozen=True)
+class PlanList:
+    plans: list[Plan]
+    stale: bool
+
+
+@dataclass(frozen=True)
+class PlanInfo:
+    detail: PlanDetail
+    stale: bool
+    message: str | None = None
 
 
 class PlanService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
+        settings = runtime.settings
+        self._ttl = float(settings.PLAN_CACHE_SECONDS)
+        self._stale_ttl = float(settings.STALE_IF_ERROR_SECONDS)
+        self.catalogue: CachedResource[PlanIndex] = CachedResource(
+            runtime.store,
+            "plans:list",
+            self._load_list,
+            _index,
+            ttl=self._ttl,
+            stale_ttl=self._stale_ttl,
+        )
+        self._details: dict[tuple[int, str], CachedResource[PlanDetail | None]] = {}
+        self._job: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        """Start background jobs (cache refresh)."""
+        """Start the periodic refresh of the plan list."""
+        self._job = asyncio.create_task(self.catalogue.run_periodic())
 
     async def aclose(self) -> None:
-        """Stop background jobs."""
+        """Stop the refresh job and any in-flight loads."""
+        if self._job is not None:
+            self._job.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._job
+        await self.catalogue.aclose()
+        for resource in self._details.values():
+            await resource.aclose()
+
+    async def _load_list(self, background: bool) -> list[dict[str, Any]]:
+        plans = await fetch_plans(self.runtime.gateway, background=background)
+        return [plan.model_dump() for plan in plans]
+
+    def _detail_resource(self, plan: Plan) -> CachedResource[PlanDetail | None]:
+        key = (plan.plan_id, plan.type)
+        resource = self._details.get(key)
+        if resource is None:
+
+            async def load(background: bool) -> dict[str, Any] | None:
+                detail = await fetch_detail(self.runtime.gateway, plan, background=background)
+                return None if detail is None else detail.model_dump()
+
+            slug = DETAIL_PATHS[plan.type]
+            resource = CachedResource(
+                self.runtime.store,
+                f"plans:detail:{slug}:{plan.plan_id}",
+                load,
+                _detail,
+                ttl=self._ttl,
+                stale_ttl=self._stale_ttl,
+            )
+            self._details[key] = resource
+        return resource
+
+    async def list_plans(self) -> PlanList:
+        """Every plan of the catalogue (possibly a stale copy while the upstream fails)."""
+        snapshot = await self.catalogue.get()
+        return PlanList(list(snapshot.value.plans), snapshot.stale)
+
+    async def _find(self, plan_id: int) -> tuple[Plan | None, bool]:
+        snapshot = await self.catalogue.get()
+        plan = snapshot.value.by_id.get(plan_id)
+        # A plan created since the last load: reload once, at most every NEGATIVE_CACHE_SECONDS.
+        negative_ttl = self.runtime.settings.NEGATIVE_CACHE_SECONDS
+        if plan is None and time.time() - snapshot.loaded_at >= negative_ttl:
+            await self.catalogue.refresh()
+            snapshot = await self.catalogue.get()
+            plan = snapshot.value.by_id.get(plan_id)
+        return plan, snapshot.stale
+
+    async def detail(self, plan_id: int) -> PlanInfo:
+        """One plan with price and speeds (PPPOE, SIMPLE QUEUE); basic fields for PCQ."""
+        plan, stale = await self._find(plan_id)
+        if plan is None:
+            raise NotFound(PLAN_NOT_FOUND, action="internet_plan_not_found")
+        if plan.type not in DETAIL_PATHS:
+            basic = PlanDetail(
+                plan_id=plan.plan_id,
+                name=plan.name,
+                type=plan.type,
+                price=None,
+                download_speed=None,
+                upload_speed=None,
+            )
+            return PlanInfo(basic, stale, PCQ_MESSAGE)
+        snapshot = await self._detail_resource(plan).get()
+        if snapshot.value is None:
+            raise NotFound(PLAN_NOT_FOUND, action="internet_plan_not_found")
+        return PlanInfo(snapshot.value, stale or snapshot.stale)
 
     async def price_for(self, plan_id: int | None, plan_name: str | None) -> float | None:
-        """The price of a plan from the plans source (list, then detail by type)."""
-        return None
+        """The price of a plan from the plans source (list, then detail by type).
+
+        Found by id, else by normalised name; None when unknown, ambiguous, without a detail
+        endpoint (PCQ) or without a positive price. Upstream errors propagate: the caller
+        decides what a failed lookup means.
+        """
+        index = (await self.catalogue.get()).value
+        plan = index.by_id.get(plan_id) if plan_id is not None else None
+        if plan is None and plan_name:
+            plan = index.by_name.get(normalise_name(plan_name))
+        if plan is None or plan.type not in DETAIL_PATHS:
+            return None
+        detail = (await self._detail_resource(plan).get()).value
+        if detail is None or detail.price is None or detail.price <= 0:
+            return None
+        return detail.price
