@@ -222,6 +222,14 @@ def test_cli_arguments_build_the_config() -> None:
         parser.parse_args(["--error-rate", "1.5"])
 
 
+def test_cli_arguments_keep_the_callers_host_flag() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--host", default="192.0.2.1")
+    add_simulator_arguments(parser)
+    ns = parser.parse_args(["--port", "1"])
+    assert (ns.host, ns.port) == ("192.0.2.1", 1)
+
+
 def test_data_file_serves_its_rows(start_sim: StartSim, tmp_path: Path) -> None:
     path = tmp_path / "data.json"
     rows = [{"id_servicio": 7, "nombre": "ÚNICO CLIENTE", "cedula": "123", "estado": "Activo"}]

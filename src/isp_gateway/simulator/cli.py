@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 
 from isp_gateway.simulator.config import SimulatorConfig, Variants
@@ -33,7 +34,9 @@ def _per_minute(text: str) -> int:
 def add_simulator_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the simulator's flags (host, port, data, faults, variants) to ``parser``."""
     data = parser.add_argument_group("simulator data")
-    data.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    # The caller's parser may already define --host (the main CLI does); keep its own.
+    with contextlib.suppress(argparse.ArgumentError):
+        data.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     data.add_argument("--port", type=int, default=8001, help="port (default 8001)")
     data.add_argument("--clients", type=int, default=200, help="generated clients (default 200)")
     data.add_argument("--tickets", type=int, default=300, help="generated tickets (default 300)")
@@ -100,10 +103,17 @@ def config_from_args(ns: argparse.Namespace, api_key: str) -> SimulatorConfig:
     )
 
 
-def serve_simulator(config: SimulatorConfig, host: str = "127.0.0.1", port: int = 8001) -> None:
+def serve_simulator(
+    config: SimulatorConfig,
+    host: str = "127.0.0.1",
+    port: int = 8001,
+    *,
+    log_level: str = "warning",
+) -> None:
     """Run the simulator under uvicorn until interrupted."""
     import uvicorn
 
     from isp_gateway.simulator.app import create_simulator_app
 
-    uvicorn.run(create_simulator_app(config), host=host, port=port, log_level="info")
+    # Quiet by default: the demo runs this next to the gateway on one console.
+    uvicorn.run(create_simulator_app(config), host=host, port=port, log_level=log_level)
