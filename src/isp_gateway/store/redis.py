@@ -16,6 +16,12 @@ from isp_gateway.store.base import LockTimeout
 PREFIX = "ispgw:"
 
 
+def _px(ttl: float | None) -> int | None:
+    """Milliseconds for Redis. Redis refuses 0 ("invalid expire time"), so a ttl that rounds
+    to nothing becomes 1 ms: expired at once, as in the memory store."""
+    return None if ttl is None else max(1, int(ttl * 1000))
+
+
 class RedisStore:
     def __init__(self, url: str) -> None:
         self._redis: aioredis.Redis = aioredis.Redis.from_url(url, decode_responses=False)
@@ -32,11 +38,11 @@ class RedisStore:
         return None if raw is None else json.loads(raw)
 
     async def set(self, key: str, value: Any, ttl: float | None = None) -> None:
-        px = int(ttl * 1000) if ttl is not None else None
+        px = _px(ttl)
         await self._redis.set(self._k(key), json.dumps(value, separators=(",", ":")), px=px)
 
     async def set_if_absent(self, key: str, value: Any, ttl: float | None = None) -> bool:
-        px = int(ttl * 1000) if ttl is not None else None
+        px = _px(ttl)
         done = await self._redis.set(
             self._k(key), json.dumps(value, separators=(",", ":")), px=px, nx=True
         )
@@ -51,7 +57,7 @@ class RedisStore:
             pipe.incrby(name, amount)
             if ttl is not None:
                 # NX: the window's expiry is set once, when the counter is created.
-                pipe.pexpire(name, int(ttl * 1000), nx=True)
+                pipe.pexpire(name, max(1, int(ttl * 1000)), nx=True)
             result = await pipe.execute()
         return int(result[0])
 
