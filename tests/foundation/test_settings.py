@@ -128,7 +128,7 @@ def test_every_missing_variable_is_named_in_one_line(clean_env: Any) -> None:
 
 
 def test_invalid_values_are_all_named_and_never_echoed(clean_env: Any, password_hash: str) -> None:
-    short_secret = "short-jwt-secret-abc"  # noqa: S105
+    short_secret = "short-jwt-secret-abc"
     message = refusal(
         password_hash,
         JWT_SECRET_KEY=short_secret,
@@ -172,7 +172,7 @@ def test_only_hmac_algorithms(clean_env: Any, password_hash: str, alg: str) -> N
 
 @pytest.mark.parametrize("alg", ["HS256", "HS384", "HS512"])
 def test_hmac_algorithms_accepted(clean_env: Any, password_hash: str, alg: str) -> None:
-    assert load_settings(**values(password_hash, JWT_ALGORITHM=alg)).JWT_ALGORITHM == alg
+    assert alg == load_settings(**values(password_hash, JWT_ALGORITHM=alg)).JWT_ALGORITHM
 
 
 @pytest.mark.parametrize(
