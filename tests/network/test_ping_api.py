@@ -1,0 +1,273 @@
+"""Ping endpoints over loopback: the real app against the simulator (spec 4.12-4.13)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from tests.conftest import Gateway, Simulator
+
+TASK_READS = "GET /api/tasks/{id}/"
+PING_CREATES = "POST /api/clientes/{id}/ping/"
+
+
+def service_ids(sim: Simulator, count: int) -> list[int]:
+    return [row["id_servicio"] for row in sim.state.dataset.clients[:count]]
+
+
+def create(gw: Gateway, service_id: int, pings: int = 4) -> str:
+    response = gw.post(f"/api/v1/{service_id}/ping/", json={"pings": pings})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["ok"] is True and body["type"] == "success"
+    assert body["action"] == "ping_created"
+    assert body["message"] is None and body["meta"] is None
+    assert set(body["data"]) == {"task_id"} and isinstance(body["data"]["task_id"], str)
+    task_id: str = body["data"]["task_id"]
+    return task_id
+
+
+def poll(gw: Gateway, task_id: str, wait: float = 0) -> dict[str, Any]:
+    response = gw.get(f"/api/v1/ping/{task_id}/", params={"wait": wait} if wait else None)
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+@pytest.fixture
+def fast(start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]) -> Any:
+    """A simulator whose pings take 0.3 s and a gateway that may poll every 0.1 s."""
+    sim = start_simulator(ping_duration=0.3)
+    gw = start_gateway(sim.url, PING_POLL_INTERVAL_SECONDS=0.1, PING_COALESCE_SECONDS=10)
+    return sim, gw
+
+
+EXPECTED = [
+    # kind, pings, action, sent, received, loss
+    ("all_replies", 4, "stable_connection", 4, 4, 0.0),
+    ("loss_10", 10, "stable_connection", 10, 9, 10.0),
+    ("half_lost", 4, "intermittent_connection", 4, 2, 50.0),
+    ("none", 4, "no_internet", 4, 0, 100.0),
+    ("unreachable", 4, "no_internet", 4, 0, 100.0),
+    ("mixed_hosts", 6, "stable_connection", 6, 6, 0.0),
+    ("router_error", 4, "ping_failed", None, None, None),
+    ("failure", 4, "ping_failed", None, None, None),
+    ("malformed", 4, "ping_failed", None, None, None),
+    ("malformed_text", 4, "ping_failed", None, None, None),
+]
+
+
+def test_full_flow_for_every_classification(fast: Any) -> None:
+    sim, gw = fast
+    ids = service_ids(sim, len(EXPECTED))
+    tasks = {}
+    for service_id, (kind, pings, *_rest) in zip(ids, EXPECTED, strict=True):
+        sim.state.set_ping_outcome(service_id, kind)
+        tasks[kind] = create(gw, service_id, pings)
+    for kind, _pings, action, sent, received, loss in EXPECTED:
+        body = poll(gw, tasks[kind], wait=10)
+        assert body["action"] == action, kind
+        assert body["data"] == {
+            "task_id": tasks[kind],
+            "sent": sent,
+            "received": received,
+            "loss_percent": loss,
+        }, kind
+        failed = action == "ping_failed"
+        assert body["ok"] is (not failed)
+        assert body["type"] == ("error" if failed else "success")
+        assert isinstance(body["message"], str) and body["message"]
+
+
+def test_pending_while_the_task_runs(
+    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+) -> None:
+    sim = start_simulator(ping_duration=30)
+    gw = start_gateway(sim.url, PING_POLL_INTERVAL_SECONDS=0.1)
+    task_id = create(gw, service_ids(sim, 1)[0])
+    time.sleep(0.15)
+    body = poll(gw, task_id)
+    assert body["ok"] is True and body["type"] == "info"
+    assert body["action"] == "ping_pending"
+    assert body["data"] == {"task_id": task_id, "status": "pending"}
+    assert sim.state.calls[TASK_READS] == 1
+
+
+def test_unknown_task_is_404(gateway: Gateway) -> None:
+    for task_id in ("0" * 32, "not-a-task", "a" * 300):
+        response = gateway.get(f"/api/v1/ping/{task_id}/")
+        assert response.status_code == 404
+        body = response.json()
+        assert body["ok"] is False and body["action"] == "ping_failed"
+        assert body["message"] == "Task not found" and body["data"] is None
+
+
+def test_unknown_service_is_404_client_not_found(gateway: Gateway, simulator: Simulator) -> None:
+    for service_id in (999_999, 0):
+        response = gateway.post(f"/api/v1/{service_id}/ping/", json={"pings": 4})
+        assert response.status_code == 404
+        body = response.json()
+        assert body["action"] == "client_not_found" and body["ok"] is False
+    # 0 is refused before any upstream call; 999999 is the upstream's own 404.
+    assert simulator.state.calls[PING_CREATES] == 1
+
+
+@pytest.mark.parametrize("body", [{"pings": 0}, {"pings": 21}, {"pings": "many"}, {}, None])
+def test_pings_must_be_1_to_20(gateway: Gateway, simulator: Simulator, body: Any) -> None:
+    sid = service_ids(simulator, 1)[0]
+    response = gateway.post(f"/api/v1/{sid}/ping/", json=body)
+    assert response.status_code == 422
+    assert response.json()["action"] == "validation_error"
+    assert simulator.state.calls[PING_CREATES] == 0
+
+
+def test_wait_is_bounded(gateway: Gateway) -> None:
+    for wait in ("-1", "26", "soon"):
+        response = gateway.get(f"/api/v1/ping/{'0' * 32}/", params={"wait": wait})
+        assert response.status_code == 422
+        assert response.json()["action"] == "validation_error"
+
+
+def test_needs_a_token(gateway: Gateway) -> None:
+    assert gateway.client.post("/api/v1/101/ping/", json={"pings": 4}).status_code == 401
+    assert gateway.client.get(f"/api/v1/ping/{'0' * 32}/").status_code == 401
+
+
+def test_paths_without_trailing_slash_answer_directly(fast: Any) -> None:
+    sim, gw = fast
+    sid = service_ids(sim, 1)[0]
+    response = gw.post(f"/api/v1/{sid}/ping", json={"pings": 2})
+    assert response.status_code == 200 and response.json()["action"] == "ping_created"
+    task_id = response.json()["data"]["task_id"]
+    response = gw.get(f"/api/v1/ping/{task_id}", params={"wait": 5})
+    assert response.status_code == 200 and response.json()["action"] == "stable_connection"
+
+
+def test_polls_fan_in_to_one_upstream_read_per_interval(
+    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+) -> None:
+    sim = start_simulator(ping_duration=1.6)
+    interval = 0.5
+    gw = start_gateway(sim.url, PING_POLL_INTERVAL_SECONDS=interval)
+    task_id = create(gw, service_ids(sim, 1)[0])
+    started = time.monotonic()
+    actions: list[str] = []
+
+    def poller() -> None:
+        deadline = time.monotonic() + 2.5
+        while time.monotonic() < deadline:
+            actions.append(poll(gw, task_id)["action"])
+            time.sleep(0.02)
+
+    with ThreadPoolExecutor(8) as pool:
+        for future in [pool.submit(poller) for _ in range(8)]:
+            future.result()
+    elapsed = time.monotonic() - started
+    reads = sim.state.calls[TASK_READS]
+    assert len(actions) > 100  # clients polled far more often than the upstream was asked
+    assert "ping_pending" in actions and actions[-1] == "stable_connection"
+    # The first read comes an interval after creation, then at most one per interval.
+    assert 1 <= reads <= int(elapsed / interval) + 1
+    # Once final, polls are answered from the record.
+    for _ in range(20):
+        assert poll(gw, task_id)["action"] == "stable_connection"
+    assert sim.state.calls[TASK_READS] == reads
+
+
+def test_creates_for_one_service_within_the_window_share_one_task(
+    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+) -> None:
+    sim = start_simulator(ping_duration=0.3)
+    gw = start_gateway(sim.url, PING_POLL_INTERVAL_SECONDS=0.1, PING_COALESCE_SECONDS=1.0)
+    first, second = service_ids(sim, 2)
+    with ThreadPoolExecutor(6) as pool:
+        ids = list(pool.map(lambda _: create(gw, first), range(6)))
+    assert len(set(ids)) == 1
+    assert sim.state.calls[PING_CREATES] == 1
+    # Another service gets its own task.
+    other = create(gw, second)
+    assert other != ids[0] and sim.state.calls[PING_CREATES] == 2
+    # After the window a new request starts a new task.
+    time.sleep(1.1)
+    again = create(gw, first)
+    assert again != ids[0] and sim.state.calls[PING_CREATES] == 3
+    assert poll(gw, ids[0], wait=5)["action"] == "stable_connection"
+
+
+def test_long_poll_returns_as_soon_as_the_result_is_final(
+    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+) -> None:
+    sim = start_simulator(ping_duration=0.8)
+    gw = start_gateway(sim.url, PING_POLL_INTERVAL_SECONDS=0.2)
+    task_id = create(gw, service_ids(sim, 1)[0])
+    started = time.monotonic()
+    body = poll(gw, task_id, wait=20)
+    elapsed = time.monotonic() - started
+    assert body["action"] == "stable_connection"
+    assert elapsed < 3.0
+    assert sim.state.calls[TASK_READS] <= int(elapsed / 0.2) + 1
+
+
+def test_long_poll_answers_pending_when_the_wait_passes(
+    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+) -> None:
+    sim = start_simulator(ping_duration=30)
+    gw = start_gateway(sim.url, PING_POLL_INTERVAL_SECONDS=0.25)
+    task_id = create(gw, service_ids(sim, 1)[0])
+    started = time.monotonic()
+    body = poll(gw, task_id, wait=1.2)
+    elapsed = time.monotonic() - started
+    assert body["action"] == "ping_pending"
+    assert 1.1 <= elapsed < 2.5
+    assert 1 <= sim.state.calls[TASK_READS] <= 5
+
+
+def test_task_gone_upstream_is_ping_failed(fast: Any) -> None:
+    sim, gw = fast
+    task_id = create(gw, service_ids(sim, 1)[0])
+    sim.state.tasks.clear()  # the upstream forgot the task: its reads answer 404
+    time.sleep(0.15)
+    body = poll(gw, task_id)
+    assert body["action"] == "ping_failed" and body["ok"] is False
+    assert body["data"] == {
+        "task_id": task_id,
+        "sent": None,
+        "received": None,
+        "loss_percent": None,
+    }
+
+
+def test_upstream_down_while_polling_is_502_then_recovers(fast: Any) -> None:
+    sim, gw = fast
+    task_id = create(gw, service_ids(sim, 1)[0])
+    sim.state.faults.update({"error_rate": 1.0, "path_prefix": "/api/tasks/"})
+    time.sleep(0.4)
+    response = gw.get(f"/api/v1/ping/{task_id}/")
+    assert response.status_code == 502
+    assert response.json()["action"] == "upstream_unavailable"
+    sim.state.faults.update({"reset": True})
+    assert poll(gw, task_id, wait=5)["action"] == "stable_connection"
+
+
+def test_create_upstream_failures(fast: Any) -> None:
+    sim, gw = fast
+    sid = service_ids(sim, 1)[0]
+    # Down: 502 upstream_unavailable.
+    sim.state.faults.update({"error_rate": 1.0, "method": "POST"})
+    response = gw.post(f"/api/v1/{sid}/ping/", json={"pings": 4})
+    assert response.status_code == 502
+    assert response.json()["action"] == "upstream_unavailable"
+    # Answered, but without queuing a task (not a 202): ping_failed.
+    sim.state.faults.update({"reset": True, "garbage": 1.0, "method": "POST"})
+    response = gw.post(f"/api/v1/{sid}/ping/", json={"pings": 4})
+    assert response.status_code == 502
+    body = response.json()
+    assert body["action"] == "ping_failed" and body["ok"] is False and body["data"] is None
+    # A failed create is not shared with the next request.
+    sim.state.faults.update({"reset": True})
+    task_id = create(gw, sid)
+    assert poll(gw, task_id, wait=5)["action"] == "stable_connection"
