@@ -1,19 +1,432 @@
-"""Clients (spec 4.3-4.6). STUB, to be built."""
+"""Clients (spec 4.3-4.6): list, search, lookups, verify, resolve and update.
+
+Everything is served from one cached client list (refresh-ahead, single flight,
+stale-if-error; see cache.py) and its in-process index. A lookup miss asks the upstream
+directly, because a customer added since the last load must still be found, and a confirmed
+miss is remembered for NEGATIVE_CACHE_SECONDS.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from isp_gateway.cache import CachedResource
+from isp_gateway.clients.index import ClientIndex, document_key
+from isp_gateway.clients.matching import (
+    address_tokens,
+    price_matches,
+    search_key,
+    text_matches,
+    tokens,
+)
+from isp_gateway.clients.phones import MIN_PHONE_DIGITS, field_phones, normalize_phone
+from isp_gateway.clients.schemas import VerifyRequest
+from isp_gateway.errors import (
+    Conflict,
+    InvalidInput,
+    Locked,
+    NotFound,
+    ServiceError,
+    UpstreamError,
+    UpstreamRateLimited,
+    UpstreamUnauthorized,
+)
+from isp_gateway.throttle import FailureThrottle
+from isp_gateway.upstream import clients as upstream
+from isp_gateway.upstream.clients import Client, ClientRecord
 
 if TYPE_CHECKING:
     from isp_gateway.runtime import Runtime
+
+log = logging.getLogger("isp_gateway.clients")
+
+_DOCUMENT = re.compile(r"[A-Za-z0-9]{3,20}")
+MIN_VERIFY_FIELDS = 3
+MAX_SEARCH_LIMIT = 200
+
+MSG_NOT_FOUND = "Client not found"
+MSG_NOT_FOUND_ES = "Cliente no encontrado"
+MSG_FEW_FIELDS = "Debe proporcionar al menos 3 de los 4 campos para verificar la identidad"
+MSG_VERIFIED = "Identidad validada correctamente"
+MSG_MISMATCH = "Los datos proporcionados no coinciden con los del cliente"
+MSG_LOCKED = "Demasiados intentos de verificación fallidos; intente más tarde"
+
+
+def client_not_found(message: str = MSG_NOT_FOUND) -> NotFound:
+    return NotFound(message, action="client_not_found")
+
+
+def unable_to_fetch() -> ServiceError:
+    # Spec 5.2: our key was rejected; say nothing more (the details are in the log).
+    return ServiceError("Unable to fetch client data", action="CLIENT_NOT_FOUND", status_code=502)
+
+
+@dataclass(frozen=True)
+class Found:
+    client: Client
+    stale: bool = False
+
+
+@dataclass(frozen=True)
+class Verification:
+    is_valid: bool
+    matched_fields: list[str]
+    debug: dict[str, Any] | None
 
 
 class ClientService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
+        settings = runtime.settings
+        self.settings = settings
+        self.cache: CachedResource[ClientIndex] = CachedResource(
+            runtime.store,
+            "clients",
+            self._load,
+            self._index,
+            ttl=settings.CLIENT_CACHE_SECONDS,
+            stale_ttl=settings.STALE_IF_ERROR_SECONDS,
+        )
+        self.verify_throttle = FailureThrottle(
+            runtime.store, "verify", settings.VERIFY_MAX_FAILURES, settings.VERIFY_LOCKOUT_SECONDS
+        )
+        self.resolve_throttle = FailureThrottle(
+            runtime.store, "resolve", settings.VERIFY_MAX_FAILURES, settings.VERIFY_LOCKOUT_SECONDS
+        )
+        self._job: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
-        """Start background jobs."""
+        """Warm the cache and keep it fresh in the background (start-up does not wait)."""
+        self._job = asyncio.create_task(self.cache.run_periodic())
 
     async def aclose(self) -> None:
-        """Stop background jobs."""
+        pending = [t for t in (self._job, *self._tasks) if t is not None]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        await self.cache.aclose()
+
+    # -- the cache -------------------------------------------------------------------
+
+    async def _load(self, background: bool) -> dict[str, Any]:
+        records = await upstream.fetch_all_clients(self.runtime.gateway, background=background)
+        return {"records": records}
+
+    def _index(self, value: Any) -> ClientIndex:
+        s = self.settings
+        return ClientIndex(
+            value, s.PHONE_COUNTRY_CODE, s.PHONE_NATIONAL_LENGTH, s.ACTIVE_CLIENT_STATES
+        )
+
+    async def _warm(self) -> tuple[ClientIndex, bool]:
+        """The index, loading it if needed; upstream failures mapped for client endpoints."""
+        try:
+            snapshot = await self.cache.get()
+        except UpstreamUnauthorized:
+            raise unable_to_fetch() from None
+        return snapshot.value, snapshot.stale
+
+    @staticmethod
+    def _add_record(record: ClientRecord) -> Callable[[Any], Any]:
+        def mutate(value: Any) -> Any:
+            records: list[ClientRecord] = value["records"]
+            service_id = record["client"]["service_id"]
+            for i, existing in enumerate(records):
+                if existing["client"]["service_id"] == service_id:
+                    # A new dict, never an in-place change: the index still holds the old one
+                    # and needs it to drop the old keys.
+                    records[i] = record
+                    break
+            else:
+                records.append(record)
+            return value
+
+        return mutate
+
+    async def _remember(self, record: ClientRecord) -> None:
+        def patch(index: ClientIndex, _: Any) -> ClientIndex:
+            index.replace(record["client"], record["plan_id"])
+            return index
+
+        await self.cache.update(self._add_record(record), patch)
+
+    # -- list and search -------------------------------------------------------------
+
+    async def list_active(self) -> tuple[bytes, bool]:
+        """The active clients as a pre-serialised JSON array, and the stale flag."""
+        try:
+            snapshot = await self.cache.get()
+        except UpstreamUnauthorized:
+            raise unable_to_fetch() from None
+        except UpstreamRateLimited:
+            raise
+        except UpstreamError:
+            raise ServiceError("Failed to retrieve clients") from None
+        return snapshot.value.active_json(), snapshot.stale
+
+    async def search(self, q: str | None, limit: int) -> tuple[list[Client], bool]:
+        query = (q or "").strip()
+        if not query:
+            raise InvalidInput("Query parameter 'q' is required")
+        index, stale = await self._warm()
+        return index.search(query, max(1, min(limit, MAX_SEARCH_LIMIT))), stale
+
+    # -- lookups ---------------------------------------------------------------------
+
+    async def _lookup(
+        self,
+        kind: str,
+        key: str,
+        from_index: Callable[[ClientIndex], Client | None],
+        accept: Callable[[Client], bool],
+        upstream_value: str,
+    ) -> Found:
+        snapshot = await self.cache.peek()
+        if snapshot is not None:
+            hit = from_index(snapshot.value)
+            if hit is not None:
+                return Found(hit, snapshot.stale)
+        miss_key = f"clients:miss:{kind}:{key}"
+        if await self.runtime.store.get(miss_key) is not None:
+            raise client_not_found()
+        try:
+            records = await upstream.query_clients(self.runtime.gateway, kind, upstream_value)
+        except UpstreamUnauthorized:
+            raise unable_to_fetch() from None
+        matches = [r for r in records if accept(r["client"])]
+        if not matches:
+            if self.settings.NEGATIVE_CACHE_SECONDS > 0:
+                await self.runtime.store.set(
+                    miss_key, True, ttl=self.settings.NEGATIVE_CACHE_SECONDS
+                )
+            raise client_not_found()
+        record = min(matches, key=lambda r: r["client"]["service_id"])
+        if snapshot is not None:
+            # A client the cached list did not know yet: keep it for the next lookups, in
+            # the background (the cache lock may be held by a reload).
+            task = asyncio.create_task(self._remember(record))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return Found(record["client"])
+
+    async def by_document(self, document: str) -> Found:
+        text = document.strip()
+        if not _DOCUMENT.fullmatch(text):
+            raise InvalidInput("Invalid document format", action="invalid_document")
+        key = document_key(text)
+        return await self._lookup(
+            "document",
+            key,
+            lambda index: index.by_doc(text),
+            lambda c: c["document"] is not None and document_key(c["document"]) == key,
+            text,
+        )
+
+    def _normalize_phone(self, phone: str) -> str:
+        s = self.settings
+        number = normalize_phone(phone, s.PHONE_COUNTRY_CODE, s.PHONE_NATIONAL_LENGTH)
+        if len(number) < MIN_PHONE_DIGITS:
+            raise InvalidInput("Invalid phone format", action="invalid_phone")
+        return number
+
+    async def by_phone(self, phone: str) -> Found:
+        number = self._normalize_phone(phone)
+        s = self.settings
+        return await self._lookup(
+            "phone",
+            number,
+            lambda index: index.by_phone_number(number),
+            lambda c: (
+                number in field_phones(c["phone"], s.PHONE_COUNTRY_CODE, s.PHONE_NATIONAL_LENGTH)
+            ),
+            number,
+        )
+
+    async def by_service_id(self, service_id: int) -> Found:
+        return await self._lookup(
+            "service_id",
+            str(service_id),
+            lambda index: index.get(service_id),
+            lambda c: c["service_id"] == service_id,
+            str(service_id),
+        )
+
+    async def by_service_id_text(self, raw: str) -> Found:
+        text = raw.strip()
+        if not text.isdigit() or not text.isascii():
+            raise InvalidInput("Invalid service id", action="invalid_service_id")
+        return await self.by_service_id(int(text))
+
+    async def get_client(self, service_id: int) -> Client | None:
+        """For other features (tickets, pings): the client, or None when it does not exist.
+        Upstream failures raise (never a false "not found")."""
+        try:
+            return (await self.by_service_id(service_id)).client
+        except NotFound:
+            return None
+
+    # -- verify and resolve ----------------------------------------------------------
+
+    @staticmethod
+    def _provided(body: VerifyRequest) -> dict[str, Any]:
+        values = {
+            "name": body.name,
+            "address": body.address,
+            "internet_plan_name": body.internet_plan_name,
+            "internet_plan_price": body.internet_plan_price,
+        }
+        return {
+            k: v.strip() if isinstance(v, str) else v
+            for k, v in values.items()
+            if v is not None and not (isinstance(v, str) and not v.strip())
+        }
+
+    async def _plan_id(self, service_id: int) -> int | None:
+        snapshot = await self.cache.peek()
+        return snapshot.value.plan_id(service_id) if snapshot is not None else None
+
+    async def _price(self, client: Client, plan_id: int | None) -> float | None:
+        if client["internet_plan_price"] is not None:
+            return client["internet_plan_price"]
+        # The record has no price (the upstream leaves precio_plan empty or "0.00"): ask the
+        # plans source, which keeps its own cache.
+        try:
+            return await self.runtime.plans.price_for(plan_id, client["internet_plan_name"])
+        except UpstreamError:
+            log.warning("plan price for service %d unavailable", client["service_id"])
+            return None
+
+    async def _match(
+        self, client: Client, plan_id: int | None, given: dict[str, Any]
+    ) -> tuple[list[str], float | None]:
+        matched = []
+        if "name" in given and text_matches(given["name"], client["name"]):
+            matched.append("name")
+        if "address" in given and text_matches(given["address"], client["address"], address=True):
+            matched.append("address")
+        if "internet_plan_name" in given and text_matches(
+            given["internet_plan_name"], client["internet_plan_name"]
+        ):
+            matched.append("internet_plan_name")
+        price = client["internet_plan_price"]
+        if "internet_plan_price" in given:
+            price = await self._price(client, plan_id)
+            if price_matches(given["internet_plan_price"], price):
+                matched.append("internet_plan_price")
+        return matched, price
+
+    def _require_fields(self, body: VerifyRequest) -> dict[str, Any]:
+        given = self._provided(body)
+        if len(given) < MIN_VERIFY_FIELDS:
+            raise InvalidInput(MSG_FEW_FIELDS, action="client_verification_failed")
+        return given
+
+    @staticmethod
+    async def _check_lock(throttle: FailureThrottle, key: str) -> None:
+        retry_after = await throttle.retry_after(key)
+        if retry_after is not None:
+            raise Locked(MSG_LOCKED, retry_after=retry_after, action="client_verification_locked")
+
+    async def verify(self, service_id: int, body: VerifyRequest) -> Verification:
+        given = self._require_fields(body)
+        key = str(service_id)
+        await self._check_lock(self.verify_throttle, key)
+        try:
+            found = await self.by_service_id(service_id)
+        except NotFound:
+            raise client_not_found(MSG_NOT_FOUND_ES) from None
+        client = found.client
+        matched, price = await self._match(client, await self._plan_id(service_id), given)
+        if len(matched) == len(given):
+            await self.verify_throttle.success(key)
+            return Verification(True, matched, None)
+        await self.verify_throttle.failure(key)
+        debug = {
+            "client_address": client["address"],
+            "client_plan_name": client["internet_plan_name"],
+            "resolved_plan_price": price,
+        }
+        return Verification(False, matched, debug)
+
+    async def resolve(self, body: VerifyRequest) -> Client:
+        given = self._require_fields(body)
+        by_name = "name" in given
+        words_of = given["name"] if by_name else given.get("address")
+        key = search_key(words_of, address=not by_name)
+        await self._check_lock(self.resolve_throttle, key or "-")
+        index, _ = await self._warm()
+        words = tokens(words_of) if by_name else address_tokens(words_of)
+        candidates = index.candidates(words, address=not by_name)
+        if not candidates:
+            await self.resolve_throttle.failure(key or "-")
+            raise client_not_found(MSG_NOT_FOUND_ES)
+        verified: list[Client] = []
+        for client in candidates:
+            matched, _ = await self._match(client, index.plan_id(client["service_id"]), given)
+            if len(matched) == len(given):
+                verified.append(client)
+        if not verified:
+            await self.resolve_throttle.failure(key or "-")
+            raise NotFound(MSG_MISMATCH, action="client_verification_failed")
+        if len(verified) > 1:
+            # Never guess between two customers.
+            raise Conflict(
+                "Varios clientes coinciden con los datos; se necesita un dato adicional",
+                action="client_ambiguous",
+            )
+        await self.resolve_throttle.success(key or "-")
+        return verified[0]
+
+    # -- update ----------------------------------------------------------------------
+
+    async def update(self, service_id: int, document: str | None, phone: str | None) -> None:
+        new_document = document.strip() if document and document.strip() else None
+        new_phone = phone.strip() if phone and phone.strip() else None
+        if new_document is None and new_phone is None:
+            raise InvalidInput(
+                "Provide at least one of 'document' or 'phone'", action="client_update_failed"
+            )
+        if new_document is not None and not _DOCUMENT.fullmatch(new_document):
+            raise InvalidInput("Invalid document format", action="invalid_document")
+        if new_phone is not None:
+            new_phone = self._normalize_phone(new_phone)
+        try:
+            await upstream.update_profile(self.runtime.gateway, service_id, new_document, new_phone)
+        except upstream.ProfileNotFound:
+            raise client_not_found() from None
+        except UpstreamUnauthorized:
+            raise unable_to_fetch() from None
+        except UpstreamRateLimited:
+            raise
+        except UpstreamError:
+            raise ServiceError(
+                "The client could not be updated upstream", action="client_update_failed"
+            ) from None
+        await self._after_update(service_id, new_document, new_phone)
+
+    async def _after_update(self, service_id: int, document: str | None, phone: str | None) -> None:
+        store = self.runtime.store
+        # A miss remembered for the new values would hide the client for a minute.
+        if document is not None:
+            await store.delete(f"clients:miss:document:{document_key(document)}")
+        if phone is not None:
+            await store.delete(f"clients:miss:phone:{phone}")
+        snapshot = await self.cache.peek()
+        if snapshot is None:
+            return
+        index = snapshot.value
+        current = index.get(service_id)
+        if current is None:
+            return
+        client: Client = {**current}
+        if document is not None:
+            client["document"] = document
+        if phone is not None:
+            client["phone"] = phone
+        await self._remember({"client": client, "plan_id": index.plan_id(service_id)})

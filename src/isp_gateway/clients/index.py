@@ -1,0 +1,268 @@
+"""The in-process index over the cached client list.
+
+Built once per loaded generation (O(N), light), patched in place on an update:
+- exact maps: service id, document, every normalised phone → record positions;
+- whole-token postings for name and address (resolve, relevance);
+- a search vocabulary: every folded token of name, address, document, phone, city and
+  locality → positions. Substring search runs over the vocabulary (a few thousand words plus
+  the numbers), not over the clients: the distinct tokens are joined into one string per class
+  (numeric, other), a C-speed regex scan finds the tokens containing a query part, and the
+  postings of those tokens are the matches. Results per part are memoised per generation.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from itertools import accumulate
+from typing import Any
+
+from isp_gateway.clients.matching import address_tokens, tokens
+from isp_gateway.clients.phones import field_phones, normalize_phone
+from isp_gateway.upstream.clients import Client, ClientRecord
+
+_SEARCH_FIELDS = ("name", "address", "document", "phone", "city", "locality")
+_MEMO_SIZE = 512
+
+
+def document_key(document: str) -> str:
+    # Documents may hold letters; a lookup should not depend on their case.
+    return document.strip().upper()
+
+
+@dataclass
+class _Blob:
+    text: str
+    starts: list[int]
+    words: list[str]
+
+
+def _intersect(buckets: list[list[int]]) -> set[int]:
+    ordered = sorted(buckets, key=len)
+    found = set(ordered[0])
+    for bucket in ordered[1:]:
+        found.intersection_update(bucket)
+    return found
+
+
+def _blob(words: list[str]) -> _Blob:
+    starts = [0, *accumulate(len(w) + 1 for w in words)]
+    return _Blob("\n".join(words), starts, words)
+
+
+class ClientIndex:
+    def __init__(
+        self, value: Any, country_code: str, national_length: int, active_states: list[str]
+    ) -> None:
+        self.cc = country_code
+        self.active_states = frozenset(active_states)
+        self.national_length = national_length
+        records: list[ClientRecord] = value["records"] if value else []
+        self.clients: list[Client] = [r["client"] for r in records]
+        self.plan_ids: list[int | None] = [r["plan_id"] for r in records]
+        self.by_id: dict[int, int] = {}
+        self.by_document: dict[str, list[int]] = {}
+        self.by_phone: dict[str, list[int]] = {}
+        self.name_postings: dict[str, list[int]] = {}
+        self.address_postings: dict[str, list[int]] = {}
+        self.vocab: dict[str, list[int]] = {}
+        self._token_sets: list[tuple[str, ...]] = []
+        self._memo: dict[str, set[int]] = {}
+        self._blobs: tuple[_Blob, _Blob] | None = None
+        self._active_json: bytes | None = None
+        for position, client in enumerate(self.clients):
+            self._add(position, client)
+
+    # -- building --------------------------------------------------------------------
+
+    @staticmethod
+    def _post(postings: dict[str, list[int]], key: str, position: int) -> None:
+        bucket = postings.get(key)
+        if bucket is None:
+            postings[key] = [position]
+        elif bucket[-1] != position:
+            bucket.append(position)
+
+    def phones_of(self, client: Client) -> list[str]:
+        return field_phones(client["phone"], self.cc, self.national_length)
+
+    def _add(self, position: int, client: Client) -> None:
+        self.by_id[client["service_id"]] = position
+        if client["document"]:
+            self._post(self.by_document, document_key(client["document"]), position)
+        for number in self.phones_of(client):
+            self._post(self.by_phone, number, position)
+        for token in tokens(client["name"]):
+            self._post(self.name_postings, token, position)
+        for token in address_tokens(client["address"]):
+            self._post(self.address_postings, token, position)
+        words: set[str] = set()
+        for field in _SEARCH_FIELDS:
+            value = client[field]  # type: ignore[literal-required]
+            if value:
+                words.update(tokens(value))
+        for word in words:
+            self._post(self.vocab, word, position)
+        if position == len(self._token_sets):
+            self._token_sets.append(tuple(words))
+        else:
+            self._token_sets[position] = tuple(words)
+
+    def _remove(self, position: int) -> None:
+        """Drop a record's exact and search keys (its name/address do not change here)."""
+        client = self.clients[position]
+        maps: list[tuple[dict[str, list[int]], Iterable[str]]] = [
+            (self.by_document, [document_key(client["document"])] if client["document"] else []),
+            (self.by_phone, self.phones_of(client)),
+            (self.name_postings, tokens(client["name"])),
+            (self.address_postings, address_tokens(client["address"])),
+            (self.vocab, self._token_sets[position]),
+        ]
+        for postings, keys in maps:
+            for key in set(keys):
+                bucket = postings.get(key)
+                if bucket and position in bucket:
+                    bucket.remove(position)
+                    if not bucket:
+                        del postings[key]
+
+    def _changed(self) -> None:
+        self._memo.clear()
+        self._blobs = None
+        self._active_json = None
+
+    def replace(self, client: Client, plan_id: int | None = None) -> None:
+        """Patch one record in place (after an update, or a new client found upstream)."""
+        position = self.by_id.get(client["service_id"])
+        if position is None:
+            position = len(self.clients)
+            self.clients.append(client)
+            self.plan_ids.append(plan_id)
+        else:
+            self._remove(position)
+            self.clients[position] = client
+        self._add(position, client)
+        self._changed()
+
+    # -- lookups ---------------------------------------------------------------------
+
+    def get(self, service_id: int) -> Client | None:
+        position = self.by_id.get(service_id)
+        return None if position is None else self.clients[position]
+
+    def plan_id(self, service_id: int) -> int | None:
+        position = self.by_id.get(service_id)
+        return None if position is None else self.plan_ids[position]
+
+    def by_doc(self, document: str) -> Client | None:
+        return self._pick(self.by_document.get(document_key(document)))
+
+    def by_phone_number(self, number: str) -> Client | None:
+        return self._pick(self.by_phone.get(number))
+
+    def _pick(self, positions: list[int] | None) -> Client | None:
+        """One client of several sharing a key: an active one first, then the lowest id."""
+        if not positions:
+            return None
+        candidates = [self.clients[p] for p in positions]
+        return min(
+            candidates,
+            key=lambda c: (c["payment_status"] not in self.active_states, c["service_id"]),
+        )
+
+    def active_json(self) -> bytes:
+        """The JSON array of active clients, serialised once per generation."""
+        if self._active_json is None:
+            active = [c for c in self.clients if c["payment_status"] in self.active_states]
+            self._active_json = json.dumps(
+                active, ensure_ascii=False, separators=(",", ":")
+            ).encode()
+        return self._active_json
+
+    # -- resolve candidates ----------------------------------------------------------
+
+    def candidates(self, words: list[str], *, address: bool = False) -> list[Client]:
+        """Clients whose name (or address) holds every word as a whole token."""
+        postings = self.address_postings if address else self.name_postings
+        buckets = [postings.get(word) or [] for word in words]
+        if not words or any(not b for b in buckets):
+            return []
+        found = _intersect(buckets)
+        return [self.clients[p] for p in sorted(found)]
+
+    # -- search ----------------------------------------------------------------------
+
+    def _ensure_blobs(self) -> tuple[_Blob, _Blob]:
+        if self._blobs is None:
+            numeric = sorted(w for w in self.vocab if w.isdigit())
+            other = sorted(w for w in self.vocab if not w.isdigit())
+            self._blobs = (_blob(numeric), _blob(other))
+        return self._blobs
+
+    def _part_positions(self, part: str) -> set[int]:
+        found = self._memo.get(part)
+        if found is not None:
+            return found
+        numeric, other = self._ensure_blobs()
+        blobs = (numeric, other) if part.isdigit() else (other,)
+        pattern = re.compile(re.escape(part))
+        words: set[str] = set()
+        for blob in blobs:
+            last = -1
+            for match in pattern.finditer(blob.text):
+                index = bisect.bisect_right(blob.starts, match.start()) - 1
+                if index != last:
+                    words.add(blob.words[index])
+                    last = index
+        found = set().union(*(self.vocab[w] for w in words)) if words else set()
+        if len(self._memo) >= _MEMO_SIZE:
+            self._memo.pop(next(iter(self._memo)))
+        self._memo[part] = found
+        return found
+
+    def search(self, query: str, limit: int) -> list[Client]:
+        """Every query token (its alphanumeric parts) must occur in a searchable field;
+        ordered exact document/phone first, then whole-token name matches, then the rest."""
+        parts: list[str] = []
+        for word in query.split():
+            for part in tokens(word):
+                if part not in parts:
+                    parts.append(part)
+        if not parts:
+            return []
+        # Narrowest parts first, so the intersection shrinks fast.
+        sets = sorted((self._part_positions(p) for p in parts), key=len)
+        matches = set(sets[0])
+        for other in sets[1:]:
+            matches &= other
+            if not matches:
+                break
+        exact: list[int] = []
+        single = query.split()
+        if len(single) == 1:
+            exact += self.by_document.get(document_key(single[0]), [])
+            number = normalize_phone(single[0], self.cc, self.national_length)
+            if number:
+                exact += [p for p in self.by_phone.get(number, []) if p not in exact]
+        if not matches and not exact:
+            return []
+        named = [self.name_postings.get(p) or [] for p in parts]
+        whole: set[int] = set()
+        if all(named):
+            whole = _intersect(named) & matches
+        ordered = list(exact)
+        seen = set(exact)
+        for position in sorted(whole - seen):
+            if len(ordered) >= limit:
+                break
+            ordered.append(position)
+        seen |= whole
+        room = limit - len(ordered)
+        if room > 0:
+            rest = matches - seen
+            ordered += heapq.nsmallest(room, rest) if len(rest) > room else sorted(rest)
+        return [self.clients[p] for p in ordered[:limit]]

@@ -1,0 +1,69 @@
+"""Text folding and the "normalized partial match" of verify/resolve (DECISIONS.md, Clients).
+
+A provided value matches when it has at least one token and every one of its tokens equals a
+whole token of the record value, after folding case, accents and punctuation. So `Juan Perez`
+matches `JUAN CARLOS PÉREZ GÓMEZ`, while `a` or `Jua` match nothing: a guess of a fragment
+must never pass as an identity check.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+
+_WORD = re.compile(r"[^\W_]+")
+# Address prefixes stripped on both sides ("V/", "VDA/", "VEREDA", "BARRIO", "B/", "VDA",
+# "B."): after punctuation folding they are these leading tokens.
+ADDRESS_PREFIXES = frozenset({"v", "vda", "vereda", "barrio", "b"})
+PRICE_TOLERANCE = 1.0
+
+
+@lru_cache(maxsize=65536)
+def fold_word(word: str) -> str:
+    """Lowercase, accents removed (José → jose). Words repeat a lot, hence the cache."""
+    word = word.lower()
+    if word.isascii():
+        return word
+    decomposed = unicodedata.normalize("NFKD", word)
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def tokens(text: str | None) -> list[str]:
+    """Folded alphanumeric tokens of a text; punctuation separates tokens."""
+    if not text:
+        return []
+    out: list[str] = []
+    for word in _WORD.findall(text):
+        folded = fold_word(word)
+        # NFKD can split one character into several words' worth (e.g. "½"); keep alnum only.
+        out.extend(_WORD.findall(folded) if not folded.isalnum() else (folded,))
+    return out
+
+
+def address_tokens(text: str | None) -> list[str]:
+    parts = tokens(text)
+    start = 0
+    while start < len(parts) and parts[start] in ADDRESS_PREFIXES:
+        start += 1
+    return parts[start:]
+
+
+def text_matches(given: str | None, actual: str | None, *, address: bool = False) -> bool:
+    split = address_tokens if address else tokens
+    wanted = split(given)
+    if not wanted:
+        return False
+    have = set(split(actual))
+    return all(token in have for token in wanted)
+
+
+def price_matches(given: float | None, actual: float | None) -> bool:
+    if given is None or actual is None:
+        return False
+    return abs(given - actual) <= PRICE_TOLERANCE
+
+
+def search_key(text: str | None, *, address: bool = False) -> str:
+    """The normalised form used as a throttle key for resolve."""
+    return " ".join(address_tokens(text) if address else tokens(text))

@@ -1,0 +1,191 @@
+"""WispHub client calls and the mapping of its Spanish rows to our `Client` model.
+
+Nothing above this module sees `cedula` or `id_servicio`. Rows also carry passwords, MACs
+and router credentials: the mapping copies only the fields of ClientResponse, so those never
+leave this module (not even into the cache).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from datetime import date
+from typing import Any, TypedDict
+
+from isp_gateway.errors import UpstreamRejected
+from isp_gateway.upstream.gateway import UpstreamGateway
+
+log = logging.getLogger("isp_gateway.upstream.clients")
+
+CLIENTS_PATH = "api/clientes/"
+
+_DMY = re.compile(r"^\s*(\d{1,2})/(\d{1,2})/(\d{4})\s*$")
+_ISO = re.compile(r"^\s*(\d{4})-(\d{1,2})-(\d{1,2})(?:[T ].*)?$")
+
+
+class Client(TypedDict):
+    """ClientResponse (spec 2.2) as a plain, JSON-ready dict: cheap to cache and serialise."""
+
+    service_id: int
+    name: str | None
+    document: str | None
+    phone: str | None
+    address: str | None
+    city: str | None
+    locality: str | None
+    payment_status: str | None
+    zone_id: int | None
+    antenna_ip: str | None
+    cut_off_date: str | None
+    outstanding_balance: float | None
+    lan_interface: str | None
+    internet_plan_name: str | None
+    internet_plan_price: float | None
+    technician_id: int | None
+
+
+class ClientRecord(TypedDict):
+    """A client plus what the service needs but never shows (the plan id for prices)."""
+
+    client: Client
+    plan_id: int | None
+
+
+def _text(value: Any) -> str | None:
+    if value is None or isinstance(value, dict | list):
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value.strip())
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _float(value: Any) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = float(str(value).strip().replace(",", ""))
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _ref_id(value: Any) -> int | None:
+    """`zona`/`tecnico`/`plan_internet` are nested objects (or null); take their id."""
+    if isinstance(value, dict):
+        return _int(value.get("id"))
+    return None
+
+
+def parse_cut_off(value: Any) -> str | None:
+    """`5/03/2026` (D/MM/YYYY) or `2026-03-05` → `2026-03-05`; anything else → None."""
+    if not isinstance(value, str):
+        return None
+    match = _DMY.match(value)
+    if match:
+        day, month, year = (int(part) for part in match.groups())
+    else:
+        match = _ISO.match(value)
+        if not match:
+            return None
+        year, month, day = (int(part) for part in match.groups())
+    try:
+        return date(year, month, day).isoformat()
+    except ValueError:
+        return None
+
+
+def plan_price(value: Any) -> float | None:
+    """`precio_plan`: `""` and `"0.00"` mean the upstream did not fill it in."""
+    price = _float(value)
+    return price if price is not None and price > 0 else None
+
+
+def map_client(row: dict[str, Any]) -> ClientRecord | None:
+    """One upstream row → our record; None for a row without a usable service id."""
+    service_id = _int(row.get("id_servicio"))
+    if service_id is None:
+        return None
+    plan = row.get("plan_internet")
+    plan_name = _text(plan.get("nombre")) if isinstance(plan, dict) else _text(plan)
+    client: Client = {
+        "service_id": service_id,
+        "name": _text(row.get("nombre")),
+        "document": _text(row.get("cedula")),
+        "phone": _text(row.get("telefono")),
+        "address": _text(row.get("direccion")),
+        "city": _text(row.get("ciudad")),
+        "locality": _text(row.get("localidad")),
+        "payment_status": _text(row.get("estado")),
+        "zone_id": _ref_id(row.get("zona")),
+        "antenna_ip": _text(row.get("ip")),
+        "cut_off_date": parse_cut_off(row.get("fecha_corte")),
+        "outstanding_balance": _float(row.get("saldo")),
+        "lan_interface": _text(row.get("interfaz_lan")),
+        "internet_plan_name": plan_name,
+        "internet_plan_price": plan_price(row.get("precio_plan")),
+        "technician_id": _ref_id(row.get("tecnico")),
+    }
+    return {"client": client, "plan_id": _ref_id(plan)}
+
+
+def map_clients(rows: list[dict[str, Any]]) -> list[ClientRecord]:
+    records = []
+    for row in rows:
+        record = map_client(row)
+        if record is not None:
+            records.append(record)
+    return records
+
+
+async def fetch_all_clients(gateway: UpstreamGateway, *, background: bool) -> list[ClientRecord]:
+    """Every client, page by page (largest page, bounded parallel; see the gateway)."""
+    rows = await gateway.get_all_pages(CLIENTS_PATH, background=background)
+    return map_clients(rows)
+
+
+async def query_clients(
+    gateway: UpstreamGateway, field: str, value: str, *, limit: int = 50
+) -> list[ClientRecord]:
+    """Clients by one upstream filter (`document`, `service_id` or `phone`).
+
+    The caller re-checks every row: an upstream that ignores a filter answers with every
+    client, and `telefono` matches substrings of a multi-number field.
+    """
+    upstream_field = {"document": "cedula", "service_id": "id_servicio", "phone": "telefono"}[field]
+    _, _, rows = await gateway.get_page(CLIENTS_PATH, {upstream_field: value}, limit, 0)
+    return map_clients(rows)
+
+
+class ProfileNotFound(Exception):
+    """The upstream has no service with that id."""
+
+
+async def update_profile(
+    gateway: UpstreamGateway, service_id: int, document: str | None, phone: str | None
+) -> None:
+    """PATCH the profile; raises ProfileNotFound on 404, an UpstreamError otherwise."""
+    body: dict[str, str] = {}
+    if document is not None:
+        body["cedula"] = document
+    if phone is not None:
+        body["telefono"] = phone
+    try:
+        # A write is never retried by the gateway: it may have reached the upstream.
+        await gateway.request("PATCH", f"{CLIENTS_PATH}{service_id}/perfil/", json=body)
+    except UpstreamRejected as exc:
+        if exc.upstream_status == 404:
+            raise ProfileNotFound(service_id) from None
+        log.warning("profile update of %d refused (%d)", service_id, exc.upstream_status)
+        raise

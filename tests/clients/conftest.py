@@ -1,0 +1,122 @@
+"""Fixtures for the client tests: a crafted upstream dataset and a warmed gateway."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import Gateway, Simulator
+
+
+def row(service_id: int, **fields: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "id_servicio": service_id,
+        "usuario": f"user{service_id}@isp",
+        "nombre": f"CLIENTE {service_id}",
+        "cedula": str(1000000 + service_id),
+        "telefono": f"31000{service_id:05d}",
+        "direccion": "CALLE 1 # 2-3",
+        "ciudad": "Bogotá",
+        "localidad": "Suba",
+        "estado": "Activo",
+        "estado_facturas": "Pagadas",
+        "zona": {"id": 3, "nombre": "Norte"},
+        "ip": "172.16.0.2",
+        "mac_cpe": "AA:BB:CC:DD:EE:FF",
+        "usuario_cpe": "admin",
+        "password_cpe": "cpe-secret-pw",
+        "password_servicio": "svc-secret-pw",
+        "router": {
+            "id": 1,
+            "nombre": "MK-1",
+            "usuario_router": "admin",
+            "password_router": "rt-pw",
+        },
+        "interfaz_lan": "ether1",
+        "plan_internet": {"id": 2, "nombre": "PLAN 10MB"},
+        "precio_plan": "40000.00",
+        "fecha_corte": "5/03/2026",
+        "saldo": "60.00",
+        "tecnico": {"id": 11, "nombre": "Carlos"},
+    }
+    base.update(fields)
+    return base
+
+
+PLANS = [
+    {"id": 1, "nombre": "PLAN 5MB", "tipo": "PPPOE", "precio": "30000.00"},
+    {"id": 2, "nombre": "PLAN 10MB", "tipo": "PPPOE", "precio": "40000.00"},
+    {"id": 3, "nombre": "Plan Rural 6 Megas", "tipo": "SIMPLE QUEUE", "precio": "35000.00"},
+    {"id": 4, "nombre": "PCQ 4MB", "tipo": "PCQ", "precio": "25000.00"},
+]
+
+CLIENTS = [
+    row(101, nombre="JUAN CARLOS PÉREZ GÓMEZ", cedula="12345678",
+        telefono="3001234567,3109876543", direccion="VDA/ EL ROSAL CASA 4",
+        ciudad="Zipaquirá", localidad="San Jorge"),
+    row(102, nombre="María José Rodríguez", cedula="87654321", telefono="+57 3157654321",
+        direccion="B/ LOS PINOS MZ 3", estado="Suspendido", fecha_corte="2026-04-07",
+        saldo="-1500.50", zona=None, tecnico=None),
+    row(103, nombre="ANA LUCÍA TORRES", cedula="AB12345", telefono="",
+        direccion="BARRIO SANTA ROSA", precio_plan="",
+        plan_internet={"id": 3, "nombre": "Plan Rural 6 Megas"}),
+    row(104, nombre="ANA LUCIA TORRES", cedula="555666777", telefono="3201112233 3502223344",
+        direccion="VEREDA LA ESPERANZA", precio_plan="0.00", estado="Cancelado"),
+    # Twins: same name, address and plan (a mother and daughter on one farm).
+    row(105, nombre="ROSA DÍAZ", cedula="11122233", direccion="V/ EL PORVENIR"),
+    row(106, nombre="ROSA DIAZ", cedula="11122244", direccion="VDA EL PORVENIR"),
+    row(107, nombre="JOSÉ PEREZ", cedula="99887766", telefono="3004445566; 3004445567",
+        direccion="CALLE 5 # 12-34", fecha_corte="31/02/2026", saldo="abc"),
+]  # fmt: skip
+
+
+@pytest.fixture
+def data_file(tmp_path: Path) -> Path:
+    path = tmp_path / "clients.json"
+    path.write_text(json.dumps({"clients": CLIENTS, "plans": PLANS}, ensure_ascii=False), "utf-8")
+    return path
+
+
+def warm(gw: Gateway, loads: int = 1, timeout: float = 10) -> None:
+    """Wait for the start-up load of the client cache."""
+    deadline = time.monotonic() + timeout
+    while gw.runtime.clients.cache.loads < loads:
+        assert time.monotonic() < deadline, "client cache did not load"
+        time.sleep(0.01)
+
+
+def calls(sim: Simulator, key: str = "GET /api/clientes/") -> int:
+    return int(sim.state.calls[key])
+
+
+StartPair = Callable[..., tuple[Simulator, Gateway]]
+
+
+@pytest.fixture
+def start_pair(
+    start_simulator: Callable[..., Simulator],
+    start_gateway: Callable[..., Gateway],
+    data_file: Path,
+) -> StartPair:
+    """A simulator on the crafted data and a gateway whose cache has loaded (stats reset)."""
+
+    def start(
+        sim_overrides: dict[str, Any] | None = None, **gw_overrides: Any
+    ) -> tuple[Simulator, Gateway]:
+        sim = start_simulator(**{"data_file": data_file, **(sim_overrides or {})})
+        gw = start_gateway(sim.url, **gw_overrides)
+        warm(gw)
+        sim.state.reset_stats()
+        return sim, gw
+
+    return start
+
+
+@pytest.fixture
+def pair(start_pair: StartPair) -> tuple[Simulator, Gateway]:
+    return start_pair()

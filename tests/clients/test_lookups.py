@@ -1,0 +1,256 @@
+"""Lookups, search and list over loopback against the simulator, counting upstream calls."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.clients.conftest import StartPair, calls
+from tests.conftest import Gateway, Simulator
+
+SECRETS = ("cpe-secret-pw", "svc-secret-pw", "rt-pw", "AA:BB:CC:DD:EE:FF", "password")
+
+
+def body(response: Any) -> dict[str, Any]:
+    data: dict[str, Any] = response.json()
+    return data
+
+
+def test_list_returns_only_active_clients_fully_mapped(pair: tuple[Simulator, Gateway]) -> None:
+    sim, gw = pair
+    response = gw.get("/api/v1/clients/")
+    assert response.status_code == 200
+    out = body(response)
+    assert (out["ok"], out["type"], out["action"], out["meta"]) == (
+        True,
+        "success",
+        "clients_listed",
+        None,
+    )
+    ids = [c["service_id"] for c in out["data"]]
+    assert ids == [101, 103, 105, 106, 107]  # 102 Suspendido and 104 Cancelado left out
+    first = out["data"][0]
+    assert first == {
+        "service_id": 101,
+        "name": "JUAN CARLOS PÉREZ GÓMEZ",
+        "document": "12345678",
+        "phone": "3001234567,3109876543",
+        "address": "VDA/ EL ROSAL CASA 4",
+        "city": "Zipaquirá",
+        "locality": "San Jorge",
+        "payment_status": "Activo",
+        "zone_id": 3,
+        "antenna_ip": "172.16.0.2",
+        "cut_off_date": "2026-03-05",
+        "outstanding_balance": 60.0,
+        "lan_interface": "ether1",
+        "internet_plan_name": "PLAN 10MB",
+        "internet_plan_price": 40000.0,
+        "technician_id": 11,
+    }
+    assert not any(secret in response.text for secret in SECRETS)
+    assert calls(sim) == 0  # served from the warm cache
+
+
+def test_mapping_quirks(pair: tuple[Simulator, Gateway]) -> None:
+    _, gw = pair
+    maria = body(gw.get("/api/v1/clients/by-service-id/102"))["data"]
+    assert maria["cut_off_date"] == "2026-04-07"
+    assert maria["outstanding_balance"] == -1500.5
+    assert maria["zone_id"] is None and maria["technician_id"] is None
+    assert maria["payment_status"] == "Suspendido"  # lookups see every client
+    ana = body(gw.get("/api/v1/clients/by-service-id/103"))["data"]
+    assert ana["internet_plan_price"] is None  # "" means unknown
+    assert ana["phone"] is None
+    assert body(gw.get("/api/v1/clients/by-service-id/104"))["data"]["internet_plan_price"] is None
+    jose = body(gw.get("/api/v1/clients/by-service-id/107"))["data"]
+    assert jose["cut_off_date"] is None  # 31/02 does not exist
+    assert jose["outstanding_balance"] is None
+
+
+@pytest.mark.parametrize("style", ["dmy", "iso"])
+def test_cut_off_date_variants(start_pair: StartPair, style: str) -> None:
+    from isp_gateway.simulator import Variants
+
+    _, gw = start_pair({"variants": Variants(fecha_corte=style)})
+    data = body(gw.get("/api/v1/clients/by-service-id/101"))["data"]
+    assert data["cut_off_date"] == "2026-03-05"
+    assert body(gw.get("/api/v1/clients/by-service-id/102"))["data"]["cut_off_date"] == (
+        "2026-04-07"
+    )
+
+
+def test_by_document(pair: tuple[Simulator, Gateway]) -> None:
+    sim, gw = pair
+    response = gw.get("/api/v1/clients/by-document/12345678")
+    assert response.status_code == 200
+    out = body(response)
+    assert out["action"] == "client_found" and out["data"]["service_id"] == 101
+    # Letters are allowed, case-insensitively.
+    assert body(gw.get("/api/v1/clients/by-document/ab12345"))["data"]["service_id"] == 103
+    assert calls(sim) == 0
+
+
+@pytest.mark.parametrize("document", ["12.345.678", "12-345", "ab", "x" * 21, "12%20345"])
+def test_invalid_document_is_400(pair: tuple[Simulator, Gateway], document: str) -> None:
+    sim, gw = pair
+    response = gw.get(f"/api/v1/clients/by-document/{document}")
+    assert response.status_code == 400
+    out = body(response)
+    assert (out["ok"], out["action"], out["message"], out["data"]) == (
+        False,
+        "invalid_document",
+        "Invalid document format",
+        None,
+    )
+    assert calls(sim) == 0
+
+
+def test_unknown_document_asks_upstream_once_then_remembers(
+    pair: tuple[Simulator, Gateway],
+) -> None:
+    sim, gw = pair
+    for _ in range(3):
+        response = gw.get("/api/v1/clients/by-document/424242")
+        assert response.status_code == 404
+        out = body(response)
+        assert (out["ok"], out["type"], out["action"], out["message"], out["data"]) == (
+            False,
+            "error",
+            "client_not_found",
+            "Client not found",
+            None,
+        )
+    assert calls(sim) == 1  # one upstream query, then the remembered miss
+
+
+def test_negative_cache_expires(start_pair: StartPair) -> None:
+    import time
+
+    sim, gw = start_pair(NEGATIVE_CACHE_SECONDS=1)
+    assert gw.get("/api/v1/clients/by-document/424242").status_code == 404
+    assert gw.get("/api/v1/clients/by-document/424242").status_code == 404
+    assert calls(sim) == 1
+    time.sleep(1.1)
+    assert gw.get("/api/v1/clients/by-document/424242").status_code == 404
+    assert calls(sim) == 2
+
+
+def test_new_customer_found_upstream_then_served_from_index(
+    pair: tuple[Simulator, Gateway],
+) -> None:
+    sim, gw = pair
+    # The upstream learns a document the cached list does not have yet.
+    sim.state.update_profile(105, {"cedula": "77777777"})
+    response = gw.get("/api/v1/clients/by-document/77777777")
+    assert response.status_code == 200
+    assert body(response)["data"]["service_id"] == 105
+    assert calls(sim) == 1
+    import time
+
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:  # the index is patched in the background
+        if gw.get("/api/v1/clients/by-document/77777777").status_code == 200 and calls(sim) == 1:
+            break
+    assert calls(sim) == 1
+
+
+def test_lookup_never_says_not_found_when_upstream_fails(pair: tuple[Simulator, Gateway]) -> None:
+    sim, gw = pair
+    sim.state.faults.update({"error_rate": 1.0})
+    response = gw.get("/api/v1/clients/by-document/424242")
+    assert response.status_code == 502
+    out = body(response)
+    assert out["action"] == "upstream_unavailable" and out["ok"] is False
+    # Nothing remembered: once the upstream is back, the lookup really asks.
+    sim.state.faults.reset()
+    assert gw.get("/api/v1/clients/by-document/424242").status_code == 404
+    # A known client is still served from the cache while the upstream fails.
+    sim.state.faults.update({"error_rate": 1.0})
+    assert gw.get("/api/v1/clients/by-document/12345678").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("faults", "status", "action"),
+    [
+        ({"garbage": 1.0}, 502, "upstream_unavailable"),
+        ({"hang_rate": 1.0}, 502, "upstream_unavailable"),
+        ({"force_403": True}, 502, "CLIENT_NOT_FOUND"),
+        ({"force_429": True, "retry_after": 7}, 503, "upstream_rate_limited"),
+    ],
+)
+def test_lookup_miss_upstream_failure_modes(
+    start_pair: StartPair, faults: dict[str, Any], status: int, action: str
+) -> None:
+    sim, gw = start_pair(UPSTREAM_TIMEOUT_SECONDS=0.5)
+    sim.state.faults.update(faults)
+    response = gw.get("/api/v1/clients/by-service-id/999")
+    assert response.status_code == status
+    out = body(response)
+    assert out["action"] == action and out["data"] is None
+    if action == "CLIENT_NOT_FOUND":
+        assert out["message"] == "Unable to fetch client data"
+    if status == 503:
+        assert response.headers["Retry-After"] == "7"
+    assert "test-upstream-key" not in response.text
+
+
+def test_by_phone(pair: tuple[Simulator, Gateway]) -> None:
+    sim, gw = pair
+    cases = {
+        "3001234567": 101,
+        "3109876543": 101,  # the second number of the field
+        "%2B573001234567": 101,  # "+57 ..." URL-encoded
+        "0057%20300%20123%204567": 101,
+        "(315)%20765-4321": 102,  # upstream stored "+57 3157654321"
+        "3502223344": 104,  # space-separated numbers
+        "3004445567": 107,  # "; "-separated
+    }
+    for phone, service_id in cases.items():
+        response = gw.get(f"/api/v1/clients/by-phone/{phone}")
+        assert response.status_code == 200, phone
+        assert body(response)["data"]["service_id"] == service_id, phone
+    assert calls(sim) == 0
+    miss = gw.get("/api/v1/clients/by-phone/3119999999")
+    assert miss.status_code == 404 and body(miss)["action"] == "client_not_found"
+    bad = gw.get("/api/v1/clients/by-phone/12-34")
+    assert bad.status_code == 400 and body(bad)["action"] == "invalid_phone"
+
+
+def test_by_phone_with_one_number_per_field_variant(start_pair: StartPair) -> None:
+    from isp_gateway.simulator import Variants
+
+    _, gw = start_pair({"variants": Variants(phone_separators=False)})
+    assert gw.get("/api/v1/clients/by-phone/3001234567").status_code == 200
+    assert gw.get("/api/v1/clients/by-phone/3109876543").status_code == 404
+
+
+def test_by_service_id(pair: tuple[Simulator, Gateway]) -> None:
+    sim, gw = pair
+    out = body(gw.get("/api/v1/clients/by-service-id/106"))
+    assert out["action"] == "client_found" and out["data"]["name"] == "ROSA DIAZ"
+    bad = gw.get("/api/v1/clients/by-service-id/12a")
+    assert bad.status_code == 400 and body(bad)["action"] == "invalid_service_id"
+    miss = gw.get("/api/v1/clients/by-service-id/4040")
+    assert miss.status_code == 404 and body(miss)["action"] == "client_not_found"
+    assert calls(sim) == 1
+
+
+def test_cold_lookup_asks_upstream_directly(
+    start_simulator: Any, start_gateway: Any, data_file: Any
+) -> None:
+    # The list load hangs, so the cache stays cold; a lookup must not wait for it.
+    sim = start_simulator(data_file=data_file)
+    sim.state.faults.update({"latency": 2.0, "scopes": {"latency": {"path_prefix": "/api/"}}})
+    gw = start_gateway(sim.url, UPSTREAM_TIMEOUT_SECONDS=5)
+    sim.state.faults.reset()
+    response = gw.get("/api/v1/clients/by-document/12345678")
+    assert response.status_code == 200
+    assert body(response)["data"]["service_id"] == 101
+
+
+def test_requires_token(pair: tuple[Simulator, Gateway]) -> None:
+    _, gw = pair
+    response = gw.client.get("/api/v1/clients/by-service-id/101")
+    assert response.status_code == 401
