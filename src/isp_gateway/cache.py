@@ -47,6 +47,7 @@ class CachedResource(Generic[D]):
     ) -> None:
         self._store = store
         self._key = f"cache:{key}"
+        self._stamp_key = f"cache:{key}:at"
         self._loader = loader  # called with background=True/False
         self._derive = derive
         self.ttl = ttl
@@ -63,6 +64,23 @@ class CachedResource(Generic[D]):
             return None
         return float(entry["loaded_at"]), entry["value"]
 
+    async def _write(self, loaded_at: float, value: Any, ttl: float) -> None:
+        await self._store.set(self._key, {"loaded_at": loaded_at, "value": value}, ttl=ttl)
+        await self._store.set(self._stamp_key, loaded_at, ttl=ttl)
+
+    async def _current(self) -> tuple[float, D] | None:
+        """(load time, derived) of the cached generation. The small stamp key is read first:
+        when this process already derived that generation, the (possibly large) value is
+        not fetched again, which matters with Redis."""
+        stamp = await self._store.get(self._stamp_key)
+        local = self._local
+        if local is not None and stamp is not None and float(stamp) == local[0]:
+            return local
+        entry = await self._entry()
+        if entry is None:
+            return None
+        return entry[0], self._derived(*entry)
+
     def _derived(self, loaded_at: float, value: Any) -> D:
         if self._local is None or self._local[0] != loaded_at:
             self._local = (loaded_at, self._derive(value))
@@ -78,9 +96,11 @@ class CachedResource(Generic[D]):
             value = await self._loader(background)
             self.loads += 1
             loaded_at = time.time()
-            await self._store.set(
-                self._key, {"loaded_at": loaded_at, "value": value}, ttl=self.ttl + self.stale_ttl
-            )
+            # Derive (build the index) off the event loop and before publishing, so no
+            # request ever builds it inline after a refresh.
+            derived = await asyncio.to_thread(self._derive, value)
+            self._local = (loaded_at, derived)
+            await self._write(loaded_at, value, self.ttl + self.stale_ttl)
             return loaded_at, value
 
     async def _single_flight(self, background: bool) -> tuple[float, Any]:
@@ -109,42 +129,48 @@ class CachedResource(Generic[D]):
         self._derived(loaded_at, value)
 
     async def get(self) -> Snapshot[D]:
-        entry = await self._entry()
-        if entry is None:
+        current = await self._current()
+        if current is None:
             loaded_at, value = await self._single_flight(background=False)
             return Snapshot(self._derived(loaded_at, value), loaded_at, False)
-        loaded_at, value = entry
+        loaded_at, derived = current
         age = time.time() - loaded_at
         if age >= self.refresh_after:
             self._refresh_soon()
-        return Snapshot(self._derived(loaded_at, value), loaded_at, age >= self.ttl)
+        return Snapshot(derived, loaded_at, age >= self.ttl)
 
     async def peek(self) -> Snapshot[D] | None:
         """The cached value if any, without ever calling the upstream."""
-        entry = await self._entry()
-        if entry is None:
+        current = await self._current()
+        if current is None:
             return None
-        loaded_at, value = entry
+        loaded_at, derived = current
         age = time.time() - loaded_at
         if age >= self.refresh_after:
             self._refresh_soon()
-        return Snapshot(self._derived(loaded_at, value), loaded_at, age >= self.ttl)
+        return Snapshot(derived, loaded_at, age >= self.ttl)
 
-    async def update(self, mutate: Callable[[Any], Any]) -> None:
+    async def update(
+        self, mutate: Callable[[Any], Any], patch: Callable[[D, Any], D] | None = None
+    ) -> None:
         """Patch the cached value in place (after a successful write upstream) and
-        re-derive, keeping the load time so the refresh schedule is unchanged."""
+        re-derive, keeping the load time so the refresh schedule is unchanged.
+
+        `patch(derived, new_value)` updates this process's derived structure incrementally
+        instead of rebuilding it (an O(N) index build on every write would stall requests)."""
         async with self._store.lock(f"lock:{self._key}", timeout=120):
             entry = await self._entry()
             if entry is None:
                 return
             loaded_at, value = entry
+            local = self._local
             new_value = mutate(value)
             remaining = self.ttl + self.stale_ttl - (time.time() - loaded_at)
             # A new generation stamp makes every process rebuild its derived index.
             stamp = loaded_at + 1e-6
-            await self._store.set(
-                self._key, {"loaded_at": stamp, "value": new_value}, ttl=max(1.0, remaining)
-            )
+            if patch is not None and local is not None and local[0] == loaded_at:
+                self._local = (stamp, patch(local[1], new_value))
+            await self._write(stamp, new_value, max(1.0, remaining))
             self._derived(stamp, new_value)
 
     async def run_periodic(self) -> None:
