@@ -10,7 +10,7 @@ from isp_gateway.network.classify import classify
 from isp_gateway.upstream.ping import parse_task
 
 ROUTER_ERROR = (
-    "('Error \"input does not match any value of interface\" executing command "
+    '(\'Error "input does not match any value of interface" executing command '
     "/ping =address=172.16.1.2 =count=1 =interface=ether9')"
 )
 
