@@ -112,8 +112,23 @@ def test_unknown_service_is_404_client_not_found(gateway: Gateway, simulator: Si
         assert response.status_code == 404
         body = response.json()
         assert body["action"] == "client_not_found" and body["ok"] is False
-    # 0 is refused before any upstream call; 999999 is the upstream's own 404.
-    assert simulator.state.calls[PING_CREATES] == 1
+    # A confirmed miss of the clients source spends no upstream ping.
+    assert simulator.state.calls[PING_CREATES] == 0
+
+
+def test_upstream_404_alone_means_unknown_service(
+    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+) -> None:
+    sim = start_simulator()
+    # The clients source cannot answer: the ping request goes ahead and the upstream decides.
+    sim.state.faults.update({"error_rate": 1.0, "method": "GET", "path_prefix": "/api/clientes/"})
+    gw = start_gateway(sim.url)
+    response = gw.post("/api/v1/999999/ping/", json={"pings": 4})
+    assert response.status_code == 404
+    assert response.json()["action"] == "client_not_found"
+    assert sim.state.calls[PING_CREATES] == 1
+    known = service_ids(sim, 1)[0]
+    assert gw.post(f"/api/v1/{known}/ping/", json={"pings": 4}).status_code == 200
 
 
 @pytest.mark.parametrize("body", [{"pings": 0}, {"pings": 21}, {"pings": "many"}, {}, None])

@@ -96,6 +96,11 @@ class PingService:
         if service_id < 1:
             raise NotFound("Client not found", action="client_not_found")
         coalesce = self.settings.PING_COALESCE_SECONDS > 0
+        if coalesce:
+            shared = await self._shared_task(service_id)
+            if shared is not None:
+                return shared
+        await self._check_client(service_id)
         try:
             async with self.store.lock(
                 f"ping:create:{service_id}",
@@ -103,8 +108,9 @@ class PingService:
                 blocking_timeout=self._lock_timeout,
             ):
                 if coalesce:
-                    shared = await self.store.get(_service_key(service_id))
-                    if isinstance(shared, str) and await self.store.get(_task_key(shared)):
+                    # Checked again under the lock: a concurrent request may have just created it.
+                    shared = await self._shared_task(service_id)
+                    if shared is not None:
                         return shared
                 upstream_id = await self._start_upstream(service_id, pings)
                 task_id = uuid.uuid4().hex
@@ -130,6 +136,26 @@ class PingService:
                 return task_id
         except LockTimeout:
             raise UpstreamUnavailable() from None
+
+    async def _shared_task(self, service_id: int) -> str | None:
+        shared = await self.store.get(_service_key(service_id))
+        if isinstance(shared, str) and await self.store.get(_task_key(shared)) is not None:
+            return shared
+        return None
+
+    async def _check_client(self, service_id: int) -> None:
+        """Refuse an unknown service before spending an upstream ping on it.
+
+        Only a confirmed miss counts: when the clients source cannot answer, the ping request
+        goes ahead and the upstream's own 404 still means an unknown service.
+        """
+        try:
+            client = await self.runtime.clients.get_client(service_id)
+        except ServiceError as exc:
+            log.info("client check for service %d unavailable (%s)", service_id, exc.action)
+            return
+        if client is None:
+            raise NotFound("Client not found", action="client_not_found")
 
     async def _start_upstream(self, service_id: int, pings: int) -> str:
         try:
