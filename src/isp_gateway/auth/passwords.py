@@ -12,10 +12,23 @@ def hash_password(password: str) -> str:
     return bcrypt.hashpw(password.encode(), bcrypt.gensalt()).decode()
 
 
+def _cost(hashed: str) -> int:
+    """The work factor of a `$2b$12$...` hash (12 when it cannot be read)."""
+    parts = hashed.split("$")
+    if len(parts) > 2 and parts[2].isdigit() and 4 <= int(parts[2]) <= 31:
+        return int(parts[2])
+    return 12
+
+
 @functools.cache
-def dummy_hash() -> str:
-    # Checked for unknown users so a login takes as long whether or not the user exists.
-    return hash_password("not-a-real-password-timing-equaliser")
+def _dummy_for_cost(cost: int) -> str:
+    return bcrypt.hashpw(b"not-a-real-password-timing-equaliser", bcrypt.gensalt(cost)).decode()
+
+
+def dummy_hash(configured: str) -> str:
+    """A hash to check unknown users against, so a login takes as long whether or not the
+    user exists. Its cost must equal the configured hash's, or the time still tells."""
+    return _dummy_for_cost(_cost(configured))
 
 
 def _check(password: str, hashed: str) -> bool:
