@@ -209,6 +209,17 @@ class Settings(BaseSettings):
         return level
 
     @model_validator(mode="after")
+    def _secret_fits_algorithm(self) -> Settings:
+        # The same rule as MIN_SECRET_BYTES for the longer HMACs (RFC 7518 3.2): PyJWT warns
+        # on every token otherwise.
+        needed = {"HS384": 48, "HS512": 64}.get(self.JWT_ALGORITHM, MIN_SECRET_BYTES)
+        if len(self.JWT_SECRET_KEY.get_secret_value().encode()) < needed:
+            raise ValueError(
+                f"JWT_SECRET_KEY: must be at least {needed} bytes long for {self.JWT_ALGORITHM}"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _subjects_file_exists(self) -> Settings:
         if self.TICKET_SUBJECTS_FILE is not None and not self.TICKET_SUBJECTS_FILE.is_file():
             raise ValueError(f"TICKET_SUBJECTS_FILE: no such file {self.TICKET_SUBJECTS_FILE}")
@@ -227,12 +238,13 @@ def describe_validation_error(exc: ValidationError) -> str:
     """Name every offending variable in one short message, never echoing values."""
     problems: list[str] = []
     for err in exc.errors():
-        name = ".".join(str(part) for part in err["loc"]) or "settings"
+        name = ".".join(str(part) for part in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "missing":
             problems.append(f"{name} is required but not set")
         else:
-            msg = err["msg"].removeprefix("Value error, ")
-            problems.append(f"{name}: {msg}")
+            # Checks across fields name their variable in the message themselves.
+            problems.append(f"{name}: {msg}" if name else msg)
     return "invalid configuration: " + "; ".join(problems)
 
 
