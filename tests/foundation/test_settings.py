@@ -172,7 +172,8 @@ def test_only_hmac_algorithms(clean_env: Any, password_hash: str, alg: str) -> N
 
 @pytest.mark.parametrize("alg", ["HS256", "HS384", "HS512"])
 def test_hmac_algorithms_accepted(clean_env: Any, password_hash: str, alg: str) -> None:
-    assert alg == load_settings(**values(password_hash, JWT_ALGORITHM=alg)).JWT_ALGORITHM
+    loaded = load_settings(**values(password_hash, JWT_ALGORITHM=alg, JWT_SECRET_KEY="k" * 64))
+    assert alg == loaded.JWT_ALGORITHM
 
 
 @pytest.mark.parametrize(
@@ -227,3 +228,19 @@ def test_redis_url_with_password_is_not_echoed(clean_env: Any, password_hash: st
 
 def test_log_level_case_insensitive(clean_env: Any, password_hash: str) -> None:
     assert load_settings(**values(password_hash, LOG_LEVEL="debug")).LOG_LEVEL == "DEBUG"
+
+
+@pytest.mark.parametrize(("alg", "needed"), [("HS384", 48), ("HS512", 64)])
+def test_longer_hmacs_need_longer_secrets(
+    clean_env: Any, password_hash: str, alg: str, needed: int
+) -> None:
+    message = refusal(password_hash, JWT_ALGORITHM=alg, JWT_SECRET_KEY="k" * (needed - 1))
+    assert message == (
+        f"invalid configuration: JWT_SECRET_KEY: must be at least {needed} bytes long for {alg}"
+    )
+    assert load_settings(**values(password_hash, JWT_ALGORITHM=alg, JWT_SECRET_KEY="k" * needed))
+
+
+def test_subjects_file_named(clean_env: Any, password_hash: str, tmp_path: Path) -> None:
+    message = refusal(password_hash, TICKET_SUBJECTS_FILE=str(tmp_path / "none.json"))
+    assert message.startswith("invalid configuration: TICKET_SUBJECTS_FILE: no such file")
