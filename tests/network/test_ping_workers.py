@@ -1,0 +1,60 @@
+"""Two gateway workers sharing one Redis store: one task record, one upstream read per interval."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import redis
+
+from tests.conftest import Gateway, Simulator
+from tests.network.test_ping_api import PING_CREATES, TASK_READS, create, poll, service_ids
+
+REDIS_URL = "redis://127.0.0.1:6379/13"
+
+
+@pytest.fixture
+def shared_redis() -> Iterator[str]:
+    client = redis.Redis.from_url(REDIS_URL)
+    client.flushdb()
+    yield REDIS_URL
+    client.flushdb()
+    client.close()
+
+
+def test_workers_share_tasks_and_fan_in(
+    shared_redis: str,
+    start_simulator: Callable[..., Simulator],
+    start_gateway: Callable[..., Gateway],
+) -> None:
+    sim = start_simulator(ping_duration=1.5)
+    interval = 0.5
+    settings = {"REDIS_URL": shared_redis, "PING_POLL_INTERVAL_SECONDS": interval}
+    first, second = start_gateway(sim.url, **settings), start_gateway(sim.url, **settings)
+    sid = service_ids(sim, 1)[0]
+    # Concurrent creates on both workers share one upstream task.
+    with ThreadPoolExecutor(6) as pool:
+        ids = list(pool.map(lambda i: create((first, second)[i % 2], sid), range(6)))
+    assert len(set(ids)) == 1 and sim.state.calls[PING_CREATES] == 1
+    task_id = ids[0]
+    started = time.monotonic()
+    actions: list[str] = []
+
+    def poller(gw: Gateway) -> None:
+        deadline = time.monotonic() + 2.3
+        while time.monotonic() < deadline:
+            actions.append(poll(gw, task_id)["action"])
+            time.sleep(0.02)
+
+    with ThreadPoolExecutor(6) as pool:
+        for future in [pool.submit(poller, (first, second)[i % 2]) for i in range(6)]:
+            future.result()
+    elapsed = time.monotonic() - started
+    reads = sim.state.calls[TASK_READS]
+    assert actions[-1] == "stable_connection" and "ping_pending" in actions
+    assert 1 <= reads <= int(elapsed / interval) + 1
+    # The final record answers on either worker without asking the upstream again.
+    assert poll(second, task_id)["action"] == poll(first, task_id)["action"]
+    assert sim.state.calls[TASK_READS] == reads
