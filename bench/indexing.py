@@ -1,0 +1,141 @@
+"""(b) search latency and (c) load-and-index time and memory, over 50,000 clients.
+
+Both use the gateway's real code: the upstream module that pages through `api/clientes/`
+and maps rows, and the in-process client index that lookups and search are served from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import random
+import statistics
+import time
+import tracemalloc
+from typing import Any
+
+import httpx
+
+from bench import procs
+from isp_gateway.clients.index import ClientIndex
+from isp_gateway.settings import load_settings
+from isp_gateway.simulator import SimulatorConfig, build_dataset, create_simulator_app
+from isp_gateway.store import MemoryStore
+from isp_gateway.upstream import clients as upstream_clients
+from isp_gateway.upstream.budget import RateBudget
+from isp_gateway.upstream.gateway import UpstreamGateway, build_http_client
+
+
+def _build_index(records: list[Any]) -> ClientIndex:
+    return ClientIndex({"records": records}, "57", 10, ["Activo"])
+
+
+def _percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _queries(rows: list[dict[str, Any]], rng: random.Random) -> dict[str, list[str]]:
+    single: list[str] = []
+    multi: list[str] = []
+    for row in rng.sample(rows, 300):
+        words = str(row["nombre"]).split()
+        single.append(rng.choice(words).lower())
+        single.append(str(row["cedula"])[:5])
+        multi.append(" ".join(words[:2]).lower())
+        multi.append(f"{words[0]} {str(row['direccion']).split()[-1]}".lower())
+    single += ["maria", "bogota", "vda", "300"]  # broad ones: many matches, worst cases
+    multi += ["maria lopez", "jose garcia bogota"]
+    return {"single-token": single, "multi-token": multi}
+
+
+def run_search(*, clients: int) -> None:
+    print(f"(b) search latency over {clients:,} clients (in-process index, limit 50)")
+    dataset = build_dataset(clients, 7)
+    index = _build_index(upstream_clients.map_clients(dataset.clients))
+    rng = random.Random(3)
+    for name, queries in _queries(dataset.clients, rng).items():
+        for q in queries[:20]:
+            index.search(q, 50)  # warm any lazily built structure
+        samples: list[float] = []
+        for _ in range(5):
+            for q in queries:
+                started = time.perf_counter()
+                index.search(q, 50)
+                samples.append((time.perf_counter() - started) * 1000)
+        print(
+            f"    {name:14} n={len(samples):5}  p50 {statistics.median(samples):6.3f} ms"
+            f"  p99 {_percentile(samples, 0.99):6.3f} ms  max {max(samples):6.3f} ms"
+            "  (target p99 < 5 ms)"
+        )
+
+
+async def _gateway_load(url: str) -> tuple[list[Any], float]:
+    settings = load_settings(
+        UPSTREAM_NET_KEY=procs.API_KEY,
+        UPSTREAM_NET_HOST=url,
+        JWT_SECRET_KEY=procs.JWT_SECRET,
+        API_USERNAME="bench",
+        API_PASSWORD_HASH="$2b$12$" + "x" * 53,
+        UPSTREAM_RATE_PER_MINUTE=100_000,
+        UPSTREAM_RATE_PER_HOUR=1_000_000,
+    )
+    async with build_http_client(settings) as http:
+        gateway = UpstreamGateway(settings, http, RateBudget(MemoryStore(), 10**6, 10**7))
+        started = time.perf_counter()
+        records = await upstream_clients.fetch_all_clients(gateway, background=False)
+        return records, time.perf_counter() - started
+
+
+async def _raw_fetch(url: str, page_size: int, parallel: int) -> float:
+    """The upstream's own time: the same pages, same parallelism, no parsing beyond JSON."""
+    headers = {"Authorization": f"Api-Key {procs.API_KEY}"}
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60) as http:
+        started = time.perf_counter()
+        first = (await http.get("/api/clientes/", params={"limit": page_size})).json()
+        sem = asyncio.Semaphore(parallel)
+
+        async def page(offset: int) -> None:
+            async with sem:
+                (
+                    await http.get("/api/clientes/", params={"limit": page_size, "offset": offset})
+                ).json()
+
+        await asyncio.gather(*(page(o) for o in range(page_size, first["count"], page_size)))
+        return time.perf_counter() - started
+
+
+def run_load(*, clients: int) -> None:
+    from tests.support import run_server
+
+    print(
+        f"(c) load and index {clients:,} clients from the simulator (page size 500, "
+        "4 pages in parallel)"
+    )
+    app = create_simulator_app(SimulatorConfig(api_key=procs.API_KEY, clients=clients, seed=7))
+    with run_server(app) as url:
+        asyncio.run(_raw_fetch(url, 500, 4))  # let the simulator encode its rows once
+        upstream_time = min(asyncio.run(_raw_fetch(url, 500, 4)) for _ in range(2))
+        records, fetch_time = asyncio.run(_gateway_load(url))
+        gc.collect()
+        started = time.perf_counter()
+        index = _build_index(records)
+        index_time = time.perf_counter() - started
+        assert len(index.clients) == clients
+        del index, records
+        gc.collect()
+        tracemalloc.start()
+        records, _ = asyncio.run(_gateway_load(url))
+        kept = _build_index(records)  # held while the peak is read
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        del kept
+    total = fetch_time + index_time
+    print(f"    upstream's own time (raw pages)      {upstream_time:6.2f} s")
+    print(f"    gateway fetch + map                  {fetch_time:6.2f} s")
+    print(f"    index build                          {index_time:6.2f} s")
+    print(
+        f"    total                                {total:6.2f} s; beyond the upstream "
+        f"{total - upstream_time:5.2f} s (target < 3 s)"
+    )
+    print(f"    peak traced memory (fetch+map+index) {peak / 2**20:6.1f} MiB")
