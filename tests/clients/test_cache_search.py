@@ -1,0 +1,187 @@
+"""Search and the client cache rules (single flight, refresh ahead, stale-if-error, paging)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from tests.clients.conftest import StartPair, calls, warm
+from tests.conftest import Gateway, Simulator
+
+
+def body(response: Any) -> dict[str, Any]:
+    data: dict[str, Any] = response.json()
+    return data
+
+
+def search(gw: Gateway, q: str | None, **params: Any) -> Any:
+    if q is not None:
+        params["q"] = q
+    return gw.get("/api/v1/clients/search", params=params)
+
+
+def ids(response: Any) -> list[int]:
+    return [c["service_id"] for c in body(response)["data"]]
+
+
+def test_search_accent_case_and_every_token(pair: tuple[Simulator, Gateway]) -> None:
+    sim, gw = pair
+    assert ids(search(gw, "jose")) == [102, 107]  # José / JOSÉ
+    assert ids(search(gw, "JOSÉ PEREZ")) == [107]
+    assert ids(search(gw, "perez")) == [101, 107]
+    assert ids(search(gw, "pér")) == [101, 104, 107]  # partial; 104 lives in "ESPERANZA"
+    assert ids(search(gw, "ana torres")) == [103, 104]  # suspended/cancelled included
+    assert ids(search(gw, "rosal zipaquira")) == [101]  # address + city
+    assert ids(search(gw, "suba rosa")) == [103, 105, 106]  # locality + name/address
+    assert ids(search(gw, "juan pinos")) == []
+    assert calls(sim) == 0
+
+
+def test_search_relevance_exact_document_and_phone_first(pair: tuple[Simulator, Gateway]) -> None:
+    _, gw = pair
+    assert ids(search(gw, "111222")) == [105, 106]  # a prefix of both documents
+    assert ids(search(gw, "11122244")) == [106]
+    # An exact document outranks whole-token name matches of other clients.
+    assert ids(search(gw, "99887766")) == [107]
+    out = body(search(gw, "+573157654321"))
+    assert [c["service_id"] for c in out["data"]] == [102]
+    assert ids(search(gw, "3109876543")) == [101]
+
+
+def test_search_limit(pair: tuple[Simulator, Gateway]) -> None:
+    _, gw = pair
+    assert len(ids(search(gw, "suba"))) == 6
+    assert len(ids(search(gw, "suba", limit=2))) == 2
+    too_big = search(gw, "suba", limit=201)
+    assert too_big.status_code == 422 and body(too_big)["action"] == "validation_error"
+
+
+def test_search_nothing_found(pair: tuple[Simulator, Gateway]) -> None:
+    _, gw = pair
+    response = search(gw, "zzzz")
+    assert response.status_code == 200
+    out = body(response)
+    assert (out["ok"], out["type"], out["action"], out["data"]) == (
+        True,
+        "success",
+        "client_not_found",
+        [],
+    )
+
+
+@pytest.mark.parametrize("q", [None, "", "   "])
+def test_search_without_q_is_400(pair: tuple[Simulator, Gateway], q: str | None) -> None:
+    _, gw = pair
+    response = search(gw, q)
+    assert response.status_code == 400
+    out = body(response)
+    assert (out["ok"], out["type"], out["action"], out["data"]) == (False, "error", "error", None)
+    assert "'q'" in out["message"] and "required" in out["message"]
+
+
+def test_whole_list_paged_in_parallel_and_concurrent_misses_load_once(
+    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+) -> None:
+    # 230 clients, our page 50 but the upstream caps at 40: 6 pages, fetched once.
+    sim = start_simulator(clients=230, max_page_size=40)
+    sim.state.faults.update({"latency": 0.2})
+    gw = start_gateway(sim.url, UPSTREAM_PAGE_SIZE=50, UPSTREAM_PARALLEL_PAGES=3)
+    with ThreadPoolExecutor(8) as pool:
+        responses = list(pool.map(lambda _: gw.get("/api/v1/clients/"), range(8)))
+    assert all(r.status_code == 200 for r in responses)
+    active = sum(1 for c in sim.state.dataset.clients if c["estado"] == "Activo")
+    assert all(len(body(r)["data"]) == active for r in responses)
+    assert calls(sim) == 6
+    assert gw.runtime.clients.cache.loads == 1
+    assert all(int(c["id_servicio"]) for c in sim.state.dataset.clients)
+
+
+def test_search_waits_for_the_first_load_then_never_again(
+    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+) -> None:
+    sim = start_simulator()
+    gw = start_gateway(sim.url)
+    assert search(gw, "a").status_code == 200
+    warm(gw)
+    sim.state.reset_stats()
+    for q in ("maria", "garcia", "300", "vda"):
+        assert search(gw, q).status_code == 200
+    assert calls(sim) == 0
+
+
+def test_refresh_ahead_in_the_background(start_pair: StartPair) -> None:
+    sim, gw = start_pair(CLIENT_CACHE_SECONDS=1)
+    # The refresh job reloads at 80 % of the lifetime: no request waits, none is stale.
+    deadline = time.monotonic() + 5
+    while gw.runtime.clients.cache.loads < 3:
+        out = body(gw.get("/api/v1/clients/"))
+        assert out["meta"] is None
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert calls(sim) >= 2
+
+
+def test_stale_if_error(start_pair: StartPair) -> None:
+    sim, gw = start_pair(CLIENT_CACHE_SECONDS=1)
+    sim.state.faults.update({"error_rate": 1.0})
+    time.sleep(1.2)
+    response = gw.get("/api/v1/clients/")
+    assert response.status_code == 200
+    out = body(response)
+    assert out["meta"] == {"stale": True} and len(out["data"]) == 5
+    hit = body(gw.get("/api/v1/clients/by-document/12345678"))
+    assert hit["meta"] == {"stale": True} and hit["data"]["service_id"] == 101
+    assert body(search(gw, "rosa"))["meta"] == {"stale": True}
+    # Once the upstream is back, the background refresh makes it fresh again.
+    sim.state.faults.reset()
+    deadline = time.monotonic() + 5
+    while body(gw.get("/api/v1/clients/"))["meta"] is not None:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def test_stale_copy_expires(start_pair: StartPair) -> None:
+    sim, gw = start_pair(CLIENT_CACHE_SECONDS=1, STALE_IF_ERROR_SECONDS=1)
+    sim.state.faults.update({"error_rate": 1.0})
+    time.sleep(2.2)
+    response = gw.get("/api/v1/clients/")
+    assert response.status_code == 500
+
+
+@pytest.mark.parametrize(
+    ("faults", "status", "action", "message"),
+    [
+        ({"error_rate": 1.0}, 500, "error", "Failed to retrieve clients"),
+        ({"garbage": 1.0}, 500, "error", "Failed to retrieve clients"),
+        ({"force_403": True}, 502, "CLIENT_NOT_FOUND", "Unable to fetch client data"),
+    ],
+)
+def test_list_failure(
+    start_simulator: Callable[..., Simulator],
+    start_gateway: Callable[..., Gateway],
+    faults: dict[str, Any],
+    status: int,
+    action: str,
+    message: str,
+) -> None:
+    sim = start_simulator()
+    sim.state.faults.update(faults)
+    gw = start_gateway(sim.url)
+    response = gw.get("/api/v1/clients/")
+    assert response.status_code == status
+    out = body(response)
+    assert (out["ok"], out["type"], out["action"], out["data"], out["message"]) == (
+        False,
+        "error",
+        action,
+        None,
+        message,
+    )
+    # Search needs the list too; it answers like a lookup would (never "not found").
+    failed = search(gw, "maria")
+    assert failed.status_code == 502
+    assert body(failed)["action"] in ("upstream_unavailable", "CLIENT_NOT_FOUND")

@@ -1,0 +1,298 @@
+"""Verify, resolve and update over loopback against the simulator."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.clients.conftest import StartPair, calls
+from tests.conftest import Gateway, Simulator
+
+GOOD = {
+    "name": "Juan Perez",
+    "address": "Vereda el Rosal",
+    "internet_plan_name": "plan 10mb",
+    "internet_plan_price": 40000.5,
+}
+
+
+def body(response: Any) -> dict[str, Any]:
+    data: dict[str, Any] = response.json()
+    return data
+
+
+def verify(gw: Gateway, service_id: int, payload: dict[str, Any]) -> Any:
+    return gw.post(f"/api/v1/clients/{service_id}/verify", json=payload)
+
+
+def test_verify_success(pair: tuple[Simulator, Gateway]) -> None:
+    _, gw = pair
+    response = verify(gw, 101, GOOD)
+    assert response.status_code == 200
+    out = body(response)
+    assert (out["ok"], out["type"], out["action"]) == (True, "success", "client_verified")
+    assert out["data"] == {
+        "is_valid": True,
+        "matched_fields": ["name", "address", "internet_plan_name", "internet_plan_price"],
+    }
+    assert out["message"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("name", "Jua"),  # a fragment of a token is not a match
+        ("name", "a"),
+        ("name", "Juan Pereira"),
+        ("address", "El Rosales"),
+        ("address", "VDA/"),  # only a prefix: no token left
+        ("internet_plan_name", "PLAN 20MB"),
+        ("internet_plan_price", 40001.5),  # outside ±1.0
+    ],
+)
+def test_verify_mismatch(pair: tuple[Simulator, Gateway], field: str, value: Any) -> None:
+    _, gw = pair
+    response = verify(gw, 101, {**GOOD, field: value})
+    assert response.status_code == 200
+    out = body(response)
+    assert (out["ok"], out["action"]) == (True, "client_verification_failed")
+    assert out["data"]["is_valid"] is False
+    assert field not in out["data"]["matched_fields"]
+    assert len(out["data"]["matched_fields"]) == 3
+    assert out["data"]["debug"] == {
+        "client_address": "VDA/ EL ROSAL CASA 4",
+        "client_plan_name": "PLAN 10MB",
+        "resolved_plan_price": 40000.0,
+    }
+
+
+def test_verify_matching_rules(pair: tuple[Simulator, Gateway]) -> None:
+    _, gw = pair
+    ok = {
+        "name": "JOSÉ  pérez",
+        "address": "barrio   calle 5",
+        "internet_plan_name": "10MB",
+    }
+    assert body(verify(gw, 107, ok))["action"] == "client_verified"
+    # Prefixes on the record side too: "B/ LOS PINOS" vs "Barrio Los Pinos".
+    maria = {"name": "maria jose", "address": "Barrio Los Pinos", "internet_plan_price": 39999}
+    assert body(verify(gw, 102, maria))["action"] == "client_verified"
+
+
+def test_verify_needs_three_fields_before_any_upstream_call(
+    pair: tuple[Simulator, Gateway],
+) -> None:
+    sim, gw = pair
+    for payload in (
+        {"name": "Juan Perez", "address": "El Rosal"},
+        {"name": "Juan Perez", "address": "El Rosal", "internet_plan_name": "  "},
+        {"name": "Juan Perez", "address": "El Rosal", "internet_plan_price": None},
+        {},
+    ):
+        response = verify(gw, 4040, payload)
+        assert response.status_code == 400
+        out = body(response)
+        assert (out["ok"], out["type"], out["action"], out["data"]) == (
+            False,
+            "error",
+            "client_verification_failed",
+            None,
+        )
+        assert "3" in out["message"]
+    assert calls(sim) == 0
+
+
+def test_verify_unknown_client_is_404(pair: tuple[Simulator, Gateway]) -> None:
+    _, gw = pair
+    response = verify(gw, 4040, GOOD)
+    assert response.status_code == 404
+    out = body(response)
+    assert (out["ok"], out["action"], out["data"]) == (False, "client_not_found", None)
+
+
+def test_verify_bad_body_is_422(pair: tuple[Simulator, Gateway]) -> None:
+    _, gw = pair
+    response = verify(gw, 101, {**GOOD, "internet_plan_price": "cheap"})
+    assert response.status_code == 422
+    assert body(response)["action"] == "validation_error"
+
+
+def test_verify_failures_lock_the_service_id(start_pair: StartPair) -> None:
+    _, gw = start_pair(VERIFY_MAX_FAILURES=2, VERIFY_LOCKOUT_SECONDS=60)
+    wrong = {**GOOD, "name": "Pedro"}
+    assert body(verify(gw, 101, GOOD))["action"] == "client_verified"
+    for _ in range(2):
+        assert body(verify(gw, 101, wrong))["action"] == "client_verification_failed"
+    locked = verify(gw, 101, GOOD)
+    assert locked.status_code == 429
+    out = body(locked)
+    assert (out["ok"], out["action"]) == (False, "client_verification_locked")
+    assert 0 < int(locked.headers["Retry-After"]) <= 60
+    # Another service id is not locked.
+    assert (
+        body(
+            verify(
+                gw,
+                107,
+                {"name": "jose perez", "address": "calle 5", "internet_plan_name": "plan 10mb"},
+            )
+        )["action"]
+        == "client_verified"
+    )
+
+
+def test_verify_success_resets_the_failures(start_pair: StartPair) -> None:
+    _, gw = start_pair(VERIFY_MAX_FAILURES=2)
+    wrong = {**GOOD, "name": "Pedro"}
+    assert body(verify(gw, 101, wrong))["action"] == "client_verification_failed"
+    assert body(verify(gw, 101, GOOD))["action"] == "client_verified"
+    assert body(verify(gw, 101, wrong))["action"] == "client_verification_failed"
+    assert verify(gw, 101, GOOD).status_code == 200
+
+
+def test_verify_price_from_plans_when_record_has_none(pair: tuple[Simulator, Gateway]) -> None:
+    # Needs PlanService.price_for (plans issue): ANA's record has precio_plan "".
+    _, gw = pair
+    payload = {"name": "Ana Torres", "address": "Santa Rosa", "internet_plan_price": 35000}
+    out = body(verify(gw, 103, payload))
+    assert out["action"] == "client_verified", out
+
+
+# -- resolve --------------------------------------------------------------------------
+
+
+def resolve(gw: Gateway, payload: dict[str, Any]) -> Any:
+    return gw.post("/api/v1/clients/resolve", json=payload)
+
+
+def test_resolve_success(pair: tuple[Simulator, Gateway]) -> None:
+    sim, gw = pair
+    response = resolve(gw, GOOD)
+    assert response.status_code == 200
+    out = body(response)
+    assert (out["ok"], out["action"]) == (True, "client_verified")
+    assert out["data"]["service_id"] == 101 and out["data"]["document"] == "12345678"
+    assert calls(sim) == 0
+
+
+def test_resolve_by_address_when_no_name(pair: tuple[Simulator, Gateway]) -> None:
+    _, gw = pair
+    payload = {"address": "Barrio Los Pinos", "internet_plan_name": "PLAN 10MB",
+               "internet_plan_price": 40000}  # fmt: skip
+    out = body(resolve(gw, payload))
+    assert out["action"] == "client_verified" and out["data"]["service_id"] == 102
+
+
+def test_resolve_ambiguous_is_409(pair: tuple[Simulator, Gateway]) -> None:
+    _, gw = pair
+    payload = {"name": "Rosa Diaz", "address": "El Porvenir", "internet_plan_name": "plan 10mb"}
+    response = resolve(gw, payload)
+    assert response.status_code == 409
+    out = body(response)
+    assert (out["ok"], out["action"], out["data"]) == (False, "client_ambiguous", None)
+
+
+def test_resolve_no_candidate_and_no_full_match(pair: tuple[Simulator, Gateway]) -> None:
+    _, gw = pair
+    none = resolve(gw, {**GOOD, "name": "Pedro Picapiedra"})
+    assert none.status_code == 404 and body(none)["action"] == "client_not_found"
+    partial = resolve(gw, {**GOOD, "internet_plan_name": "PLAN 5MB"})
+    assert partial.status_code == 404
+    assert body(partial)["action"] == "client_verification_failed"
+    few = resolve(gw, {"name": "Juan Perez", "address": "El Rosal"})
+    assert few.status_code == 400 and body(few)["action"] == "client_verification_failed"
+
+
+def test_resolve_failures_are_throttled_per_name(start_pair: StartPair) -> None:
+    _, gw = start_pair(VERIFY_MAX_FAILURES=2)
+    wrong = {**GOOD, "internet_plan_name": "PLAN 5MB"}
+    for _ in range(2):
+        assert resolve(gw, wrong).status_code == 404
+    locked = resolve(gw, {**GOOD, "name": "JUAN  PÉREZ"})  # the same name, normalised
+    assert locked.status_code == 429
+    assert body(locked)["action"] == "client_verification_locked"
+    assert (
+        resolve(
+            gw, {"name": "jose perez", "address": "calle 5", "internet_plan_name": "10mb"}
+        ).status_code
+        == 200
+    )
+
+
+# -- update ---------------------------------------------------------------------------
+
+
+def test_update_patches_upstream_and_cache(pair: tuple[Simulator, Gateway]) -> None:
+    sim, gw = pair
+    response = gw.put(
+        "/api/v1/clients/101", json={"document": "A9988776", "phone": "+57 311 222 3344"}
+    )
+    assert response.status_code == 200
+    out = body(response)
+    assert (out["ok"], out["action"], out["data"]) == (True, "client_updated", None)
+    assert calls(sim, "PATCH /api/clientes/{id}/perfil/") == 1
+    stored = next(c for c in sim.state.dataset.clients if c["id_servicio"] == 101)
+    assert (stored["cedula"], stored["telefono"]) == ("A9988776", "3112223344")
+    # The next lookups see the new values at once, from the cache.
+    found = body(gw.get("/api/v1/clients/by-document/A9988776"))["data"]
+    assert found["service_id"] == 101 and found["phone"] == "3112223344"
+    assert body(gw.get("/api/v1/clients/by-phone/3112223344"))["data"]["service_id"] == 101
+    assert gw.get("/api/v1/clients/by-document/12345678").status_code != 200
+    assert (
+        body(gw.get("/api/v1/clients/search", params={"q": "a9988776"}))["data"][0]["service_id"]
+        == 101
+    )
+    assert calls(sim) == 1  # only the (now remembered) miss for the old document
+
+
+def test_update_only_one_field(pair: tuple[Simulator, Gateway]) -> None:
+    _sim, gw = pair
+    assert gw.put("/api/v1/clients/102", json={"phone": "3000000001"}).status_code == 200
+    found = body(gw.get("/api/v1/clients/by-service-id/102"))["data"]
+    assert (found["document"], found["phone"]) == ("87654321", "3000000001")
+
+
+def test_update_clears_a_remembered_miss(pair: tuple[Simulator, Gateway]) -> None:
+    _, gw = pair
+    assert gw.get("/api/v1/clients/by-document/55554444").status_code == 404
+    assert gw.put("/api/v1/clients/105", json={"document": "55554444"}).status_code == 200
+    assert gw.get("/api/v1/clients/by-document/55554444").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("payload", "action"),
+    [
+        ({}, "client_update_failed"),
+        ({"document": None, "phone": None}, "client_update_failed"),
+        ({"document": "  ", "phone": ""}, "client_update_failed"),
+        ({"document": "12.345.678"}, "invalid_document"),
+        ({"phone": "12-34"}, "invalid_phone"),
+    ],
+)
+def test_update_invalid_is_400(
+    pair: tuple[Simulator, Gateway], payload: dict[str, Any], action: str
+) -> None:
+    sim, gw = pair
+    response = gw.put("/api/v1/clients/101", json=payload)
+    assert response.status_code == 400
+    assert body(response)["action"] == action
+    assert calls(sim, "PATCH /api/clientes/{id}/perfil/") == 0
+
+
+def test_update_unknown_client_is_404(pair: tuple[Simulator, Gateway]) -> None:
+    _, gw = pair
+    response = gw.put("/api/v1/clients/4040", json={"document": "12345"})
+    assert response.status_code == 404 and body(response)["action"] == "client_not_found"
+
+
+@pytest.mark.parametrize("faults", [{"error_rate": 1.0}, {"garbage": 0.0, "hang_rate": 1.0}])
+def test_update_upstream_failure_is_500(start_pair: StartPair, faults: dict[str, Any]) -> None:
+    sim, gw = start_pair(UPSTREAM_TIMEOUT_SECONDS=0.5)
+    sim.state.faults.update({**faults, "method": "PATCH"})
+    response = gw.put("/api/v1/clients/101", json={"document": "12345"})
+    assert response.status_code == 500
+    out = body(response)
+    assert (out["ok"], out["action"], out["data"]) == (False, "client_update_failed", None)
+    # The cache keeps the old value: the write did not go through.
+    assert gw.get("/api/v1/clients/by-document/12345678").status_code == 200
