@@ -11,10 +11,12 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import APIRouter, Depends, FastAPI
+from pydantic import BaseModel, Field
 
 from isp_gateway.app import create_app
 from isp_gateway.auth.dependencies import CurrentUser, current_user
 from isp_gateway.auth.tokens import issue_token
+from isp_gateway.errors import Locked, NotFound, UpstreamRateLimited
 from isp_gateway.settings import Settings
 from tests.conftest import API_KEY, JWT_SECRET, USERNAME, Gateway, gateway_settings
 from tests.support import run_server
@@ -38,17 +40,14 @@ def wait_for_fresh_window(length: int, margin: float = 3.0) -> None:
         time.sleep(left + 0.05)
 
 
+class ProbeRequest(BaseModel):
+    pings: int = Field(ge=1, le=20)
+    name: str
+
+
 def add_probe_routes(app: FastAPI) -> None:
     """Throwaway routes on a real app (the Starlette way of testing handlers): a protected
     echo of the token subject, a body to validate, and crashes of every kind."""
-    from pydantic import BaseModel, Field
-
-    from isp_gateway.errors import Locked, NotFound, UpstreamRateLimited
-
-    class ProbeRequest(BaseModel):
-        pings: int = Field(ge=1, le=20)
-        name: str
-
     router = APIRouter(prefix="/api/v1/_probe", dependencies=[Depends(current_user)])
 
     @router.get("/whoami")
@@ -61,7 +60,7 @@ def add_probe_routes(app: FastAPI) -> None:
 
     @router.get("/crash")
     async def crash() -> None:
-        raise RuntimeError(f"boom with the key {API_KEY} and secret {JWT_SECRET}")
+        raise RuntimeError("boom")
 
     @router.get("/not-found")
     async def not_found() -> None:

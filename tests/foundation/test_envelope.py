@@ -1,0 +1,112 @@
+"""One envelope for every outcome: service errors, validation, unknown routes, crashes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.conftest import API_KEY, JWT_SECRET, Gateway
+
+PROBE = "/api/v1/_probe"
+
+
+def error_body(action: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "ok": False,
+        "type": "error",
+        "action": action,
+        "data": None,
+        "message": message,
+        "meta": None,
+        **extra,
+    }
+
+
+@pytest.fixture
+def gw(start_probe_gateway: Callable[..., Gateway]) -> Gateway:
+    return start_probe_gateway()
+
+
+def test_service_error_rendered_as_envelope(gw: Gateway) -> None:
+    response = gw.get(f"{PROBE}/not-found")
+    assert response.status_code == 404
+    assert response.json() == error_body("client_not_found", "Client not found")
+
+
+def test_locked_carries_retry_after(gw: Gateway) -> None:
+    response = gw.get(f"{PROBE}/locked")
+    assert response.status_code == 429
+    assert response.headers["retry-after"] == "7"
+    body = response.json()
+    assert body["action"] == "client_verification_locked"
+    assert body["ok"] is False
+
+
+def test_upstream_rate_limited_is_503_with_retry_after(gw: Gateway) -> None:
+    response = gw.get(f"{PROBE}/upstream-429")
+    assert response.status_code == 503
+    assert response.headers["retry-after"] == "12"
+    assert response.json()["action"] == "upstream_rate_limited"
+
+
+def test_validation_error_is_422_with_field_list(gw: Gateway) -> None:
+    response = gw.post(f"{PROBE}/body", json={"pings": 0})
+    assert response.status_code == 422
+    body = response.json()
+    assert body["ok"] is False
+    assert body["type"] == "error"
+    assert body["action"] == "validation_error"
+    assert body["data"] is None
+    assert "\n" not in body["message"]
+    fields = {e["field"] for e in body["meta"]["errors"]}
+    assert fields == {"body.pings", "body.name"}
+    assert all(isinstance(e["message"], str) and e["message"] for e in body["meta"]["errors"])
+
+
+def test_wrong_type_named(gw: Gateway) -> None:
+    response = gw.post(f"{PROBE}/body", json={"pings": "many", "name": "x"})
+    assert response.status_code == 422
+    assert [e["field"] for e in response.json()["meta"]["errors"]] == ["body.pings"]
+
+
+def test_malformed_json_is_422(gw: Gateway) -> None:
+    response = gw.post(
+        f"{PROBE}/body", content=b'{"pings": 4,', headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 422
+    body = response.json()
+    assert body["action"] == "validation_error"
+    assert any(e["message"] == "Malformed JSON body" for e in body["meta"]["errors"])
+
+
+@pytest.mark.parametrize("path", ["/api/v1/no-such-thing", "/nowhere", "/api/v2/clients/"])
+def test_unknown_route_is_an_envelope(gw: Gateway, path: str) -> None:
+    response = gw.get(path)
+    assert response.status_code == 404
+    assert response.json() == error_body("error", "Not found")
+
+
+def test_unknown_route_without_token_is_still_404(gw: Gateway) -> None:
+    response = gw.client.get("/api/v1/no-such-thing")
+    assert response.status_code == 404
+    assert response.json()["action"] == "error"
+
+
+def test_wrong_method_is_an_envelope(gw: Gateway) -> None:
+    response = gw.client.put("/health")
+    assert response.status_code == 405
+    assert response.json() == error_body("error", "Method not allowed")
+    assert "GET" in response.headers["allow"]
+
+
+def test_unhandled_error_is_a_generic_500(gw: Gateway, caplog: pytest.LogCaptureFixture) -> None:
+    response = gw.get(f"{PROBE}/crash")
+    assert response.status_code == 500
+    assert response.json() == error_body("error", "Internal server error")
+    text = response.text
+    for leak in ("Traceback", "RuntimeError", "boom", API_KEY, JWT_SECRET, "probe"):
+        assert leak not in text
+    # The traceback is for the server's log only.
+    assert any(r.exc_info for r in caplog.records if r.name == "isp_gateway")
