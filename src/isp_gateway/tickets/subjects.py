@@ -1,0 +1,86 @@
+"""The ticket subject catalogue: the upstream's category names by priority, as data.
+
+The package ships `isp_gateway/data/ticket_subjects.json` (keys "1".."4" → subject lists, the
+same file the simulator reads); an operator replaces it with `TICKET_SUBJECTS_FILE` in the
+same shape when their upstream account has other categories.
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from isp_gateway.settings import ConfigurationError
+
+PRIORITY_NAMES = {1: "low", 2: "normal", 3: "high", 4: "very_high"}
+
+
+def _fold(text: str) -> str:
+    """Case-, accent- and spacing-insensitive form, only to suggest the right spelling."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    plain = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    return " ".join(plain.casefold().split())
+
+
+class SubjectCatalogue:
+    def __init__(self, by_priority: dict[int, list[str]]) -> None:
+        self.by_priority = by_priority
+        self._priority = {s: p for p, names in by_priority.items() for s in names}
+        self._folded = {_fold(s): s for s in self._priority}
+
+    @classmethod
+    def load(cls, path: Path | None = None) -> SubjectCatalogue:
+        """The operator's file when given, else the packaged catalogue. A malformed file
+        stops start-up with a message naming it (a wrong catalogue would refuse tickets)."""
+        if path is None:
+            text = resources.files("isp_gateway").joinpath("data/ticket_subjects.json")
+            source, raw_text = "the packaged catalogue", text.read_text("utf-8")
+        else:
+            source = f"TICKET_SUBJECTS_FILE {path}"
+            try:
+                raw_text = path.read_text("utf-8")
+            except OSError as exc:
+                raise ConfigurationError(f"{source}: cannot read ({exc.strerror})") from None
+        try:
+            raw = json.loads(raw_text)
+        except ValueError:
+            raise ConfigurationError(f"{source}: not valid JSON") from None
+        return cls(_validate(raw, source))
+
+    def priority_of(self, subject: str) -> int | None:
+        return self._priority.get(subject)
+
+    def suggestion(self, subject: str) -> str | None:
+        """The catalogue spelling of a subject that differs only in case, accents or spaces."""
+        return self._folded.get(_fold(subject))
+
+    def as_data(self) -> dict[str, Any]:
+        return {
+            "by_priority": {
+                name: list(self.by_priority.get(level, []))
+                for level, name in PRIORITY_NAMES.items()
+            },
+            "all": [s for level in sorted(self.by_priority) for s in self.by_priority[level]],
+        }
+
+
+def _validate(raw: Any, source: str) -> dict[int, list[str]]:
+    if not isinstance(raw, dict) or not raw:
+        raise ConfigurationError(f'{source}: expected an object like {{"1": ["..."], ...}}')
+    out: dict[int, list[str]] = {}
+    seen: set[str] = set()
+    for key, names in raw.items():
+        level = int(key) if isinstance(key, str) and key.strip().isdigit() else None
+        if level not in PRIORITY_NAMES:
+            raise ConfigurationError(f"{source}: priority keys must be 1 to 4, got {key!r}")
+        if not isinstance(names, list) or not all(isinstance(n, str) and n.strip() for n in names):
+            raise ConfigurationError(f"{source}: priority {key} must list non-empty strings")
+        for name in names:
+            if name in seen:
+                raise ConfigurationError(f"{source}: subject {name!r} is listed twice")
+            seen.add(name)
+        out[level] = list(names)
+    return out

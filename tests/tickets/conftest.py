@@ -1,0 +1,153 @@
+"""Fixtures for the ticket tests: a small, designed upstream dataset and request helpers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from tests.conftest import Gateway, Simulator
+
+TECH = {"id": 11, "nombre": "Carlos Ruiz"}
+# Zone 1: 2 active (one free slot at the default cap of 3); zone 2: 3 active (blocked);
+# zone 3: none active; zone 4: 3 active. Closed/resolved/in-progress tickets everywhere.
+ZONE_SERVICES = {1: [101, 102, 103], 2: [201, 202], 3: [301, 302], 4: [401]}
+ACTIVE = {1: 2, 2: 3, 3: 0, 4: 3}
+
+
+def _client(service_id: int, zone_id: int) -> dict[str, Any]:
+    return {
+        "id_servicio": service_id,
+        "nombre": f"CLIENTE {service_id}",
+        "cedula": str(10_000_000 + service_id),
+        "telefono": "3001234567",
+        "direccion": "B/ CENTRO",
+        "estado": "Activo",
+        "zona": {"id": zone_id, "nombre": f"Zona {zone_id}"},
+        "tecnico": TECH,
+    }
+
+
+def build_dataset() -> dict[str, Any]:
+    clients = [_client(s, z) for z, services in ZONE_SERVICES.items() for s in services]
+    tickets: list[dict[str, Any]] = []
+    next_id = 5001
+
+    def add(service_id: int, estado: int, **extra: Any) -> None:
+        nonlocal next_id
+        tickets.append(
+            {
+                "id_ticket": next_id,
+                "asunto": "Internet Lento",
+                "descripcion": f"ticket {next_id}",
+                "estado": estado,
+                "prioridad": 2,
+                "fecha_creacion": "2026-02-02 09:15",
+                "fecha_estimada_inicio": "2026-02-02 10:00",
+                "fecha_estimada_fin": "2026-02-05 10:00",
+                "tecnico": TECH["nombre"],
+                "departamento": "Soporte Técnico",
+                "servicio": service_id,
+                "respuestas": [],
+                **extra,
+            }
+        )
+        next_id += 1
+
+    for zone_id, services in ZONE_SERVICES.items():
+        for n in range(ACTIVE[zone_id]):
+            add(services[n % len(services)], 1)
+        # Not active: in progress, resolved, closed; they must never count.
+        for estado in (2, 3, 4):
+            add(services[0], estado)
+    # A ticket with a history of answers (newest last) for the lookup tests.
+    add(
+        302,
+        3,
+        asunto="No Tiene Internet",
+        prioridad=3,
+        descripcion="<p>Sin servicio</p>",
+        respuestas=[
+            {"respuesta": "Visita programada", "fecha": "2026-02-02 11:00"},
+            {"respuesta": "Antena cambiada, servicio restablecido", "fecha": "2026-02-03 16:30"},
+        ],
+    )
+    return {"clients": clients, "tickets": tickets, "staff": [TECH, {"id": 12, "nombre": "Ana"}]}
+
+
+ANSWERED_TICKET = 5001 + sum(ACTIVE.values()) + 3 * len(ZONE_SERVICES)
+
+
+@pytest.fixture
+def data_file(tmp_path: Path) -> Path:
+    path = tmp_path / "upstream.json"
+    path.write_text(json.dumps(build_dataset(), ensure_ascii=False), "utf-8")
+    return path
+
+
+@pytest.fixture
+def sim(start_simulator: Callable[..., Simulator], data_file: Path) -> Simulator:
+    return start_simulator(data_file=data_file)
+
+
+@pytest.fixture
+def gw(sim: Simulator, start_gateway: Callable[..., Gateway]) -> Gateway:
+    # A small page size: every zone count reads several pages.
+    return start_gateway(sim.url, UPSTREAM_PAGE_SIZE=2)
+
+
+def ticket_body(**overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "service_id": 101,
+        "subject": "No Tiene Internet",
+        "description": "El cliente no tiene servicio desde ayer",
+        "technician_id": 11,
+        "zone_id": 1,
+    }
+    body.update(overrides)
+    return body
+
+
+def post_calls(sim: Simulator) -> int:
+    return int(sim.state.calls["POST /api/tickets/"])
+
+
+class LossyUpstream:
+    """Sits in front of the simulator and loses the answer of the next ticket POSTs after the
+    simulator handled them (the ticket exists, the gateway sees a 500 or a hang): the case a
+    timed-out creation leaves behind."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.lose = 0
+        self.hang = 0.0
+
+    @property
+    def state(self) -> Any:
+        return self.app.state.sim  # type: ignore[attr-defined]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        lossy = (
+            scope["type"] == "http"
+            and scope["method"] == "POST"
+            and scope["path"] == "/api/tickets/"
+            and self.lose > 0
+        )
+        if not lossy:
+            await self.app(scope, receive, send)
+            return
+        self.lose -= 1
+
+        async def discard(message: Any) -> None:
+            return None
+
+        await self.app(scope, receive, discard)
+        if self.hang:
+            await asyncio.sleep(self.hang)
+        await send({"type": "http.response.start", "status": 500, "headers": []})
+        await send({"type": "http.response.body", "body": b"<h1>Server Error (500)</h1>"})
