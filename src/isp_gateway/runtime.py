@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import httpx
 from fastapi import Depends, Request
 
+from isp_gateway.auth.tokens import TokenCache
 from isp_gateway.settings import Settings
 from isp_gateway.store import Store
 from isp_gateway.throttle import FailureThrottle
@@ -27,6 +28,7 @@ class Runtime:
     http: httpx.AsyncClient
     gateway: UpstreamGateway
     login_throttle: FailureThrottle
+    token_cache: TokenCache = field(default_factory=TokenCache)
     # Feature services, built in the lifespan after the parts above.
     plans: PlanService = field(init=False)
     clients: ClientService = field(init=False)
@@ -34,7 +36,9 @@ class Runtime:
     pings: PingService = field(init=False)
 
 
-def get_runtime(request: Request) -> Runtime:
+async def get_runtime(request: Request) -> Runtime:
+    # async on purpose: FastAPI runs a plain `def` dependency in a thread pool, which cost
+    # more than the whole lookup it serves.
     runtime: Runtime = request.app.state.runtime
     return runtime
 

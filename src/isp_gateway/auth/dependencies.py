@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, status
 from fastapi.security import OAuth2PasswordBearer
 
-from isp_gateway.auth.tokens import InvalidToken, decode_token
+from isp_gateway.auth.tokens import InvalidToken, verify_token
 from isp_gateway.runtime import RuntimeDep
 
 # auto_error=False: we answer a missing header ourselves with the spec's message.
@@ -30,7 +30,7 @@ async def current_user(
     if not token:
         raise _unauthorized()
     try:
-        return decode_token(runtime.settings, token)
+        return verify_token(runtime.settings, token, runtime.token_cache)
     except InvalidToken:
         raise _unauthorized() from None
 

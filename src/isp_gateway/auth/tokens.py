@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 
 import jwt
@@ -25,7 +26,45 @@ def issue_token(settings: Settings, subject: str, *, now: datetime | None = None
     )
 
 
+class TokenCache:
+    """Tokens already verified, with their expiry, so the hot path skips the HMAC and JSON
+    work on every request of a bot that reuses one token. Bounded; checked for expiry on
+    every use. Keyed by the whole token, so a tampered token is never a hit."""
+
+    def __init__(self, max_size: int = 1024) -> None:
+        self._max = max_size
+        self._tokens: dict[str, tuple[str, float]] = {}
+
+    def get(self, token: str) -> str | None:
+        hit = self._tokens.get(token)
+        if hit is None:
+            return None
+        if hit[1] <= time.time():
+            self._tokens.pop(token, None)
+            return None
+        return hit[0]
+
+    def put(self, token: str, subject: str, expires: float) -> None:
+        if len(self._tokens) >= self._max:
+            self._tokens.clear()  # crude but bounded; a bot re-verifies once
+        self._tokens[token] = (subject, expires)
+
+
+def verify_token(settings: Settings, token: str, cache: TokenCache) -> str:
+    """decode_token with a cache of verified tokens."""
+    subject = cache.get(token)
+    if subject is not None:
+        return subject
+    subject, expires = _decode(settings, token)
+    cache.put(token, subject, expires)
+    return subject
+
+
 def decode_token(settings: Settings, token: str) -> str:
+    return _decode(settings, token)[0]
+
+
+def _decode(settings: Settings, token: str) -> tuple[str, float]:
     """The token's subject, or InvalidToken. Only the configured algorithm is accepted,
     which rules out `none` and algorithm-confusion tricks."""
     try:
@@ -40,4 +79,4 @@ def decode_token(settings: Settings, token: str) -> str:
     subject = claims.get("sub")
     if not isinstance(subject, str) or subject != settings.API_USERNAME:
         raise InvalidToken("unknown subject")
-    return subject
+    return subject, float(claims["exp"])
