@@ -1,0 +1,89 @@
+"""The upstream rate budget: both windows, refusals cost nothing, background keeps a share."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from isp_gateway.errors import UpstreamRateLimited
+from isp_gateway.store import MemoryStore
+from isp_gateway.upstream.budget import BACKGROUND_SHARE, RateBudget
+from tests.foundation.conftest import wait_for_fresh_window
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_user_calls_refused_when_the_minute_is_spent() -> None:
+    wait_for_fresh_window(60)
+    budget = RateBudget(MemoryStore(), per_minute=5, per_hour=1000)
+    for _ in range(5):
+        await budget.acquire()
+    with pytest.raises(UpstreamRateLimited) as caught:
+        await budget.acquire()
+    assert 0 < caught.value.retry_after <= 60
+    assert caught.value.status_code == 503
+    assert 1 <= int(caught.value.headers["Retry-After"]) <= 60
+
+
+async def test_hour_window_counts_too() -> None:
+    wait_for_fresh_window(3600)
+    budget = RateBudget(MemoryStore(), per_minute=100, per_hour=3)
+    for _ in range(3):
+        await budget.acquire()
+    with pytest.raises(UpstreamRateLimited) as caught:
+        await budget.acquire()
+    assert 0 < caught.value.retry_after <= 3600
+
+
+async def test_a_refused_call_costs_nothing() -> None:
+    wait_for_fresh_window(60)
+    store = MemoryStore()
+    # The minute has room, the hour does not: the minute's unit must be given back.
+    budget = RateBudget(store, per_minute=10, per_hour=2)
+    await budget.acquire()
+    await budget.acquire()
+    for _ in range(5):
+        with pytest.raises(UpstreamRateLimited):
+            await budget.acquire()
+    roomy = RateBudget(store, per_minute=10, per_hour=100)
+    for _ in range(8):  # 2 spent + 8 = the minute's 10, refusals did not eat into it
+        await roomy.acquire()
+    with pytest.raises(UpstreamRateLimited):
+        await roomy.acquire()
+
+
+async def test_user_may_wait_up_to_max_wait() -> None:
+    wait_for_fresh_window(60)
+    budget = RateBudget(MemoryStore(), per_minute=1, per_hour=100)
+    await budget.acquire()
+    with pytest.raises(UpstreamRateLimited):
+        await budget.acquire(max_wait=0.5)  # the window ends later than that
+
+
+async def test_background_stops_at_its_share_and_leaves_the_rest_to_users() -> None:
+    wait_for_fresh_window(60, margin=5)
+    budget = RateBudget(MemoryStore(), per_minute=10, per_hour=1000)
+    share = int(10 * BACKGROUND_SHARE)
+    assert share == 8
+    for _ in range(share):
+        await budget.acquire(background=True)
+    # The next background call waits (it does not fail, and it does not take a user's unit).
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(budget.acquire(background=True), timeout=0.3)
+    await budget.acquire()
+    await budget.acquire()
+    with pytest.raises(UpstreamRateLimited):
+        await budget.acquire()
+
+
+async def test_shared_store_is_one_budget() -> None:
+    # Two workers with one (Redis-like) store share the key's budget.
+    wait_for_fresh_window(60)
+    store = MemoryStore()
+    first = RateBudget(store, per_minute=4, per_hour=1000)
+    second = RateBudget(store, per_minute=4, per_hour=1000)
+    for budget in (first, second, first, second):
+        await budget.acquire()
+    with pytest.raises(UpstreamRateLimited):
+        await second.acquire()

@@ -1,0 +1,285 @@
+"""The upstream gateway core against the simulator (and a scripted upstream for shapes the
+simulator never produces): pagination, headers, error mapping, timeouts and retries."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from isp_gateway.errors import (
+    UpstreamRateLimited,
+    UpstreamRejected,
+    UpstreamUnauthorized,
+    UpstreamUnavailable,
+)
+from isp_gateway.store import MemoryStore
+from isp_gateway.upstream.budget import RateBudget
+from isp_gateway.upstream.gateway import UpstreamGateway, build_http_client
+from tests.conftest import API_KEY, Simulator
+from tests.foundation.conftest import ScriptedUpstream, make_settings
+from tests.support import run_server
+
+pytestmark = pytest.mark.anyio
+
+Factory = Callable[..., Any]
+
+
+@pytest.fixture
+async def make_gateway(password_hash: str) -> AsyncIterator[Factory]:
+    """Build the real UpstreamGateway (pooled client + budget) against a URL."""
+    clients: list[Any] = []
+
+    def make(url: str, **overrides: Any) -> UpstreamGateway:
+        settings = make_settings(password_hash, url, **overrides)
+        http = build_http_client(settings)
+        clients.append(http)
+        store = MemoryStore()
+        budget = RateBudget(
+            store, settings.UPSTREAM_RATE_PER_MINUTE, settings.UPSTREAM_RATE_PER_HOUR
+        )
+        gateway = UpstreamGateway(settings, http, budget)
+        gateway.budget_store = store  # type: ignore[attr-defined]
+        return gateway
+
+    yield make
+    for http in clients:
+        await http.aclose()
+
+
+async def attempts(gateway: UpstreamGateway) -> int:
+    """Calls spent from the rate budget: one per attempt, made or not."""
+    store: MemoryStore = gateway.budget_store  # type: ignore[attr-defined]
+    window = int(time.time() // 3600)
+    return int(await store.get(f"budget:3600:{window}") or 0)
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port  # closed again: connections are refused
+
+
+# -- pagination -----------------------------------------------------------------------------
+
+
+async def test_all_pages_with_a_capped_page_size(
+    start_simulator: Callable[..., Simulator], make_gateway: Factory
+) -> None:
+    sim = start_simulator(clients=200, max_page_size=30)
+    gateway = make_gateway(sim.url, UPSTREAM_PAGE_SIZE=50, UPSTREAM_PARALLEL_PAGES=3)
+    rows = await gateway.get_all_pages("api/clientes/")
+    ids = [r["id_servicio"] for r in rows]
+    assert len(ids) == 200
+    assert len(set(ids)) == 200
+    # 200 rows at the capped 30 a page: exactly 7 requests, none wasted.
+    assert sim.state.calls["GET /api/clientes/"] == 7
+
+
+async def test_all_pages_in_one_call_when_it_fits(
+    start_simulator: Callable[..., Simulator], make_gateway: Factory
+) -> None:
+    sim = start_simulator(clients=120)
+    gateway = make_gateway(sim.url, UPSTREAM_PAGE_SIZE=500)
+    rows = await gateway.get_all_pages("api/clientes/")
+    assert len(rows) == 120
+    assert sim.state.calls["GET /api/clientes/"] == 1
+
+
+async def test_filters_are_passed_on(simulator: Simulator, make_gateway: Factory) -> None:
+    gateway = make_gateway(simulator.url)
+    first = (await gateway.get_json("api/clientes/", {"limit": 1}))["results"][0]
+    rows = await gateway.get_all_pages("api/clientes/", {"cedula": first["cedula"]})
+    assert [r["id_servicio"] for r in rows] == [first["id_servicio"]]
+
+
+async def test_count_missing_and_next_never_followed(make_gateway: Factory) -> None:
+    upstream = ScriptedUpstream(95, with_count=False, cap=20)
+    with run_server(upstream.app()) as url:
+        gateway = make_gateway(url, UPSTREAM_PAGE_SIZE=50)
+        rows = await gateway.get_all_pages("api/rows/")
+    assert [r["id"] for r in rows] == list(range(95))
+    # Sequential paging from limit/offset: 5 pages of 20; `next` (another host, https)
+    # would have failed if it had been followed.
+    assert upstream.hits["/api/rows/"] == 5
+
+
+async def test_next_with_wrong_scheme_is_ignored(make_gateway: Factory) -> None:
+    upstream = ScriptedUpstream(250, cap=100)
+    with run_server(upstream.app()) as url:
+        gateway = make_gateway(url, UPSTREAM_PAGE_SIZE=100)
+        rows = await gateway.get_all_pages("api/rows/")
+    assert [r["id"] for r in rows] == list(range(250))
+    assert upstream.hits["/api/rows/"] == 3
+
+
+async def test_unpaginated_list_answer(make_gateway: Factory) -> None:
+    upstream = ScriptedUpstream(7)
+    with run_server(upstream.app()) as url:
+        gateway = make_gateway(url)
+        rows = await gateway.get_all_pages("api/flat/")
+    assert len(rows) == 7
+    assert upstream.hits["/api/flat/"] == 1
+
+
+async def test_empty_list(simulator: Simulator, make_gateway: Factory) -> None:
+    gateway = make_gateway(simulator.url)
+    assert await gateway.get_all_pages("api/clientes/", {"cedula": "no-such-doc"}) == []
+
+
+# -- request shape ----------------------------------------------------------------------------
+
+
+async def test_auth_header_and_trailing_slash(simulator: Simulator, make_gateway: Factory) -> None:
+    gateway = make_gateway(simulator.url)
+    response = await gateway.request("GET", "api/plan-internet", params={"limit": 5})
+    assert response.status_code == 200
+    assert response.request.headers["authorization"] == f"Api-Key {API_KEY}"
+    assert response.request.url.path == "/api/plan-internet/"
+    assert simulator.state.calls["GET /api/plan-internet/"] == 1
+    # No redirect was ever needed (the simulator counts the slash-less path separately).
+    assert "GET /api/plan-internet" not in simulator.state.calls
+
+
+async def test_key_sent_on_every_request(make_gateway: Factory) -> None:
+    upstream = ScriptedUpstream(30, cap=10)
+    with run_server(upstream.app()) as url:
+        gateway = make_gateway(url)
+        await gateway.get_all_pages("api/rows/")
+    assert len(upstream.headers) == 3
+    assert {h["authorization"] for h in upstream.headers} == {f"Api-Key {API_KEY}"}
+
+
+async def test_host_with_a_path_prefix(make_gateway: Factory, simulator: Simulator) -> None:
+    # A base path on the host is kept (httpx joins relative paths under it).
+    gateway = make_gateway(simulator.url + "/")
+    assert gateway.http.base_url.path == "/"
+    body = await gateway.get_json("api/plan-internet/")
+    assert body["count"] > 0
+
+
+# -- error mapping ----------------------------------------------------------------------------
+
+
+async def test_403_is_unauthorized(simulator: Simulator, make_gateway: Factory) -> None:
+    gateway = make_gateway(simulator.url, UPSTREAM_NET_KEY="a-wrong-key-0000")
+    with pytest.raises(UpstreamUnauthorized) as caught:
+        await gateway.get_json("api/clientes/")
+    assert caught.value.status_code == 502
+    assert caught.value.action == "upstream_unauthorized"
+    simulator.state.faults.update({"force_403": True})
+    with pytest.raises(UpstreamUnauthorized):
+        await make_gateway(simulator.url).get_json("api/clientes/")
+
+
+async def test_429_is_rate_limited_with_retry_after(
+    simulator: Simulator, make_gateway: Factory
+) -> None:
+    simulator.state.faults.update({"force_429": True, "retry_after": 17})
+    with pytest.raises(UpstreamRateLimited) as caught:
+        await make_gateway(simulator.url).get_json("api/clientes/")
+    assert caught.value.retry_after == 17
+    assert caught.value.status_code == 503
+    assert caught.value.headers == {"Retry-After": "17"}
+
+
+async def test_500_and_html_are_unavailable(simulator: Simulator, make_gateway: Factory) -> None:
+    simulator.state.faults.update({"error_rate": 1.0})
+    gateway = make_gateway(simulator.url)
+    for _ in range(6):  # both the HTML page and the JSON 500 occur
+        with pytest.raises(UpstreamUnavailable) as caught:
+            await gateway.get_json("api/clientes/")
+        assert caught.value.status_code == 502
+        assert caught.value.action == "upstream_unavailable"
+    assert simulator.state.calls["GET /api/clientes/"] == 6  # 5xx is not retried
+
+
+async def test_garbage_json_is_unavailable(simulator: Simulator, make_gateway: Factory) -> None:
+    simulator.state.faults.update({"garbage": 1.0})
+    gateway = make_gateway(simulator.url)
+    for _ in range(8):
+        with pytest.raises(UpstreamUnavailable):
+            await gateway.get_json("api/clientes/")
+    with pytest.raises(UpstreamUnavailable):
+        await gateway.get_all_pages("api/clientes/")
+
+
+async def test_unexpected_page_shape_is_unavailable(
+    simulator: Simulator, make_gateway: Factory
+) -> None:
+    gateway = make_gateway(simulator.url)
+    # A task answer is JSON but not a page.
+    task_id = (await gateway.request("POST", "api/clientes/101/ping/", json={"pings": 1})).json()
+    with pytest.raises(UpstreamUnavailable):
+        await gateway.get_all_pages(f"api/tasks/{task_id['task_id']}/")
+
+
+async def test_4xx_is_rejected_with_status_and_body(
+    simulator: Simulator, make_gateway: Factory
+) -> None:
+    gateway = make_gateway(simulator.url)
+    with pytest.raises(UpstreamRejected) as caught:
+        await gateway.request("POST", "api/clientes/101/ping/", json={})
+    assert caught.value.upstream_status == 400
+    assert caught.value.body == {"pings": ["Este campo es requerido."]}
+    with pytest.raises(UpstreamRejected) as missing:
+        await gateway.get_json("api/tickets/99999999/")
+    assert missing.value.upstream_status == 404
+
+
+async def test_hang_times_out_and_is_not_retried(
+    simulator: Simulator, make_gateway: Factory
+) -> None:
+    simulator.state.faults.update({"hang_rate": 1.0})
+    gateway = make_gateway(simulator.url, UPSTREAM_TIMEOUT_SECONDS=0.5)
+    started = time.monotonic()
+    with pytest.raises(UpstreamUnavailable):
+        await gateway.get_json("api/clientes/")
+    elapsed = time.monotonic() - started
+    assert 0.4 <= elapsed < 1.5  # one timeout, not two
+    assert simulator.state.calls["GET /api/clientes/"] == 1
+    with pytest.raises(UpstreamUnavailable):
+        await gateway.request("POST", "api/clientes/101/ping/", json={"pings": 1})
+    assert simulator.state.calls["POST /api/clientes/{id}/ping/"] == 1
+
+
+async def test_refused_connection_retried_once_for_reads_only(make_gateway: Factory) -> None:
+    gateway = make_gateway(f"http://127.0.0.1:{closed_port()}")
+    with pytest.raises(UpstreamUnavailable):
+        await gateway.get_json("api/clientes/")
+    assert await attempts(gateway) == 2
+    with pytest.raises(UpstreamUnavailable):
+        await gateway.request("POST", "api/tickets/", json={"asunto": "x"})
+    assert await attempts(gateway) == 3  # a write is never repeated
+    with pytest.raises(UpstreamUnavailable):
+        await gateway.request("PATCH", "api/clientes/1/perfil/", json={"telefono": "1"})
+    assert await attempts(gateway) == 4
+
+
+async def test_redirect_not_followed(make_gateway: Factory) -> None:
+    upstream = ScriptedUpstream(0)
+    with run_server(upstream.app()) as url:
+        gateway = make_gateway(url)
+        with pytest.raises(UpstreamUnavailable):
+            await gateway.request("POST", "api/moved/", json={"asunto": "x"})
+        with pytest.raises(UpstreamUnavailable):
+            await gateway.get_json("api/moved/")
+    assert upstream.hits["/api/moved/"] == 2
+    assert upstream.hits["/api/target/"] == 0
+
+
+async def test_key_never_logged(
+    simulator: Simulator, make_gateway: Factory, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("DEBUG")
+    simulator.state.faults.update({"force_403": True})
+    gateway = make_gateway(simulator.url)
+    with contextlib.suppress(UpstreamUnauthorized):
+        await gateway.get_json("api/clientes/", {"cedula": "12345"})
+    assert any("rejected" in r.getMessage() for r in caplog.records)
+    assert all(API_KEY not in r.getMessage() for r in caplog.records)
