@@ -29,24 +29,38 @@ def fold_word(word: str) -> str:
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
 
 
+@lru_cache(maxsize=1)
+def _fold_table() -> dict[int, str]:
+    """Accented Latin letters (U+00C0-U+024F) → their base letters, for str.translate."""
+    table: dict[int, str] = {}
+    for code in range(0xC0, 0x250):
+        base = fold_word(chr(code))
+        if base != chr(code) and base.isascii():
+            table[code] = base
+    return table
+
+
 def tokens(text: str | None) -> list[str]:
     """Folded alphanumeric tokens of a text; punctuation separates tokens."""
     if not text:
         return []
-    out: list[str] = []
-    for word in _WORD.findall(text):
-        folded = fold_word(word)
-        # NFKD can split one character into several words' worth (e.g. "½"); keep alnum only.
-        out.extend(_WORD.findall(folded) if not folded.isalnum() else (folded,))
-    return out
+    lowered = text.lower()
+    if not lowered.isascii():
+        lowered = lowered.translate(_fold_table())
+        if not lowered.isascii():
+            lowered = fold_word(lowered)  # rarer scripts and symbols: full NFKD
+    return _WORD.findall(lowered)
 
 
-def address_tokens(text: str | None) -> list[str]:
-    parts = tokens(text)
+def strip_address_prefixes(parts: list[str]) -> list[str]:
     start = 0
     while start < len(parts) and parts[start] in ADDRESS_PREFIXES:
         start += 1
-    return parts[start:]
+    return parts[start:] if start else parts
+
+
+def address_tokens(text: str | None) -> list[str]:
+    return strip_address_prefixes(tokens(text))
 
 
 def text_matches(given: str | None, actual: str | None, *, address: bool = False) -> bool:

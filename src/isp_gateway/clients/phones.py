@@ -29,6 +29,12 @@ def split_phones(field: str | None) -> list[str]:
 
 def field_phones(field: str | None, country_code: str, national_length: int) -> list[str]:
     """Normalised numbers of an upstream field (too-short fragments dropped)."""
+    if not field:
+        return []
+    if field.isdigit() and len(field) <= national_length + len(country_code):
+        # The common case: one plain number.
+        number = normalize_phone(field, country_code, national_length)
+        return [number] if len(number) >= MIN_PHONE_DIGITS else []
     out: list[str] = []
     for part in split_phones(field):
         number = normalize_phone(part, country_code, national_length)
