@@ -93,6 +93,14 @@ def cmd_hash_password(ns: argparse.Namespace) -> int:
     from isp_gateway.auth.passwords import hash_password
 
     # Read from a prompt or stdin, never argv: argv is visible to every user via `ps`.
+    if ns.refused_argv:
+        # Caught here rather than by argparse, whose error would print the password back.
+        print(
+            "isp-gateway: a password on the command line is refused (it shows in `ps` and "
+            "shell history); type it at the prompt or pipe it on stdin",
+            file=sys.stderr,
+        )
+        return EXIT_CONFIG
     if sys.stdin.isatty():
         password = getpass.getpass("Password: ")
         if getpass.getpass("Repeat: ") != password:
@@ -263,6 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
     hashpw = sub.add_parser(
         "hash-password", help="print a bcrypt hash of a password read from a prompt/stdin"
     )
+    hashpw.add_argument("refused_argv", nargs="*", help=argparse.SUPPRESS)
     hashpw.set_defaults(func=cmd_hash_password)
 
     check = sub.add_parser("check-config", help="validate the environment's settings")
