@@ -177,6 +177,9 @@ def cmd_demo(ns: argparse.Namespace) -> int:
             *(["--latency", ns.latency] if ns.latency else []),
         ],
         env={**os.environ, "SIMULATOR_API_KEY": api_key},
+        # Its own process group: a terminal's Ctrl-C reaches only us, and we stop it with
+        # one SIGINT. Two (the terminal's and ours) make uvicorn abort with a traceback.
+        process_group=0,
     )
     try:
         upstream = f"http://127.0.0.1:{sim_port}"
