@@ -1,0 +1,289 @@
+"""The command line, run as a real subprocess: check-config, hash-password, serve, demo."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import bcrypt
+import httpx
+import pytest
+
+from tests.conftest import API_KEY, JWT_SECRET
+from tests.foundation.conftest import required_env
+
+
+def base_env(**extra: str) -> dict[str, str]:
+    """A clean environment: none of the service's settings leak in from the test run."""
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "SYSTEMROOT")}
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra)
+    return env
+
+
+def run_cli(
+    *args: str, env: dict[str, str], cwd: Path, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "isp_gateway", *args],
+        env=env,
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+@pytest.fixture
+def spawned() -> Iterator[list[subprocess.Popen[str]]]:
+    """Processes a test starts; killed (each by its own pid) if the test leaves them."""
+    procs: list[subprocess.Popen[str]] = []
+    yield procs
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+# -- check-config ---------------------------------------------------------------------------
+
+
+def test_check_config_names_every_missing_variable(tmp_path: Path) -> None:
+    result = run_cli("check-config", env=base_env(), cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    for name in (
+        "UPSTREAM_NET_KEY",
+        "UPSTREAM_NET_HOST",
+        "JWT_SECRET_KEY",
+        "API_USERNAME",
+        "API_PASSWORD_HASH",
+    ):
+        assert name in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_check_config_invalid_values_not_echoed(tmp_path: Path, password_hash: str) -> None:
+    env = base_env(**required_env(password_hash))
+    env["JWT_SECRET_KEY"] = "short-but-secret-xyz"
+    env["API_PASSWORD_HASH"] = "my-plain-password-123"
+    env["LOG_LEVEL"] = "chatty"
+    env["REDIS_URL"] = "redis-host:6379?password=topsecret99"
+    result = run_cli("check-config", env=env, cwd=tmp_path)
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+    for name in ("JWT_SECRET_KEY", "API_PASSWORD_HASH", "LOG_LEVEL", "REDIS_URL"):
+        assert name in result.stderr
+    for secret in ("short-but-secret-xyz", "my-plain-password-123", "topsecret99", API_KEY):
+        assert secret not in result.stderr + result.stdout
+    assert "Traceback" not in result.stderr
+
+
+def test_check_config_ok_and_dotenv(tmp_path: Path, password_hash: str) -> None:
+    lines = [f"{k}='{v}'" for k, v in required_env(password_hash).items()]
+    (tmp_path / ".env").write_text("\n".join(lines) + "\n")
+    result = run_cli("check-config", env=base_env(), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "configuration OK" in result.stdout
+    assert JWT_SECRET not in result.stdout
+    assert API_KEY not in result.stdout
+
+
+def test_serve_refuses_a_bad_configuration(tmp_path: Path) -> None:
+    result = run_cli("serve", "--port", str(free_port()), env=base_env(), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "UPSTREAM_NET_KEY" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+# -- hash-password ----------------------------------------------------------------------------
+
+
+def test_hash_password_from_stdin(tmp_path: Path) -> None:
+    result = run_cli("hash-password", env=base_env(), cwd=tmp_path, stdin="s3cret pass\n")
+    assert result.returncode == 0, result.stderr
+    hashed = result.stdout.strip()
+    assert hashed.startswith("$2b$")
+    assert bcrypt.checkpw(b"s3cret pass", hashed.encode())
+    assert not bcrypt.checkpw(b"s3cret pass\n", hashed.encode())
+    assert "s3cret" not in result.stdout + result.stderr
+
+
+def test_hash_password_refuses_argv(tmp_path: Path) -> None:
+    result = run_cli("hash-password", "hunter2-on-argv", env=base_env(), cwd=tmp_path, stdin="")
+    assert result.returncode != 0
+    assert "$2b$" not in result.stdout
+    # Not repeated back either: stderr ends up in CI logs.
+    assert "hunter2-on-argv" not in result.stdout + result.stderr
+    assert "stdin" in result.stderr
+
+
+def test_hash_password_refuses_empty(tmp_path: Path) -> None:
+    result = run_cli("hash-password", env=base_env(), cwd=tmp_path, stdin="\n")
+    assert result.returncode == 1
+    assert "$2b$" not in result.stdout
+
+
+# -- serve -------------------------------------------------------------------------------------
+
+
+def wait_for(url: str, deadline: float = 30.0, **kw: Any) -> httpx.Response:
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        try:
+            return httpx.get(url, timeout=2, **kw)
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise AssertionError(f"{url} never answered")
+
+
+def test_serve_answers_health_and_stops_on_sigint(
+    tmp_path: Path, password_hash: str, spawned: list[subprocess.Popen[str]]
+) -> None:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "isp_gateway", "serve", "--port", str(port)],
+        env=base_env(**required_env(password_hash)),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    spawned.append(proc)
+    response = wait_for(f"http://127.0.0.1:{port}/health")
+    assert response.status_code == 200
+    assert response.json()["data"] == {"status": "ok", "service": "isp-gateway"}
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode in (0, 130)  # 130: the conventional exit of an interrupted command
+    assert "Traceback" not in err
+    for secret in (API_KEY, JWT_SECRET, password_hash):
+        assert secret not in out + err
+
+
+# -- demo ----------------------------------------------------------------------------------------
+
+
+def start_demo(
+    tmp_path: Path, spawned: list[subprocess.Popen[str]]
+) -> tuple[subprocess.Popen[str], list[str]]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "isp_gateway",
+            "demo",
+            "--port",
+            str(port),
+            "--clients",
+            "300",
+            "--latency",
+            "0,0",
+        ],
+        env=base_env(),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, like a terminal session
+    )
+    spawned.append(proc)
+    assert proc.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line.rstrip("\n"))
+        if "Ctrl-C" in line:
+            break
+    assert any("Ctrl-C" in line for line in lines), lines
+    wait_for(f"http://127.0.0.1:{port}/health")
+    return proc, lines
+
+
+def children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in path.read_text().split()]
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def parse_demo(lines: list[str]) -> dict[str, str]:
+    text = "\n".join(lines)
+    urls = re.findall(r"https?://[^\s'\"]+", text)
+    username = re.search(r"username: (\S+)", text)
+    password = re.search(r"password: (\S+)", text)
+    document_url = re.search(r"(http://\S+/api/v1/clients/by-document/\S+)", text)
+    assert username and password and document_url, text
+    return {
+        "first_url": urls[0],
+        "username": username.group(1),
+        "password": password.group(1),
+        "document_url": document_url.group(1),
+        "text": text,
+    }
+
+
+@pytest.mark.parametrize("interrupt", ["process", "group"])
+def test_demo_runs_and_stops_cleanly(
+    tmp_path: Path, spawned: list[subprocess.Popen[str]], interrupt: str
+) -> None:
+    proc, lines = start_demo(tmp_path, spawned)
+    demo = parse_demo(lines)
+    assert demo["first_url"].endswith("/docs")
+    base = demo["first_url"].removesuffix("/docs")
+    assert "curl" in demo["text"]
+    assert "/api/v1/auth/token" in demo["text"]
+
+    token = httpx.post(
+        f"{base}/api/v1/auth/token",
+        data={"username": demo["username"], "password": demo["password"]},
+        timeout=10,
+    )
+    assert token.status_code == 200
+    bearer = {"Authorization": f"Bearer {token.json()['access_token']}"}
+    found = httpx.get(demo["document_url"], headers=bearer, timeout=30)
+    assert found.status_code == 200, found.text
+    body = found.json()
+    assert body["action"] == "client_found"
+    assert body["data"]["document"] == demo["document_url"].rsplit("/", 1)[1]
+
+    (simulator_pid,) = children(proc.pid)
+    if interrupt == "process":
+        proc.send_signal(signal.SIGINT)  # `kill -INT <demo>`: the demo stops its simulator
+    else:
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C in a terminal reaches both
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode in (0, 130)
+    assert "Traceback" not in err, err
+    deadline = time.monotonic() + 10
+    while not gone(simulator_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert gone(simulator_pid)
