@@ -151,3 +151,8 @@ class LossyUpstream:
             await asyncio.sleep(self.hang)
         await send({"type": "http.response.start", "status": 500, "headers": []})
         await send({"type": "http.response.body", "body": b"<h1>Server Error (500)</h1>"})
+
+
+def ticket_calls(sim: Simulator) -> int:
+    """Upstream calls on ticket paths (other features warm their caches in the background)."""
+    return sum(n for name, n in sim.state.calls.items() if "/api/tickets/" in name)

@@ -1,0 +1,135 @@
+"""Idempotency-Key on creation, and repeats of a creation whose answer was lost."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from isp_gateway.simulator import SimulatorConfig, create_simulator_app
+from tests.conftest import API_KEY, Gateway, Simulator
+from tests.support import run_server
+from tests.tickets.conftest import LossyUpstream, post_calls, ticket_body
+
+KEY = {"Idempotency-Key": "7f1c9e2a-bot-attempt-1"}
+
+
+def test_a_sequential_repeat_returns_the_first_answer(gw: Gateway, sim: Simulator) -> None:
+    first = gw.post("/api/v1/tickets", json=ticket_body(zone_id=3, service_id=301), headers=KEY)
+    assert first.status_code == 201
+    again = gw.post("/api/v1/tickets", json=ticket_body(zone_id=3, service_id=301), headers=KEY)
+    assert again.status_code == 201
+    assert again.json() == first.json()
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert len(sim.state.created_tickets) == 1
+    assert post_calls(sim) == 1
+    # Another key is another request.
+    other = gw.post(
+        "/api/v1/tickets",
+        json=ticket_body(zone_id=3, service_id=301),
+        headers={"Idempotency-Key": "another"},
+    )
+    assert other.status_code == 201
+    assert other.json()["data"]["ticket_id"] != first.json()["data"]["ticket_id"]
+
+
+def test_the_replay_holds_even_when_the_zone_filled_up_since(gw: Gateway, sim: Simulator) -> None:
+    first = gw.post("/api/v1/tickets", json=ticket_body(), headers=KEY)  # the zone's last slot
+    assert first.status_code == 201
+    again = gw.post("/api/v1/tickets", json=ticket_body(), headers=KEY)
+    assert (again.status_code, again.json()) == (201, first.json())
+    assert gw.post("/api/v1/tickets", json=ticket_body()).status_code == 409
+
+
+def test_same_key_with_another_body_is_422(gw: Gateway, sim: Simulator) -> None:
+    assert gw.post("/api/v1/tickets", json=ticket_body(), headers=KEY).status_code == 201
+    response = gw.post("/api/v1/tickets", json=ticket_body(description="otra cosa"), headers=KEY)
+    assert response.status_code == 422
+    body = response.json()
+    assert (body["ok"], body["action"], body["data"]) == (False, "idempotency_key_reused", None)
+    assert len(sim.state.created_tickets) == 1
+
+
+def test_concurrent_repeats_of_one_key_create_one_ticket(gw: Gateway, sim: Simulator) -> None:
+    def create(_: int) -> httpx.Response:
+        return gw.post("/api/v1/tickets", json=ticket_body(zone_id=3, service_id=302), headers=KEY)
+
+    with ThreadPoolExecutor(10) as pool:
+        responses = list(pool.map(create, range(10)))
+    assert {r.status_code for r in responses} == {201}
+    assert len({r.json()["data"]["ticket_id"] for r in responses}) == 1
+    assert len(sim.state.created_tickets) == 1
+    assert post_calls(sim) == 1
+
+
+def test_a_refusal_is_not_final_for_the_key(gw: Gateway, sim: Simulator) -> None:
+    # Zone 2 is full: nothing was created, so the same key may try again later.
+    body = ticket_body(zone_id=2, service_id=201)
+    assert gw.post("/api/v1/tickets", json=body, headers=KEY).status_code == 409
+    # One of zone 2's tickets is closed meanwhile.
+    active = [t for t in sim.state.dataset.tickets if t["estado"] == 1]
+    next(t for t in active if t["servicio"]["zona"]["id"] == 2)["estado"] = 4
+    assert gw.post("/api/v1/tickets", json=body, headers=KEY).status_code == 201
+    # The key stays bound to its first body even though its first answer was a refusal.
+    other = gw.post("/api/v1/tickets", json=ticket_body(zone_id=3), headers=KEY)
+    assert other.status_code == 422
+
+
+@pytest.fixture
+def lossy(data_file: Path) -> Iterator[tuple[LossyUpstream, str]]:
+    app = create_simulator_app(SimulatorConfig(api_key=API_KEY, data_file=data_file))
+    wrapper = LossyUpstream(app)
+    with run_server(wrapper) as url:
+        yield wrapper, url
+
+
+@pytest.mark.parametrize("hang", [0.0, 1.5])
+@pytest.mark.parametrize("headers", [KEY, {}])
+def test_a_lost_answer_is_reconciled_not_duplicated(
+    lossy: tuple[LossyUpstream, str],
+    start_gateway: Callable[..., Gateway],
+    hang: float,
+    headers: dict[str, str],
+) -> None:
+    wrapper, url = lossy
+    gw = start_gateway(url, UPSTREAM_TIMEOUT_SECONDS=1.0, UPSTREAM_PAGE_SIZE=2)
+    wrapper.lose, wrapper.hang = 1, hang
+    body = ticket_body(zone_id=3, service_id=301)
+    first = gw.post("/api/v1/tickets", json=body, headers=headers)
+    # The upstream made the ticket but its answer was a 500 or never came.
+    assert first.status_code == 502
+    assert first.json()["meta"]["reason"] == "outcome_unknown"
+    assert len(wrapper.state.created_tickets) == 1
+    made = wrapper.state.created_tickets[0]["id_ticket"]
+    # The repeat finds it instead of creating a second one.
+    again = gw.post("/api/v1/tickets", json=body, headers=headers)
+    assert again.status_code == 201, again.text
+    data = again.json()["data"]
+    assert data["ticket_id"] == made
+    assert (data["subject"], data["status_ticket"], data["priority"]) == (
+        "No Tiene Internet",
+        "Nuevo",
+        "3",
+    )
+    assert len(wrapper.state.created_tickets) == 1
+    assert wrapper.state.calls["POST /api/tickets/"] == 1
+    # Reconciled once: a later identical request is a new ticket (without a key).
+    if not headers:
+        third = gw.post("/api/v1/tickets", json=body)
+        assert third.status_code == 201
+        assert len(wrapper.state.created_tickets) == 2
+    else:
+        third = gw.post("/api/v1/tickets", json=body, headers=headers)
+        assert third.json() == again.json()
+        assert len(wrapper.state.created_tickets) == 1
+
+
+def test_an_idempotency_key_longer_than_255_is_422(gw: Gateway) -> None:
+    response = gw.post(
+        "/api/v1/tickets", json=ticket_body(), headers={"Idempotency-Key": "k" * 256}
+    )
+    assert response.status_code == 422
+    assert response.json()["action"] == "validation_error"

@@ -1,0 +1,142 @@
+"""Get a ticket and a zone's status, read fresh from the upstream."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from tests.conftest import Gateway, Simulator
+from tests.tickets.conftest import ANSWERED_TICKET
+
+
+@pytest.mark.parametrize(
+    ("zone_id", "active", "blocked"), [(1, 2, False), (2, 3, True), (3, 0, False), (4, 3, True)]
+)
+def test_zone_status_counts_active_tickets_over_every_page(
+    gw: Gateway, sim: Simulator, zone_id: int, active: int, blocked: bool
+) -> None:
+    sim.state.reset_stats()
+    response = gw.get(f"/api/v1/tickets/zone-blocked/{zone_id}")
+    assert response.status_code == 200
+    body = response.json()
+    assert (body["ok"], body["type"], body["action"]) == (True, "success", "ticket_found")
+    assert body["data"] == {
+        "zone_id": zone_id,
+        "is_blocked": blocked,
+        "active_tickets": active,
+        "max_tickets": 3,
+    }
+    # 8 active tickets at 2 a page: every page was read, only in the active state.
+    assert sim.state.calls["GET /api/tickets/"] >= 4
+
+
+@pytest.mark.parametrize("labels", ["label", "number", "digit_string"])
+def test_zone_count_reads_every_form_of_estado(gw: Gateway, sim: Simulator, labels: str) -> None:
+    sim.state.variants.ticket_labels = labels
+    assert gw.get("/api/v1/tickets/zone-blocked/2").json()["data"]["active_tickets"] == 3
+
+
+def test_a_filter_the_upstream_ignores_still_counts_active_tickets_only(
+    gw: Gateway, sim: Simulator
+) -> None:
+    # An account that ignores `estado` returns every ticket; the rows' own states decide.
+    original = sim.state.filter_tickets
+    sim.state.filter_tickets = lambda estados: original([])
+    try:
+        assert gw.get("/api/v1/tickets/zone-blocked/1").json()["data"]["active_tickets"] == 2
+    finally:
+        sim.state.filter_tickets = original
+
+
+def test_active_states_and_cap_are_settings(
+    sim: Simulator, start_gateway: Callable[..., Gateway]
+) -> None:
+    gw = start_gateway(sim.url, ACTIVE_TICKET_STATES="1,2", MAX_ACTIVE_TICKETS_PER_ZONE=4)
+    data = gw.get("/api/v1/tickets/zone-blocked/2").json()["data"]
+    assert data == {"zone_id": 2, "is_blocked": True, "active_tickets": 4, "max_tickets": 4}
+    data = gw.get("/api/v1/tickets/zone-blocked/3").json()["data"]
+    assert (data["active_tickets"], data["is_blocked"]) == (1, False)
+
+
+def test_get_ticket_with_its_latest_answer(gw: Gateway) -> None:
+    response = gw.get(f"/api/v1/tickets/{ANSWERED_TICKET}")
+    assert response.status_code == 200
+    body = response.json()
+    assert (body["ok"], body["action"]) == (True, "ticket_found")
+    assert body["data"] == {
+        "ticket_id": ANSWERED_TICKET,
+        "subject": "No Tiene Internet",
+        "created_at": "2026-02-02 09:15",
+        "end_date": "2026-02-05 10:00",
+        "status_ticket": "Resuelto",
+        "priority": "3",
+        "answer_text": "Antena cambiada, servicio restablecido",
+        "service_id": 302,
+        "description": "<p>Sin servicio</p>",
+        "technician_id": None,
+        "technician_name": "Carlos Ruiz",
+    }
+
+
+@pytest.mark.parametrize("labels", ["number", "digit_string"])
+def test_get_ticket_when_the_upstream_sends_numbers_and_one_answer_object(
+    gw: Gateway, sim: Simulator, labels: str
+) -> None:
+    sim.state.variants.ticket_labels = labels
+    sim.state.variants.answers = "object"
+    data = gw.get(f"/api/v1/tickets/{ANSWERED_TICKET}").json()["data"]
+    assert data["answer_text"] == "Antena cambiada, servicio restablecido"
+    assert (data["status_ticket"], data["priority"]) == ("Resuelto", "3")
+
+
+def test_ticket_without_answers(gw: Gateway, sim: Simulator) -> None:
+    sim.state.variants.answers = "object"
+    data = gw.get("/api/v1/tickets/5001").json()["data"]
+    assert (data["answer_text"], data["status_ticket"], data["priority"]) == (None, "Nuevo", "2")
+
+
+def test_unknown_ticket_is_404(gw: Gateway, sim: Simulator) -> None:
+    for ticket_id in (999999, 0):
+        response = gw.get(f"/api/v1/tickets/{ticket_id}")
+        assert response.status_code == 404
+        body = response.json()
+        assert (body["ok"], body["type"], body["action"], body["data"]) == (
+            False,
+            "error",
+            "ticket_not_found",
+            None,
+        )
+
+
+def test_non_numeric_ticket_id_is_a_validation_error(gw: Gateway) -> None:
+    response = gw.get("/api/v1/tickets/abc")
+    assert response.status_code == 422
+    assert response.json()["action"] == "validation_error"
+
+
+def test_upstream_down_is_502_never_not_found(
+    start_gateway: Callable[..., Gateway],
+) -> None:
+    gw = start_gateway("http://127.0.0.1:9", UPSTREAM_TIMEOUT_SECONDS=1.0)
+    for path in ("/api/v1/tickets/5001", "/api/v1/tickets/zone-blocked/1"):
+        response = gw.get(path)
+        assert response.status_code == 502
+        assert response.json()["action"] == "upstream_unavailable"
+
+
+def test_upstream_403_and_429(gw: Gateway, sim: Simulator) -> None:
+    sim.state.faults.force_403 = True
+    for path in ("/api/v1/tickets/5001", "/api/v1/tickets/zone-blocked/1"):
+        response = gw.get(path)
+        assert response.status_code == 502
+        body = response.json()
+        assert body["action"] == "upstream_unauthorized"
+        assert "test-upstream-key" not in response.text
+    sim.state.faults.force_403 = False
+    sim.state.faults.force_429 = True
+    sim.state.faults.retry_after = 7
+    response = gw.get("/api/v1/tickets/zone-blocked/1")
+    assert response.status_code == 503
+    assert response.json()["action"] == "upstream_rate_limited"
+    assert response.headers["Retry-After"] == "7"
