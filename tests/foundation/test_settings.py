@@ -244,3 +244,34 @@ def test_longer_hmacs_need_longer_secrets(
 def test_subjects_file_named(clean_env: Any, password_hash: str, tmp_path: Path) -> None:
     message = refusal(password_hash, TICKET_SUBJECTS_FILE=str(tmp_path / "none.json"))
     assert message.startswith("invalid configuration: TICKET_SUBJECTS_FILE: no such file")
+
+
+def test_env_example_documents_every_setting_with_its_default(
+    clean_env: pytest.MonkeyPatch, tmp_path: Path, password_hash: str
+) -> None:
+    example = Path(__file__).resolve().parents[2] / ".env.example"
+    names = [
+        line.split("=", 1)[0]
+        for line in example.read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
+    assert sorted(names) == sorted(Settings.model_fields)
+    assert len(names) == len(set(names))
+    # Loaded as a .env with the placeholders overridden, every other value is the default.
+    (tmp_path / ".env").write_text(example.read_text())
+    for name, value in required_env(password_hash).items():
+        clean_env.setenv(name, value)
+    from_example = load_settings()
+    defaults = load_settings(_env_file=None)
+    for name in Settings.model_fields:
+        assert getattr(from_example, name) == getattr(defaults, name), name
+
+
+def test_env_example_placeholder_secret_is_refused(
+    clean_env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Copying .env.example without editing it must not start a service with a known secret.
+    example = Path(__file__).resolve().parents[2] / ".env.example"
+    (tmp_path / ".env").write_text(example.read_text())
+    with pytest.raises(ConfigurationError, match="JWT_SECRET_KEY"):
+        load_settings()
