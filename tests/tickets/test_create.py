@@ -199,3 +199,12 @@ def test_a_post_that_timed_out_is_never_posted_twice(
     assert response.status_code == 502
     assert response.json()["meta"]["reason"] == "outcome_unknown"
     assert post_calls(sim) == 1
+
+
+def test_unknown_service_refused_upstream_names_our_field(gw: Gateway, sim: Simulator) -> None:
+    response = gw.post("/api/v1/tickets", json=ticket_body(service_id=987654))
+    assert response.status_code == 502
+    body = response.json()
+    assert [e["field"] for e in body["meta"]["errors"]] == ["service_id"]
+    assert "servicio" not in response.text and "{" not in body["message"]
+    assert sim.state.created_tickets == []

@@ -52,15 +52,6 @@ RECENT_SECONDS = 300.0
 # The upstream names a ticket's technician; the id we sent is remembered for lookups.
 TECHNICIAN_MEMORY_SECONDS = 30 * 86400.0
 
-# Upstream field names → ours, for the summary of a refused creation.
-_FIELD_NAMES = {
-    "servicio": "service_id",
-    "asunto": "subject",
-    "asuntos_default": "subject",
-    "tecnico": "technician_id",
-    "descripcion": "description",
-}
-
 
 class ZoneLimitReached(ServiceError):
     status_code = 409
@@ -387,7 +378,7 @@ class TicketService:
             )
         if isinstance(exc, UpstreamRejected):
             errors = [
-                {"field": _FIELD_NAMES.get(name, name), "message": message}
+                {"field": name, "message": message}
                 for name, message in upstream.field_errors(exc.body)
             ]
             message = f"The ISP backend {what} ({exc.upstream_status})"

@@ -264,8 +264,23 @@ async def create(gateway: UpstreamGateway, new: NewTicket) -> Ticket | None:
     return to_ticket(body) if isinstance(body, dict) else None
 
 
+# Creation form fields in our words, for the summary of a refused creation.
+_OUR_FIELD = {
+    "servicio": "service_id",
+    "asunto": "subject",
+    "asuntos_default": "subject",
+    "tecnico": "technician_id",
+    "descripcion": "description",
+    "fecha_inicio": "created_at",
+    "fecha_final": "end_date",
+    "estado": "status",
+    "prioridad": "priority",
+}
+
+
 def field_errors(body: Any) -> list[tuple[str, str]]:
-    """DRF field errors as (upstream field, message) pairs, text only and bounded."""
+    """DRF field errors as (our field name, message) pairs, text only and bounded; a field we
+    do not send (or `non_field_errors`) is reported as "request"."""
     pairs: list[tuple[str, str]] = []
     if not isinstance(body, dict):
         return pairs
@@ -273,5 +288,6 @@ def field_errors(body: Any) -> list[tuple[str, str]]:
         items = messages if isinstance(messages, list) else [messages]
         for message in items:
             if isinstance(message, str) and message.strip():
-                pairs.append((str(name)[:40], " ".join(message.split())[:200]))
+                field = _OUR_FIELD.get(str(name), "request")
+                pairs.append((field, " ".join(message.split())[:200]))
     return pairs[:10]
