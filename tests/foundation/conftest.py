@@ -99,6 +99,22 @@ def start_probe_gateway(password_hash: str) -> Iterator[Callable[..., Gateway]]:
         yield start
 
 
+@pytest.fixture(scope="module")
+def probe_gateway(password_hash: str) -> Iterator[Gateway]:
+    """One probe gateway with default settings shared by a module's read-only tests."""
+    settings = gateway_settings("http://127.0.0.1:9", password_hash)
+    app = create_app(settings)
+    add_probe_routes(app)
+    with run_server(app) as url, httpx.Client(base_url=url, timeout=30) as client:
+        yield Gateway(
+            url=url,
+            settings=settings,
+            app=app,
+            client=client,
+            token=issue_token(settings, USERNAME),
+        )
+
+
 class ScriptedUpstream:
     """A tiny WispHub stand-in for shapes the simulator does not produce (no `count`, a
     `next` on another host, a redirect): it serves `rows` paginated and counts hits."""

@@ -45,8 +45,8 @@ def assert_unauthorized(response: httpx.Response) -> None:
 
 
 @pytest.fixture
-def gw(start_probe_gateway: StartProbe) -> Gateway:
-    return start_probe_gateway()
+def gw(probe_gateway: Gateway) -> Gateway:
+    return probe_gateway
 
 
 @pytest.fixture

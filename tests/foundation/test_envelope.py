@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -25,8 +24,8 @@ def error_body(action: str, message: str, **extra: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-def gw(start_probe_gateway: Callable[..., Gateway]) -> Gateway:
-    return start_probe_gateway()
+def gw(probe_gateway: Gateway) -> Gateway:
+    return probe_gateway
 
 
 def test_service_error_rendered_as_envelope(gw: Gateway) -> None:

@@ -1,13 +1,15 @@
 """The Store contract, run against MemoryStore and the real Redis (db 11).
 
 Redis must be running: these tests fail, never skip, when it is not, because the multi-worker
-shape depends on it behaving exactly like the memory store.
+shape depends on it behaving exactly like the memory store. Keys carry a per-run namespace and
+only those are deleted (no FLUSHDB): several suites may share this Redis at the same time.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -18,6 +20,13 @@ from isp_gateway.store import LockTimeout, MemoryStore, Store
 from isp_gateway.store.redis import RedisStore
 
 REDIS_URL = "redis://127.0.0.1:6379/11"
+RUN = uuid.uuid4().hex[:12]
+
+
+def k(name: str) -> str:
+    """This run's key for `name`."""
+    return f"{RUN}:{name}"
+
 
 pytestmark = pytest.mark.anyio
 
@@ -25,7 +34,8 @@ pytestmark = pytest.mark.anyio
 async def _flush() -> None:
     client = aioredis.Redis.from_url(REDIS_URL)
     try:
-        await client.flushdb()
+        async for key in client.scan_iter(match=f"ispgw:{RUN}:*"):
+            await client.delete(key)
     finally:
         await client.aclose()
 
@@ -68,86 +78,86 @@ async def redis_pair() -> AsyncIterator[tuple[RedisStore, RedisStore]]:
     ],
 )
 async def test_values_round_trip(store: Store, value: Any) -> None:
-    await store.set("k", value)
-    assert await store.get("k") == value
+    await store.set(k("k"), value)
+    assert await store.get(k("k")) == value
 
 
 async def test_get_absent_is_none(store: Store) -> None:
-    assert await store.get("missing") is None
-    assert await store.ttl("missing") is None
-    await store.delete("missing")  # no error
+    assert await store.get(k("missing")) is None
+    assert await store.ttl(k("missing")) is None
+    await store.delete(k("missing"))  # no error
 
 
 async def test_set_overwrites_and_delete_removes(store: Store) -> None:
-    await store.set("k", 1)
-    await store.set("k", 2)
-    assert await store.get("k") == 2
-    await store.delete("k")
-    assert await store.get("k") is None
+    await store.set(k("k"), 1)
+    await store.set(k("k"), 2)
+    assert await store.get(k("k")) == 2
+    await store.delete(k("k"))
+    assert await store.get(k("k")) is None
 
 
 async def test_ttl_expiry(store: Store) -> None:
-    await store.set("short", "v", ttl=0.25)
-    await store.set("forever", "v")
-    remaining = await store.ttl("short")
+    await store.set(k("short"), "v", ttl=0.25)
+    await store.set(k("forever"), "v")
+    remaining = await store.ttl(k("short"))
     assert remaining is not None and 0 < remaining <= 0.25
-    assert await store.ttl("forever") is None
-    assert await store.get("short") == "v"
+    assert await store.ttl(k("forever")) is None
+    assert await store.get(k("short")) == "v"
     await asyncio.sleep(0.35)
-    assert await store.get("short") is None
-    assert await store.ttl("short") is None
-    assert await store.get("forever") == "v"
+    assert await store.get(k("short")) is None
+    assert await store.ttl(k("short")) is None
+    assert await store.get(k("forever")) == "v"
 
 
 @pytest.mark.parametrize("ttl", [0, 0.0004])
 async def test_zero_or_tiny_ttl_expires_at_once(store: Store, ttl: float) -> None:
     # A caller may pass a computed ttl that rounds to nothing (NEGATIVE_CACHE_SECONDS=0);
     # both stores must treat it as "already expired", not fail.
-    await store.set("k", "v", ttl=ttl)
-    assert await store.set_if_absent("n", "v", ttl=ttl) is True
+    await store.set(k("k"), "v", ttl=ttl)
+    assert await store.set_if_absent(k("n"), "v", ttl=ttl) is True
     await asyncio.sleep(0.01)
-    assert await store.get("k") is None
-    assert await store.get("n") is None
+    assert await store.get(k("k")) is None
+    assert await store.get(k("n")) is None
 
 
 async def test_set_if_absent(store: Store) -> None:
-    assert await store.set_if_absent("once", {"first": True}, ttl=0.3) is True
-    assert await store.set_if_absent("once", {"first": False}, ttl=0.3) is False
-    assert await store.get("once") == {"first": True}
+    assert await store.set_if_absent(k("once"), {"first": True}, ttl=0.3) is True
+    assert await store.set_if_absent(k("once"), {"first": False}, ttl=0.3) is False
+    assert await store.get(k("once")) == {"first": True}
     await asyncio.sleep(0.4)
-    assert await store.set_if_absent("once", {"second": True}) is True
-    assert await store.get("once") == {"second": True}
+    assert await store.set_if_absent(k("once"), {"second": True}) is True
+    assert await store.get(k("once")) == {"second": True}
 
 
 async def test_set_if_absent_is_atomic_under_concurrency(store: Store) -> None:
-    results = await asyncio.gather(*(store.set_if_absent("race", i) for i in range(20)))
+    results = await asyncio.gather(*(store.set_if_absent(k("race"), i) for i in range(20)))
     assert results.count(True) == 1
-    assert await store.get("race") == results.index(True)
+    assert await store.get(k("race")) == results.index(True)
 
 
 async def test_incr_counts_and_keeps_the_first_ttl(store: Store) -> None:
-    assert await store.incr("c", 1, ttl=0.6) == 1
+    assert await store.incr(k("c"), 1, ttl=0.6) == 1
     await asyncio.sleep(0.3)
-    assert await store.incr("c", 2, ttl=0.6) == 3
-    remaining = await store.ttl("c")
+    assert await store.incr(k("c"), 2, ttl=0.6) == 3
+    remaining = await store.ttl(k("c"))
     # Not pushed back by the second incr: the window's expiry is set once.
     assert remaining is not None and remaining <= 0.35
-    assert await store.incr("c", -1) == 2
-    assert await store.get("c") == 2
+    assert await store.incr(k("c"), -1) == 2
+    assert await store.get(k("c")) == 2
     await asyncio.sleep(0.4)
-    assert await store.get("c") is None
-    assert await store.incr("c", 1, ttl=0.6) == 1
+    assert await store.get(k("c")) is None
+    assert await store.incr(k("c"), 1, ttl=0.6) == 1
 
 
 async def test_incr_without_ttl_never_expires(store: Store) -> None:
-    assert await store.incr("n") == 1
-    assert await store.incr("n") == 2
-    assert await store.ttl("n") is None
+    assert await store.incr(k("n")) == 1
+    assert await store.incr(k("n")) == 2
+    assert await store.ttl(k("n")) is None
 
 
 async def test_incr_is_atomic_under_concurrency(store: Store) -> None:
-    await asyncio.gather(*(store.incr("hits", 1, ttl=10) for _ in range(50)))
-    assert await store.get("hits") == 50
+    await asyncio.gather(*(store.incr(k("hits"), 1, ttl=10) for _ in range(50)))
+    assert await store.get(k("hits")) == 50
 
 
 async def test_lock_mutual_exclusion(store: Store) -> None:
@@ -157,7 +167,7 @@ async def test_lock_mutual_exclusion(store: Store) -> None:
 
     async def worker(n: int) -> None:
         nonlocal inside, overlaps
-        async with store.lock("zone:7", timeout=5):
+        async with store.lock(k("zone:7"), timeout=5):
             inside += 1
             overlaps += inside > 1
             await asyncio.sleep(0.02)
@@ -170,29 +180,29 @@ async def test_lock_mutual_exclusion(store: Store) -> None:
 
 
 async def test_locks_by_different_names_do_not_block(store: Store) -> None:
-    async with store.lock("a", timeout=5), store.lock("b", timeout=5, blocking_timeout=0.2):
+    async with store.lock(k("a"), timeout=5), store.lock(k("b"), timeout=5, blocking_timeout=0.2):
         pass
 
 
 async def test_lock_blocking_timeout_raises_lock_timeout(store: Store) -> None:
-    async with store.lock("busy", timeout=5):
+    async with store.lock(k("busy"), timeout=5):
         started = time.monotonic()
         with pytest.raises(LockTimeout):
-            async with store.lock("busy", timeout=5, blocking_timeout=0.2):
+            async with store.lock(k("busy"), timeout=5, blocking_timeout=0.2):
                 pytest.fail("acquired a held lock")
         waited = time.monotonic() - started
         # redis-py polls every 0.1 s and gives up when the next poll would be late.
         assert 0.05 <= waited < 2.0
     # Released: free again at once.
-    async with store.lock("busy", timeout=5, blocking_timeout=0.2):
+    async with store.lock(k("busy"), timeout=5, blocking_timeout=0.2):
         pass
 
 
 async def test_lock_released_on_error(store: Store) -> None:
     with pytest.raises(ValueError):
-        async with store.lock("err", timeout=5):
+        async with store.lock(k("err"), timeout=5):
             raise ValueError("inside")
-    async with store.lock("err", timeout=5, blocking_timeout=0.2):
+    async with store.lock(k("err"), timeout=5, blocking_timeout=0.2):
         pass
 
 
@@ -201,10 +211,10 @@ async def test_redis_lock_expires_when_its_holder_is_gone(
 ) -> None:
     # A crashed worker holds a zone lock; `timeout` frees it so the zone is not blocked forever.
     first, second = redis_pair
-    holder = first.lock("zone:1", timeout=0.3)
+    holder = first.lock(k("zone:1"), timeout=0.3)
     await holder.__aenter__()
     started = time.monotonic()
-    async with second.lock("zone:1", timeout=5, blocking_timeout=3):
+    async with second.lock(k("zone:1"), timeout=5, blocking_timeout=3):
         waited = time.monotonic() - started
     assert 0.2 <= waited < 2.5
     # The late release of an expired lock is harmless.
@@ -215,23 +225,23 @@ async def test_redis_state_is_shared_between_workers(
     redis_pair: tuple[RedisStore, RedisStore],
 ) -> None:
     first, second = redis_pair
-    await first.set("cache:x", {"v": 1}, ttl=10)
-    assert await second.get("cache:x") == {"v": 1}
-    await first.incr("count", 1, ttl=10)
-    assert await second.incr("count", 1, ttl=10) == 2
-    assert await first.set_if_absent("idem", 1) is True
-    assert await second.set_if_absent("idem", 2) is False
-    async with first.lock("shared", timeout=5):
+    await first.set(k("cache:x"), {"v": 1}, ttl=10)
+    assert await second.get(k("cache:x")) == {"v": 1}
+    await first.incr(k("count"), 1, ttl=10)
+    assert await second.incr(k("count"), 1, ttl=10) == 2
+    assert await first.set_if_absent(k("idem"), 1) is True
+    assert await second.set_if_absent(k("idem"), 2) is False
+    async with first.lock(k("shared"), timeout=5):
         with pytest.raises(LockTimeout):
-            async with second.lock("shared", timeout=5, blocking_timeout=0.2):
+            async with second.lock(k("shared"), timeout=5, blocking_timeout=0.2):
                 pass
 
 
 async def test_redis_keys_are_prefixed(redis_pair: tuple[RedisStore, RedisStore]) -> None:
     first, _ = redis_pair
-    await first.set("mine", 1)
+    await first.set(k("mine"), 1)
     client = aioredis.Redis.from_url(REDIS_URL)
     try:
-        assert await client.keys("*") == [b"ispgw:mine"]
+        assert await client.keys(f"*{RUN}*") == [f"ispgw:{RUN}:mine".encode()]
     finally:
         await client.aclose()

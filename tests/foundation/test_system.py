@@ -21,8 +21,8 @@ SPEC_ORIGINS = [
 
 
 @pytest.fixture
-def gw(start_probe_gateway: Callable[..., Gateway]) -> Gateway:
-    return start_probe_gateway()
+def gw(probe_gateway: Gateway) -> Gateway:
+    return probe_gateway
 
 
 def test_health_exactly_as_spec(gw: Gateway) -> None:
