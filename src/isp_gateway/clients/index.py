@@ -26,6 +26,8 @@ from isp_gateway.clients.phones import field_phones, normalize_phone
 from isp_gateway.upstream.clients import Client, ClientRecord
 
 _MEMO_SIZE = 512
+_MIN_TEXT_ANCHOR = 3
+_MIN_NUMERIC_ANCHOR = 5
 
 
 def document_key(document: str) -> str:
@@ -69,13 +71,20 @@ class ClientIndex:
         self.name_postings: dict[str, list[int]] = {}
         self.address_postings: dict[str, list[int]] = {}
         self.vocab: dict[str, list[int]] = {}
-        self._token_sets: list[tuple[str, ...]] = []
+        # Each client's search tokens joined by newlines: a query part occurs in a client
+        # exactly when `part in text` (parts never hold a newline).
+        self._texts: list[str] = []
         self._text_tokens: dict[str, list[str]] = {}
         self._memo: dict[str, set[int]] = {}
         self._blobs: tuple[_Blob, _Blob] | None = None
+        # Words added by in-place patches after the blobs were built; scanned directly so
+        # an update does not force a rebuild of the whole vocabulary on the event loop.
+        self._extra_words: set[str] = set()
         self._active_json: bytes | None = None
         for position, client in enumerate(self.clients):
             self._add(position, client)
+        # Built here, in the loader's thread, so the first search pays nothing.
+        self._ensure_blobs()
 
     # -- building --------------------------------------------------------------------
 
@@ -122,12 +131,15 @@ class ClientIndex:
             bucket = vocab.get(word)
             if bucket is None:
                 vocab[word] = [position]
+                if self._blobs is not None:
+                    self._extra_words.add(word)
             else:
                 bucket.append(position)
-        if position == len(self._token_sets):
-            self._token_sets.append(tuple(words))
+        text = "\n".join(words)
+        if position == len(self._texts):
+            self._texts.append(text)
         else:
-            self._token_sets[position] = tuple(words)
+            self._texts[position] = text
 
     def _remove(self, position: int) -> None:
         """Drop a record's exact and search keys (its name/address do not change here)."""
@@ -137,7 +149,7 @@ class ClientIndex:
             (self.by_phone, self.phones_of(client)),
             (self.name_postings, tokens(client["name"])),
             (self.address_postings, address_tokens(client["address"])),
-            (self.vocab, self._token_sets[position]),
+            (self.vocab, self._texts[position].split("\n")),
         ]
         for postings, keys in maps:
             for key in set(keys):
@@ -149,7 +161,6 @@ class ClientIndex:
 
     def _changed(self) -> None:
         self._memo.clear()
-        self._blobs = None
         self._active_json = None
 
     def replace(self, client: Client, plan_id: int | None = None) -> None:
@@ -235,15 +246,27 @@ class ClientIndex:
                 if index != last:
                     words.add(blob.words[index])
                     last = index
-        found = set().union(*(self.vocab[w] for w in words)) if words else set()
+        words.update(w for w in self._extra_words if part in w)
+        vocab = self.vocab
+        # A patched record may have dropped a word the blob still lists.
+        found = set().union(*(vocab.get(w, ()) for w in words)) if words else set()
         if len(self._memo) >= _MEMO_SIZE:
             self._memo.pop(next(iter(self._memo)))
         self._memo[part] = found
         return found
 
+    def _anchorable(self, part: str) -> bool:
+        # Short parts ("3", "96", "a") occur in tens of thousands of vocabulary words:
+        # collecting their postings costs more than filtering candidates by them.
+        return len(part) >= (_MIN_NUMERIC_ANCHOR if part.isdigit() else _MIN_TEXT_ANCHOR)
+
     def search(self, query: str, limit: int) -> list[Client]:
         """Every query token (its alphanumeric parts) must occur in a searchable field;
-        ordered exact document/phone first, then whole-token name matches, then the rest."""
+        ordered exact document/phone first, then whole-token name matches, then the rest.
+
+        The most selective long part gives the candidates (from the vocabulary); the other
+        parts filter them with a substring test on each candidate's joined tokens. With no
+        long part, clients are walked in order and the walk stops once the page is full."""
         parts: list[str] = []
         for word in query.split():
             for part in tokens(word):
@@ -251,14 +274,12 @@ class ClientIndex:
                     parts.append(part)
         if not parts:
             return []
-        # Narrowest parts first, so the intersection shrinks fast.
-        sets = sorted((self._part_positions(p) for p in parts), key=len)
-        # The memoised sets are shared: never change them in place.
-        matches = sets[0]
-        for other in sets[1:]:
-            matches = matches & other
-            if not matches:
-                break
+        texts = self._texts
+
+        def holds_all(position: int, needed: list[str]) -> bool:
+            text = texts[position]
+            return all(p in text for p in needed)
+
         exact: list[int] = []
         single = query.split()
         if len(single) == 1:
@@ -266,12 +287,25 @@ class ClientIndex:
             number = normalize_phone(single[0], self.cc, self.national_length)
             if number:
                 exact += [p for p in self.by_phone.get(number, []) if p not in exact]
-        if not matches and not exact:
-            return []
         named = [self.name_postings.get(p) or [] for p in parts]
-        whole: set[int] = set()
-        if all(named):
-            whole = _intersect(named) & matches
+        whole = _intersect(named) if all(named) else set()
+
+        anchors = [p for p in parts if self._anchorable(p)]
+        if anchors:
+            sets = sorted((self._part_positions(p) for p in anchors), key=len)
+            matches = sets[0]  # memoised and shared: never changed in place
+            for other in sets[1:]:
+                matches = matches & other
+                if not matches:
+                    break
+            rest_parts = [p for p in parts if p not in anchors]
+            if rest_parts and matches:
+                matches = {p for p in matches if holds_all(p, rest_parts)}
+            whole &= matches
+        else:
+            matches = None
+            whole = {p for p in whole if holds_all(p, parts)}
+
         ordered = list(exact)
         seen = set(exact)
         for position in sorted(whole - seen):
@@ -281,10 +315,14 @@ class ClientIndex:
         seen |= whole
         room = limit - len(ordered)
         if room > 0:
-            rest = matches - seen if seen else matches
-            if len(rest) * 8 > len(self.clients):
-                # Dense (a one-letter query): walk positions in order and stop early.
-                ordered += islice((p for p in range(len(self.clients)) if p in rest), room)
+            if matches is None:
+                # No selective part: walk in order and stop as soon as the page is full.
+                walk = (p for p in range(len(texts)) if p not in seen and holds_all(p, parts))
+                ordered += islice(walk, room)
             else:
-                ordered += heapq.nsmallest(room, rest) if len(rest) > room else sorted(rest)
+                rest = matches - seen if seen else matches
+                if len(rest) * 8 > len(texts):
+                    ordered += islice((p for p in range(len(texts)) if p in rest), room)
+                else:
+                    ordered += heapq.nsmallest(room, rest) if len(rest) > room else sorted(rest)
         return [self.clients[p] for p in ordered[:limit]]

@@ -9,6 +9,7 @@ miss is remembered for NEGATIVE_CACHE_SECONDS.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import re
 from collections.abc import Callable
@@ -120,9 +121,15 @@ class ClientService:
 
     def _index(self, value: Any) -> ClientIndex:
         s = self.settings
-        return ClientIndex(
+        index = ClientIndex(
             value, s.PHONE_COUNTRY_CODE, s.PHONE_NATIONAL_LENGTH, s.ACTIVE_CLIENT_STATES
         )
+        # The cached list is millions of long-lived objects; left in the collector's
+        # generations, every full collection walks them all and stalls requests for tens of
+        # milliseconds. Frozen, they are skipped (they are still freed by reference count
+        # when the next generation replaces them).
+        gc.freeze()
+        return index
 
     async def _warm(self) -> tuple[ClientIndex, bool]:
         """The index, loading it if needed; upstream failures mapped for client endpoints."""
