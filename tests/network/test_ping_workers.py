@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -16,29 +17,38 @@ REDIS_URL = "redis://127.0.0.1:6379/13"
 
 
 @pytest.fixture
-def shared_redis() -> Iterator[str]:
+def made_keys() -> Iterator[list[str]]:
+    """Store keys the test creates, deleted at the end. No FLUSHDB: other suites may share
+    this Redis at the same time. Fails, never skips, without Redis (the guarantee needs it)."""
     client = redis.Redis.from_url(REDIS_URL)
-    client.flushdb()
-    yield REDIS_URL
-    client.flushdb()
-    client.close()
+    client.ping()
+    keys: list[str] = []
+    try:
+        yield keys
+    finally:
+        if keys:
+            client.delete(*(f"ispgw:{key}" for key in keys))
+        client.close()
 
 
 def test_workers_share_tasks_and_fan_in(
-    shared_redis: str,
+    made_keys: list[str],
     start_simulator: Callable[..., Simulator],
     start_gateway: Callable[..., Gateway],
 ) -> None:
     sim = start_simulator(ping_duration=1.5)
     interval = 0.5
-    settings = {"REDIS_URL": shared_redis, "PING_POLL_INTERVAL_SECONDS": interval}
+    settings = {"REDIS_URL": REDIS_URL, "PING_POLL_INTERVAL_SECONDS": interval}
     first, second = start_gateway(sim.url, **settings), start_gateway(sim.url, **settings)
-    sid = service_ids(sim, 1)[0]
+    # A random service: a concurrent run of this test must not join our task.
+    sid = random.choice(service_ids(sim, 200))
+    sim.state.set_ping_outcome(sid, "all_replies")
     # Concurrent creates on both workers share one upstream task.
     with ThreadPoolExecutor(6) as pool:
         ids = list(pool.map(lambda i: create((first, second)[i % 2], sid), range(6)))
     assert len(set(ids)) == 1 and sim.state.calls[PING_CREATES] == 1
     task_id = ids[0]
+    made_keys += [f"ping:task:{task_id}", f"ping:service:{sid}"]
     started = time.monotonic()
     actions: list[str] = []
 
