@@ -12,6 +12,7 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from isp_gateway import system
 from isp_gateway.auth.router import router as auth_router
+from isp_gateway.clients.fastpath import LookupFastPath
 from isp_gateway.clients.router import router as clients_router
 from isp_gateway.clients.service import ClientService
 from isp_gateway.envelope import install_error_handlers
@@ -107,6 +108,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(plans_router)
 
     # Added last = outermost: CORS answers preflights before anything else runs.
+    app.add_middleware(LookupFastPath, runtime_getter=lambda: app.state.runtime)
     app.add_middleware(
         RateLimitMiddleware,
         store_getter=lambda: app.state.runtime.store,

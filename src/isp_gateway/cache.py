@@ -139,6 +139,18 @@ class CachedResource(Generic[D]):
             self._refresh_soon()
         return Snapshot(derived, loaded_at, age >= self.ttl)
 
+    async def fresh_local(self) -> D | None:
+        """The derived value when this process holds the store's current generation and it
+        is not yet due for a refresh; otherwise None, and the caller takes the regular path
+        (which refreshes, marks staleness and reloads as needed)."""
+        local = self._local
+        if local is None or time.time() - local[0] >= self.refresh_after:
+            return None
+        stamp = await self._store.get(self._stamp_key)
+        if stamp is None or float(stamp) != local[0]:
+            return None
+        return local[1]
+
     async def peek(self) -> Snapshot[D] | None:
         """The cached value if any, without ever calling the upstream."""
         current = await self._current()

@@ -26,6 +26,7 @@ from isp_gateway.clients.phones import field_phones, normalize_phone
 from isp_gateway.upstream.clients import Client, ClientRecord
 
 _MEMO_SIZE = 512
+_BODY_MEMO_SIZE = 100_000
 _MIN_TEXT_ANCHOR = 3
 _MIN_NUMERIC_ANCHOR = 5
 
@@ -81,6 +82,7 @@ class ClientIndex:
         # an update does not force a rebuild of the whole vocabulary on the event loop.
         self._extra_words: set[str] = set()
         self._active_json: bytes | None = None
+        self._found_bodies: dict[int, bytes] = {}
         for position, client in enumerate(self.clients):
             self._add(position, client)
         # Built here, in the loader's thread, so the first search pays nothing.
@@ -162,6 +164,7 @@ class ClientIndex:
     def _changed(self) -> None:
         self._memo.clear()
         self._active_json = None
+        self._found_bodies.clear()
 
     def replace(self, client: Client, plan_id: int | None = None) -> None:
         """Patch one record in place (after an update, or a new client found upstream)."""
@@ -201,6 +204,27 @@ class ClientIndex:
             candidates,
             key=lambda c: (c["payment_status"] not in self.active_states, c["service_id"]),
         )
+
+    def found_body(self, client: Client) -> bytes:
+        """The whole `client_found` envelope for a fresh hit, serialised once per client and
+        generation, byte for byte what the regular route renders."""
+        body = self._found_bodies.get(client["service_id"])
+        if body is None:
+            envelope = {
+                "ok": True,
+                "type": "success",
+                "action": "client_found",
+                "data": client,
+                "message": None,
+                "meta": None,
+            }
+            body = json.dumps(
+                envelope, ensure_ascii=False, allow_nan=False, separators=(",", ":")
+            ).encode()
+            if len(self._found_bodies) >= _BODY_MEMO_SIZE:
+                self._found_bodies.clear()
+            self._found_bodies[client["service_id"]] = body
+        return body
 
     def active_json(self) -> bytes:
         """The JSON array of active clients, serialised once per generation."""

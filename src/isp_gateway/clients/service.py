@@ -222,6 +222,28 @@ class ClientService:
             task.add_done_callback(self._tasks.discard)
         return Found(record["client"])
 
+    async def fresh_hit_body(self, kind: str, raw: str) -> bytes | None:
+        """The rendered `client_found` answer when a lookup hits the fresh, warm index;
+        None for anything else (bad input, a miss, a cold or ageing cache), which the
+        regular route then handles with every rule. Used by the lookup fast path."""
+        index = await self.cache.fresh_local()
+        if index is None:
+            return None
+        client: Client | None
+        if kind == "by-document":
+            text = raw.strip()
+            client = index.by_doc(text) if _DOCUMENT.fullmatch(text) else None
+        elif kind == "by-phone":
+            s = self.settings
+            number = normalize_phone(raw, s.PHONE_COUNTRY_CODE, s.PHONE_NATIONAL_LENGTH)
+            client = index.by_phone_number(number) if len(number) >= MIN_PHONE_DIGITS else None
+        elif kind == "by-service-id":
+            text = raw.strip()
+            client = index.get(int(text)) if text.isdigit() and text.isascii() else None
+        else:
+            return None
+        return None if client is None else index.found_body(client)
+
     async def by_document(self, document: str) -> Found:
         text = document.strip()
         if not _DOCUMENT.fullmatch(text):

@@ -1,0 +1,99 @@
+"""The lookup fast path: same answers as the regular routes, and only in the sure case."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+
+from isp_gateway.auth.tokens import issue_token
+from isp_gateway.clients.fastpath import LookupFastPath
+from tests.clients.conftest import StartPair, calls
+from tests.conftest import USERNAME
+
+LOOKUPS = [
+    "/api/v1/clients/by-document/12345678",
+    "/api/v1/clients/by-phone/%2B573109876543",
+    "/api/v1/clients/by-service-id/101",
+]
+
+
+def test_fast_answers_equal_the_regular_routes(start_pair: StartPair) -> None:
+    sim, gw = start_pair()
+    for path in LOOKUPS:
+        # A token never seen by this process goes through the regular route and its full
+        # verification; the same token next time is eligible for the fast path.
+        token = issue_token(gw.settings, USERNAME, now=datetime.now(UTC) - timedelta(seconds=1))
+        headers = {"Authorization": f"Bearer {token}"}
+        regular = gw.client.get(path, headers=headers)
+        fast = gw.client.get(path, headers=headers)
+        assert regular.status_code == fast.status_code == 200
+        assert fast.content == regular.content
+        assert fast.headers["content-type"] == regular.headers["content-type"]
+        assert fast.json()["data"]["service_id"] == 101
+    assert calls(sim) == 0
+
+
+def test_expired_token_is_refused_even_after_use(start_pair: StartPair) -> None:
+    _, gw = start_pair()
+    now = datetime.now(UTC)
+    # Valid for one more second only (lifetime 1 min, issued 59 s ago).
+    token = issue_token(
+        gw.settings.model_copy(update={"JWT_ACCESS_TOKEN_EXPIRE_MINUTES": 1}),
+        USERNAME,
+        now=now - timedelta(seconds=59),
+    )
+    headers = {"Authorization": f"Bearer {token}"}
+    assert gw.client.get(LOOKUPS[0], headers=headers).status_code == 200
+    time.sleep(1.6)
+    refused = gw.client.get(LOOKUPS[0], headers=headers)
+    assert refused.status_code == 401
+    assert refused.json() == {"detail": "Could not validate credentials."}
+
+
+def test_tampered_token_is_not_a_cache_hit(start_pair: StartPair) -> None:
+    _, gw = start_pair()
+    assert gw.get(LOOKUPS[0]).status_code == 200  # gw.token is now verified and cached
+    forged = gw.token[:-2] + ("AA" if not gw.token.endswith("AA") else "BB")
+    refused = gw.client.get(LOOKUPS[0], headers={"Authorization": f"Bearer {forged}"})
+    assert refused.status_code == 401
+
+
+def test_only_sure_hits_skip_the_regular_app(start_pair: StartPair) -> None:
+    _, gw = start_pair()
+    assert gw.get(LOOKUPS[0]).status_code == 200  # verify and cache gw.token
+    passed: list[str] = []
+
+    async def regular(scope: Any, receive: Any, send: Any) -> None:
+        passed.append(scope["path"])
+        await send({"type": "http.response.start", "status": 299, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    fast = LookupFastPath(regular, runtime_getter=lambda: gw.runtime)
+    transport = httpx.ASGITransport(app=fast)
+
+    async def fetch(path: str, token: str | None) -> int:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            return (await client.get(path, headers=headers)).status_code
+
+    async def scenario() -> dict[str, int]:
+        unseen = issue_token(gw.settings, USERNAME, now=datetime.now(UTC) - timedelta(seconds=5))
+        return {
+            "hit": await fetch(LOOKUPS[0], gw.token),
+            "phone hit": await fetch(LOOKUPS[1], gw.token),
+            "no token": await fetch(LOOKUPS[0], None),
+            "unverified token": await fetch(LOOKUPS[0], unseen),
+            "miss": await fetch("/api/v1/clients/by-document/424242", gw.token),
+            "bad document": await fetch("/api/v1/clients/by-document/12.345", gw.token),
+            "other route": await fetch("/api/v1/clients/search?q=rosa", gw.token),
+        }
+
+    status = asyncio.run(scenario())
+    assert status["hit"] == status["phone hit"] == 200
+    for case in ("no token", "unverified token", "miss", "bad document", "other route"):
+        assert status[case] == 299, case
+    assert len(passed) == 5
