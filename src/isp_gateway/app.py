@@ -8,7 +8,6 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
-from fastapi.middleware.cors import CORSMiddleware
 
 from isp_gateway import system
 from isp_gateway.auth.router import router as auth_router
@@ -16,7 +15,11 @@ from isp_gateway.clients.fastpath import LookupFastPath
 from isp_gateway.clients.router import router as clients_router
 from isp_gateway.clients.service import ClientService
 from isp_gateway.envelope import install_error_handlers
-from isp_gateway.middleware import RateLimitMiddleware, RequestContextMiddleware
+from isp_gateway.middleware import (
+    CORSWhenOrigin,
+    RateLimitMiddleware,
+    RequestContextMiddleware,
+)
 from isp_gateway.network.router import router as network_router
 from isp_gateway.network.service import PingService
 from isp_gateway.plans.router import router as plans_router
@@ -107,20 +110,22 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(network_router)
     app.include_router(plans_router)
 
-    # Added last = outermost: CORS answers preflights before anything else runs.
-    app.add_middleware(LookupFastPath, runtime_getter=lambda: app.state.runtime)
+    # Added last = outermost. The order: request id and access log, the service rate
+    # limit, the lookup fast path (which serves only origin-less bot calls, so it may sit
+    # outside CORS), CORS, then FastAPI's routing.
     app.add_middleware(
-        RateLimitMiddleware,
-        store_getter=lambda: app.state.runtime.store,
-        per_minute=settings.RATE_LIMIT_PER_MINUTE,
-    )
-    app.add_middleware(
-        CORSMiddleware,
+        CORSWhenOrigin,
         allow_origins=settings.CORS_ORIGINS,
         allow_credentials=True,
         allow_methods=["GET", "POST", "PUT", "OPTIONS"],
         allow_headers=["Authorization", "Content-Type", "Idempotency-Key", "X-Request-ID"],
         expose_headers=["X-Request-ID", "Retry-After"],
+    )
+    app.add_middleware(LookupFastPath, runtime_getter=lambda: app.state.runtime)
+    app.add_middleware(
+        RateLimitMiddleware,
+        store_getter=lambda: app.state.runtime.store,
+        per_minute=settings.RATE_LIMIT_PER_MINUTE,
     )
     app.add_middleware(RequestContextMiddleware)
     return app

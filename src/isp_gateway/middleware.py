@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import re
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
+from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from isp_gateway.store import Store
@@ -16,6 +19,8 @@ from isp_gateway.store import Store
 access_log = logging.getLogger("isp_gateway.access")
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+# Documents and phones travel in lookup paths; the access log shows them masked.
+_PERSONAL_PATH = re.compile(r"/(by-document|by-phone)/[^/]+")
 
 
 class RequestContextMiddleware:
@@ -24,13 +29,23 @@ class RequestContextMiddleware:
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
+        # Request ids need to be unique, not secret: a per-app random prefix and a counter
+        # cost far less than a uuid4 (an urandom call) on every request.
+        self._id_prefix = uuid.uuid4().hex[:12] + "-"
+        self._ids = itertools.count(1)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        incoming = dict(scope.get("headers") or []).get(b"x-request-id", b"").decode("latin-1")
-        request_id = incoming if _SAFE_ID.match(incoming) else uuid.uuid4().hex
+        request_id = ""
+        for name, value in scope["headers"]:
+            if name == b"x-request-id":
+                incoming = value.decode("latin-1")
+                request_id = incoming if _SAFE_ID.match(incoming) else ""
+                break
+        if not request_id:
+            request_id = f"{self._id_prefix}{next(self._ids):x}"
         scope.setdefault("state", {})["request_id"] = request_id
         started = time.perf_counter()
         status_holder: dict[str, int] = {"status": 500}
@@ -46,14 +61,48 @@ class RequestContextMiddleware:
         try:
             await self.app(scope, receive, send_wrapper)
         finally:
-            access_log.info(
-                "%s %s %d %.1fms id=%s",
-                scope["method"],
-                scope["path"],
-                status_holder["status"],
-                (time.perf_counter() - started) * 1000,
-                request_id,
-            )
+            if access_log.isEnabledFor(logging.INFO):
+                access_log.info(
+                    "%s %s %d %.1fms id=%s",
+                    scope["method"],
+                    _PERSONAL_PATH.sub(r"/\1/***", scope["path"]),
+                    status_holder["status"],
+                    (time.perf_counter() - started) * 1000,
+                    request_id,
+                )
+
+
+class CORSWhenOrigin:
+    """Starlette's CORS middleware, engaged only for requests that carry an `Origin`
+    header. Bots send none, and the wrapper costs them a send wrapper per request."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        allow_origins: Sequence[str],
+        allow_methods: Sequence[str],
+        allow_headers: Sequence[str],
+        expose_headers: Sequence[str],
+        allow_credentials: bool = False,
+    ) -> None:
+        self.app = app
+        self.cors = CORSMiddleware(
+            app,
+            allow_origins=allow_origins,
+            allow_methods=allow_methods,
+            allow_headers=allow_headers,
+            expose_headers=expose_headers,
+            allow_credentials=allow_credentials,
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            for name, _ in scope["headers"]:
+                if name == b"origin":
+                    await self.cors(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
 
 
 class RateLimitMiddleware:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
+import pytest
 
 from isp_gateway.auth.tokens import issue_token
 from isp_gateway.clients.fastpath import LookupFastPath
@@ -97,3 +99,20 @@ def test_only_sure_hits_skip_the_regular_app(start_pair: StartPair) -> None:
     for case in ("no token", "unverified token", "miss", "bad document", "other route"):
         assert status[case] == 299, case
     assert len(passed) == 5
+
+
+def test_access_log_masks_documents_and_phones(
+    start_pair: StartPair, caplog: pytest.LogCaptureFixture
+) -> None:
+    _, gw = start_pair()
+    caplog.set_level(logging.INFO, logger="isp_gateway.access")
+    for path in LOOKUPS:
+        assert gw.get(path).status_code == 200
+    assert gw.get("/api/v1/clients/by-document/424242").status_code == 404
+    lines = [r.getMessage() for r in caplog.records if r.name == "isp_gateway.access"]
+    assert len(lines) == 4
+    text = "\n".join(lines)
+    for secret in ("12345678", "3109876543", "424242"):
+        assert secret not in text
+    assert "/api/v1/clients/by-document/*** 200" in text
+    assert "/api/v1/clients/by-service-id/101 200" in text

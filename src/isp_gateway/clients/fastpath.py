@@ -52,7 +52,8 @@ class LookupFastPath:
                 scheme, _, credentials = header.decode("latin-1").partition(" ")
                 if scheme.lower() == "bearer":
                     token = credentials.strip()
-                break
+            elif name == b"origin":
+                return None  # a browser call: let CORS and the regular route answer it
         if not token:
             return None
         runtime = self.runtime_getter()
