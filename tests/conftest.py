@@ -116,8 +116,13 @@ def start_gateway(password_hash: str) -> Iterator[Callable[..., Gateway]]:
             app = create_app(settings)
             url = stack.enter_context(run_server(app))
             client = stack.enter_context(httpx.Client(base_url=url, timeout=30))
-            return Gateway(url=url, settings=settings, app=app, client=client,
-                           token=issue_token(settings, USERNAME))
+            return Gateway(
+                url=url,
+                settings=settings,
+                app=app,
+                client=client,
+                token=issue_token(settings, USERNAME),
+            )
 
         yield start
 
