@@ -19,6 +19,7 @@ from isp_gateway.middleware import (
     CORSWhenOrigin,
     RateLimitMiddleware,
     RequestContextMiddleware,
+    UnhandledErrorMiddleware,
 )
 from isp_gateway.network.router import router as network_router
 from isp_gateway.network.service import PingService
@@ -112,7 +113,8 @@ def create_app(settings: Settings) -> FastAPI:
 
     # Added last = outermost. The order: request id and access log, the service rate
     # limit, the lookup fast path (which serves only origin-less bot calls, so it may sit
-    # outside CORS), CORS, then FastAPI's routing.
+    # outside CORS), CORS, the last-resort error envelope, then FastAPI's routing.
+    app.add_middleware(UnhandledErrorMiddleware)
     app.add_middleware(
         CORSWhenOrigin,
         allow_origins=settings.CORS_ORIGINS,
@@ -128,4 +130,8 @@ def create_app(settings: Settings) -> FastAPI:
         per_minute=settings.RATE_LIMIT_PER_MINUTE,
     )
     app.add_middleware(RequestContextMiddleware)
+    # Build the OpenAPI schema now: it also makes FastAPI resolve every route's
+    # dependencies here, once, instead of lazily on first requests. Done lazily, two apps
+    # in one process (tests run several) raced on the module-level routers' shared state.
+    app.openapi()
     return app

@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from isp_gateway.store import Store
 
 access_log = logging.getLogger("isp_gateway.access")
+error_log = logging.getLogger("isp_gateway")
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 # Documents and phones travel in lookup paths; the access log shows them masked.
@@ -70,6 +71,61 @@ class RequestContextMiddleware:
                     (time.perf_counter() - started) * 1000,
                     request_id,
                 )
+
+
+class UnhandledErrorMiddleware:
+    """Turns an unhandled exception into the generic 500 envelope inside our middleware
+    stack, so the answer still carries the request id and CORS headers (Starlette's own
+    last-resort handler sits outside them), and the traceback is logged once, here."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        except Exception:
+            if started:
+                raise  # too late for an envelope; the server closes the connection
+            request_id = scope.get("state", {}).get("request_id", "-")
+            error_log.exception(
+                "unhandled error on %s %s id=%s",
+                scope["method"],
+                _PERSONAL_PATH.sub(r"/\1/***", scope["path"]),
+                request_id,
+            )
+            body = json.dumps(
+                {
+                    "ok": False,
+                    "type": "error",
+                    "action": "error",
+                    "data": None,
+                    "message": "Internal server error",
+                    "meta": None,
+                }
+            ).encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 500,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(body)).encode()),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
 
 
 class CORSWhenOrigin:

@@ -109,3 +109,20 @@ def test_unhandled_error_is_a_generic_500(gw: Gateway, caplog: pytest.LogCapture
         assert leak not in text
     # The traceback is for the server's log only.
     assert any(r.exc_info for r in caplog.records if r.name == "isp_gateway")
+
+
+def test_unhandled_error_keeps_request_id_and_cors(
+    gw: Gateway, caplog: pytest.LogCaptureFixture
+) -> None:
+    response = gw.get(
+        f"{PROBE}/crash",
+        headers={"Origin": "http://localhost:3000", "X-Request-ID": "bot-crash-1"},
+    )
+    assert response.status_code == 500
+    assert response.json() == error_body("error", "Internal server error")
+    assert response.headers["x-request-id"] == "bot-crash-1"
+    assert response.headers["access-control-allow-origin"] == "http://localhost:3000"
+    # Logged once, with the request id, not a second time by the server.
+    logged = [r for r in caplog.records if r.exc_info]
+    assert len(logged) == 1
+    assert "bot-crash-1" in logged[0].getMessage()
