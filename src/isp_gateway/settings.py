@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from urllib.parse import urlsplit
 from typing import Annotated, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -179,6 +180,8 @@ class Settings(BaseSettings):
     def _http_url(cls, value: str) -> str:
         if not value.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
+        if not urlsplit(value).hostname:
+            raise ValueError("must name a host, e.g. https://api.wisphub.net")
         return value.rstrip("/")
 
     @field_validator("REDIS_URL", "TICKET_SUBJECTS_FILE", mode="before")

@@ -190,6 +190,8 @@ def test_hmac_algorithms_accepted(clean_env: Any, password_hash: str, alg: str) 
         ("TICKET_SUBJECTS_FILE", "/nonexistent/subjects.json"),
         ("LOG_LEVEL", "verbose"),
         ("REDIS_URL", "localhost:6379"),
+        ("UPSTREAM_NET_HOST", "http://"),
+        ("UPSTREAM_NET_HOST", "https:///api"),
     ],
 )
 def test_invalid_setting_named(clean_env: Any, password_hash: str, name: str, value: str) -> None:
