@@ -14,6 +14,7 @@ from typing import Any
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from isp_gateway.envelope import envelope
 from isp_gateway.store import Store
 
 access_log = logging.getLogger("isp_gateway.access")
@@ -22,6 +23,29 @@ error_log = logging.getLogger("isp_gateway")
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 # Documents and phones travel in lookup paths; the access log shows them masked.
 _PERSONAL_PATH = re.compile(r"/(by-document|by-phone)/[^/]+")
+
+
+async def send_error_envelope(
+    send: Send,
+    status: int,
+    action: str,
+    message: str,
+    headers: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    """An error envelope sent straight from middleware, below FastAPI's handlers."""
+    body = json.dumps(envelope(ok=False, type="error", action=action, message=message)).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *(headers or []),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 class RequestContextMiddleware:
@@ -105,27 +129,7 @@ class UnhandledErrorMiddleware:
                 _PERSONAL_PATH.sub(r"/\1/***", scope["path"]),
                 request_id,
             )
-            body = json.dumps(
-                {
-                    "ok": False,
-                    "type": "error",
-                    "action": "error",
-                    "data": None,
-                    "message": "Internal server error",
-                    "meta": None,
-                }
-            ).encode()
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 500,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"content-length", str(len(body)).encode()),
-                    ],
-                }
-            )
-            await send({"type": "http.response.body", "body": body})
+            await send_error_envelope(send, 500, "error", "Internal server error")
 
 
 class CORSWhenOrigin:
@@ -187,27 +191,12 @@ class RateLimitMiddleware:
         count = await store.incr(f"ratelimit:{address}:{window}", 1, ttl=65)
         if count > self.per_minute:
             retry_after = str(max(1, int((window + 1) * 60 - now)))
-            body = json.dumps(
-                {
-                    "ok": False,
-                    "type": "error",
-                    "action": "rate_limited",
-                    "data": None,
-                    "message": "Too many requests, slow down",
-                    "meta": None,
-                }
-            ).encode()
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 429,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"content-length", str(len(body)).encode()),
-                        (b"retry-after", retry_after.encode()),
-                    ],
-                }
+            await send_error_envelope(
+                send,
+                429,
+                "rate_limited",
+                "Too many requests, slow down",
+                [(b"retry-after", retry_after.encode())],
             )
-            await send({"type": "http.response.body", "body": body})
             return
         await self.app(scope, receive, send)

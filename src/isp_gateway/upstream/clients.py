@@ -15,6 +15,7 @@ from typing import Any, TypedDict
 
 from isp_gateway.errors import UpstreamRejected
 from isp_gateway.upstream.gateway import UpstreamGateway
+from isp_gateway.upstream.records import as_int
 
 log = logging.getLogger("isp_gateway.upstream.clients")
 
@@ -59,18 +60,6 @@ def _text(value: Any) -> str | None:
     return text or None
 
 
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value.strip())
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
-
-
 def _float(value: Any) -> float | None:
     if value is None or isinstance(value, bool):
         return None
@@ -84,7 +73,7 @@ def _float(value: Any) -> float | None:
 def _ref_id(value: Any) -> int | None:
     """`zona`/`tecnico`/`plan_internet` are nested objects (or null); take their id."""
     if isinstance(value, dict):
-        return _int(value.get("id"))
+        return as_int(value.get("id"))
     return None
 
 
@@ -114,7 +103,7 @@ def plan_price(value: Any) -> float | None:
 
 def map_client(row: dict[str, Any]) -> ClientRecord | None:
     """One upstream row → our record; None for a row without a usable service id."""
-    service_id = _int(row.get("id_servicio"))
+    service_id = as_int(row.get("id_servicio"))
     if service_id is None:
         return None
     plan = row.get("plan_internet")

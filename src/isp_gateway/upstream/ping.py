@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from isp_gateway.errors import UpstreamRejected, UpstreamUnavailable
 from isp_gateway.upstream.gateway import UpstreamGateway
+from isp_gateway.upstream.records import as_int
 
 # Celery task states: these mean "not finished yet"; SUCCESS is done; anything else failed.
 _RUNNING = frozenset({"PENDING", "PROCESS", "PROGRESS", "STARTED", "RECEIVED", "RETRY"})
@@ -81,24 +82,14 @@ async def read_task(gateway: UpstreamGateway, task_id: str) -> PingResult:
     return parse_task(task["status"], task.get("result"))
 
 
-def _as_int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return None
-
-
 def _entry(value: Any) -> PingEntry | None:
     """One `ping-N` value: a probe dict, a router error text, or None when unusable."""
     if isinstance(value, str):
         return PingEntry(error=value.strip() or "router error")
     if not isinstance(value, dict):
         return None
-    sent = _as_int(value.get("sent"))
-    received = _as_int(value.get("received"))
+    sent = as_int(value.get("sent"))
+    received = as_int(value.get("received"))
     status = value.get("status")
     status = status.strip().lower() if isinstance(status, str) and status.strip() else None
     if sent is None:

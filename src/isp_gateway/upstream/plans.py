@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from isp_gateway.errors import UpstreamRejected, UpstreamUnavailable
 from isp_gateway.upstream.gateway import UpstreamGateway
+from isp_gateway.upstream.records import as_int
 
 PPPOE = "PPPOE"
 SIMPLE_QUEUE = "SIMPLE QUEUE"
@@ -57,18 +58,8 @@ def _plan_type(value: Any) -> str:
     return text
 
 
-def _as_int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return None
-
-
 def to_plan(row: dict[str, Any]) -> Plan | None:
-    plan_id = _as_int(row.get("id"))
+    plan_id = as_int(row.get("id"))
     if plan_id is None:
         return None
     name = row.get("nombre")

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from isp_gateway.errors import UpstreamRejected
 from isp_gateway.upstream.gateway import UpstreamGateway
+from isp_gateway.upstream.records import as_int
 
 TICKETS_PATH = "api/tickets/"
 
@@ -81,19 +82,9 @@ _PRIORITY_BY_LABEL = {_fold(label): n for n, label in PRIORITY_LABELS.items()}
 _PRIORITY_BY_LABEL.update({"media": 2, "urgente": 4})
 
 
-def _as_int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return None
-
-
 def _coded(value: Any, by_label: dict[str, int]) -> int | None:
     """A number, a digit string or a known label → its number."""
-    number = _as_int(value)
+    number = as_int(value)
     if number is not None:
         return number
     if isinstance(value, str):
@@ -107,9 +98,9 @@ def state_number(value: Any) -> int | None:
 
 def state_label(value: Any) -> str | None:
     """The upstream's label: as sent when it is text, else the label of the number."""
-    if isinstance(value, str) and value.strip() and _as_int(value) is None:
+    if isinstance(value, str) and value.strip() and as_int(value) is None:
         return value.strip()
-    number = _as_int(value)
+    number = as_int(value)
     if number is None:
         return None
     return STATE_LABELS.get(number, str(number))
@@ -165,25 +156,25 @@ def latest_answer(answers: Any) -> str | None:
 
 
 def to_ticket(row: dict[str, Any]) -> Ticket | None:
-    ticket_id = _as_int(row.get("id_ticket", row.get("id")))
+    ticket_id = as_int(row.get("id_ticket", row.get("id")))
     if ticket_id is None:
         return None
     servicio = row.get("servicio")
     service_id = zone_id = None
     if isinstance(servicio, dict):
-        service_id = _as_int(servicio.get("id_servicio", servicio.get("id")))
+        service_id = as_int(servicio.get("id_servicio", servicio.get("id")))
         zona = servicio.get("zona")
         if isinstance(zona, dict):
-            zone_id = _as_int(zona.get("id"))
+            zone_id = as_int(zona.get("id"))
     else:
-        service_id = _as_int(servicio)
+        service_id = as_int(servicio)
     tecnico = row.get("tecnico")
     technician_id, technician_name = None, None
     if isinstance(tecnico, dict):
-        technician_id = _as_int(tecnico.get("id"))
+        technician_id = as_int(tecnico.get("id"))
         technician_name = _text(tecnico.get("nombre"))
-    elif _as_int(tecnico) is not None:
-        technician_id = _as_int(tecnico)
+    elif as_int(tecnico) is not None:
+        technician_id = as_int(tecnico)
     else:
         technician_name = _text(tecnico)
     return Ticket(
