@@ -126,8 +126,9 @@ def create_app(settings: Settings) -> FastAPI:
     app.add_middleware(LookupFastPath, runtime_getter=lambda: app.state.runtime)
     app.add_middleware(
         RateLimitMiddleware,
-        store_getter=lambda: app.state.runtime.store,
-        per_minute=settings.RATE_LIMIT_PER_MINUTE,
+        runtime_getter=lambda: app.state.runtime,
+        per_address=settings.RATE_LIMIT_PER_MINUTE,
+        per_subject=settings.RATE_LIMIT_PER_SUBJECT_PER_MINUTE,
     )
     app.add_middleware(RequestContextMiddleware)
     # Build the OpenAPI schema now: it also makes FastAPI resolve every route's

@@ -8,14 +8,17 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from isp_gateway.auth.tokens import InvalidToken, verify_token
 from isp_gateway.envelope import envelope
-from isp_gateway.store import Store
+
+if TYPE_CHECKING:
+    from isp_gateway.runtime import Runtime
 
 access_log = logging.getLogger("isp_gateway.access")
 error_log = logging.getLogger("isp_gateway")
@@ -25,15 +28,11 @@ _SAFE_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _PERSONAL_PATH = re.compile(r"/(by-document|by-phone)/[^/]+")
 
 
-async def send_error_envelope(
-    send: Send,
-    status: int,
-    action: str,
-    message: str,
-    headers: list[tuple[bytes, bytes]] | None = None,
+async def send_json(
+    send: Send, status: int, payload: Any, headers: list[tuple[bytes, bytes]] | None = None
 ) -> None:
-    """An error envelope sent straight from middleware, below FastAPI's handlers."""
-    body = json.dumps(envelope(ok=False, type="error", action=action, message=message)).encode()
+    """A JSON answer sent straight from middleware, below FastAPI's handlers."""
+    body = json.dumps(payload).encode()
     await send(
         {
             "type": "http.response.start",
@@ -46,6 +45,17 @@ async def send_error_envelope(
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+async def send_error_envelope(
+    send: Send,
+    status: int,
+    action: str,
+    message: str,
+    headers: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    payload = envelope(ok=False, type="error", action=action, message=message)
+    await send_json(send, status, payload, headers)
 
 
 class RequestContextMiddleware:
@@ -166,37 +176,65 @@ class CORSWhenOrigin:
 
 
 class RateLimitMiddleware:
-    """Per-client-address limit on /api/v1 (off unless RATE_LIMIT_PER_MINUTE > 0).
+    """The service's own limits on /api/v1, per client address and per token subject, each
+    off unless its setting is above 0 (DECISIONS.md: one bot usually holds the one token).
 
-    Counted per fixed minute in the store so workers share it with Redis."""
+    Counted per fixed minute in the store, so workers share them with Redis. The subject is
+    read from a valid Bearer token only; a missing or bad token is left to the auth check."""
 
-    def __init__(self, app: ASGIApp, *, store_getter: Any, per_minute: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        runtime_getter: Callable[[], Runtime],
+        per_address: int,
+        per_subject: int,
+    ) -> None:
         self.app = app
-        self.store_getter = store_getter
-        self.per_minute = per_minute
+        self.runtime_getter = runtime_getter
+        self.per_address = per_address
+        self.per_subject = per_subject
+
+    def _subject(self, scope: Scope, runtime: Runtime) -> str | None:
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                scheme, _, token = value.decode("latin-1").partition(" ")
+                if scheme.lower() != "bearer" or not token.strip():
+                    return None
+                try:
+                    return verify_token(runtime.settings, token.strip(), runtime.token_cache)
+                except InvalidToken:
+                    return None
+        return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
             scope["type"] != "http"
-            or self.per_minute <= 0
+            or (self.per_address <= 0 and self.per_subject <= 0)
             or not scope["path"].startswith("/api/v1/")
         ):
             await self.app(scope, receive, send)
             return
-        store: Store = self.store_getter()
-        client = scope.get("client")
-        address = client[0] if client else "unknown"
+        runtime = self.runtime_getter()
         now = time.time()
         window = int(now // 60)
-        count = await store.incr(f"ratelimit:{address}:{window}", 1, ttl=65)
-        if count > self.per_minute:
-            retry_after = str(max(1, int((window + 1) * 60 - now)))
-            await send_error_envelope(
-                send,
-                429,
-                "rate_limited",
-                "Too many requests, slow down",
-                [(b"retry-after", retry_after.encode())],
-            )
-            return
+        keys: list[tuple[str, int]] = []
+        if self.per_address > 0:
+            client = scope.get("client")
+            keys.append((f"ratelimit:addr:{client[0] if client else 'unknown'}", self.per_address))
+        if self.per_subject > 0:
+            subject = self._subject(scope, runtime)
+            if subject is not None:
+                keys.append((f"ratelimit:sub:{subject}", self.per_subject))
+        for key, limit in keys:
+            if await runtime.store.incr(f"{key}:{window}", 1, ttl=65) > limit:
+                retry_after = [(b"retry-after", str(max(1, int((window + 1) * 60 - now))).encode())]
+                if scope["path"].startswith("/api/v1/auth/"):
+                    # The token endpoint answers OAuth2-style, outside the envelope.
+                    await send_json(send, 429, {"detail": "Too many requests."}, retry_after)
+                else:
+                    await send_error_envelope(
+                        send, 429, "rate_limited", "Too many requests, slow down", retry_after
+                    )
+                return
         await self.app(scope, receive, send)

@@ -96,7 +96,8 @@ class Settings(BaseSettings):
     CORS_ORIGINS: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: list(DEFAULT_CORS_ORIGINS)
     )
-    RATE_LIMIT_PER_MINUTE: int = Field(default=0, ge=0)  # 0 = off (DECISIONS.md)
+    RATE_LIMIT_PER_MINUTE: int = Field(default=0, ge=0)  # per address; 0 = off (DECISIONS.md)
+    RATE_LIMIT_PER_SUBJECT_PER_MINUTE: int = Field(default=0, ge=0)  # per token subject
     REDIS_URL: SecretStr | None = None
     LOG_LEVEL: str = "INFO"
 
