@@ -12,7 +12,8 @@ import asyncio
 import gc
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +57,20 @@ MSG_FEW_FIELDS = "Debe proporcionar al menos 3 de los 4 campos para verificar la
 MSG_VERIFIED = "Identidad validada correctamente"
 MSG_MISMATCH = "Los datos proporcionados no coinciden con los del cliente"
 MSG_LOCKED = "Demasiados intentos de verificación fallidos; intente más tarde"
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Decoding and indexing a whole client list allocates millions of objects, and the
+    collector's full passes over them cost about half of the build; nothing built here
+    forms reference cycles, so collection waits until the build is done."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def client_not_found(message: str = MSG_NOT_FOUND) -> NotFound:
@@ -116,14 +131,16 @@ class ClientService:
     # -- the cache -------------------------------------------------------------------
 
     async def _load(self, background: bool) -> dict[str, Any]:
-        records = await upstream.fetch_all_clients(self.runtime.gateway, background=background)
+        with _gc_paused():
+            records = await upstream.fetch_all_clients(self.runtime.gateway, background=background)
         return {"records": records}
 
     def _index(self, value: Any) -> ClientIndex:
         s = self.settings
-        index = ClientIndex(
-            value, s.PHONE_COUNTRY_CODE, s.PHONE_NATIONAL_LENGTH, s.ACTIVE_CLIENT_STATES
-        )
+        with _gc_paused():
+            index = ClientIndex(
+                value, s.PHONE_COUNTRY_CODE, s.PHONE_NATIONAL_LENGTH, s.ACTIVE_CLIENT_STATES
+            )
         # The cached list is millions of long-lived objects; left in the collector's
         # generations, every full collection walks them all and stalls requests for tens of
         # milliseconds. Frozen, they are skipped (they are still freed by reference count
