@@ -24,11 +24,17 @@ def main() -> int:
     parser.add_argument("--only", choices=["lookups", "search", "load"], default=None)
     parser.add_argument("--duration", type=int, default=10, help="seconds per wrk run")
     parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=3, help="alternating wrk runs for (a)")
     parser.add_argument("--clients", type=int, default=20_000, help="clients for (a)")
     parser.add_argument("--index-clients", type=int, default=50_000, help="clients for (b)/(c)")
     ns = parser.parse_args()
     if ns.only in (None, "lookups"):
-        lookups.run(clients=ns.clients, duration=ns.duration, connections=ns.connections)
+        lookups.run(
+            clients=ns.clients,
+            duration=ns.duration,
+            connections=ns.connections,
+            rounds=ns.rounds,
+        )
     if ns.only in (None, "search"):
         indexing.run_search(clients=ns.index_clients)
     if ns.only in (None, "load"):

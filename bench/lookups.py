@@ -78,18 +78,32 @@ def _documents(upstream: str, count: int) -> list[str]:
     return docs[:count]
 
 
-def run(*, clients: int, duration: int, connections: int) -> None:
+def _median(results: list[WrkResult]) -> WrkResult:
+    def mid(values: list[float]) -> float:
+        return sorted(values)[len(values) // 2]
+
+    return WrkResult(
+        mid([r.rps for r in results]),
+        mid([r.p50_ms for r in results]),
+        mid([r.p99_ms for r in results]),
+        sum(r.non_2xx for r in results),
+    )
+
+
+def run(*, clients: int, duration: int, connections: int, rounds: int = 3) -> None:
     if shutil.which("wrk") is None:
         print("(a) skipped: wrk is not installed (Debian/Ubuntu: apt-get install wrk)")
         return
     print(
-        f"(a) by-document lookups: {connections} connections, {duration} s, "
+        f"(a) by-document lookups: {connections} connections, {duration} s a run, "
+        f"{rounds} rounds alternating gateway and bare app (medians), "
         f"{clients:,} clients upstream"
     )
     with procs.simulator(clients) as upstream, procs.gateway(upstream) as gw:
         documents = _documents(upstream, 2000)
         token = httpx.post(
-            f"{gw}/api/v1/auth/token", data={"username": procs.USERNAME, "password": procs.PASSWORD}
+            f"{gw}/api/v1/auth/token",
+            data={"username": procs.USERNAME, "password": procs.PASSWORD},
         ).json()["access_token"]
         auth = {"Authorization": f"Bearer {token}"}
         # The list endpoint waits for the full load: after it the index is warm.
@@ -97,22 +111,32 @@ def run(*, clients: int, duration: int, connections: int) -> None:
         sample = httpx.get(f"{gw}/api/v1/clients/by-document/{documents[0]}", headers=auth)
         sample.raise_for_status()
         script = _lua(documents, token)
-        wrk(gw, script, 2, connections)  # warm-up
-        httpx.post(f"{upstream}/_sim/reset-stats").raise_for_status()
-        gateway_result = wrk(gw, script, duration, connections)
-        stats = httpx.get(f"{upstream}/_sim/stats").json()
-        upstream_calls = int(stats.get("total", 0))
-    with tempfile.NamedTemporaryFile("wb", suffix=".json", delete=False) as body:
-        body.write(sample.content)
-    with procs.bare(body.name) as base:
-        wrk(base, script, 2, connections)
-        bare_result = wrk(base, script, duration, connections)
-    Path(body.name).unlink()
+        with tempfile.NamedTemporaryFile("wb", suffix=".json", delete=False) as body:
+            body.write(sample.content)
+        with procs.bare(body.name) as base:
+            wrk(gw, script, 2, connections)  # warm-up
+            wrk(base, script, 2, connections)
+            httpx.post(f"{upstream}/_sim/reset-stats").raise_for_status()
+            gateway_runs: list[WrkResult] = []
+            bare_runs: list[WrkResult] = []
+            for _ in range(rounds):
+                gateway_runs.append(wrk(gw, script, duration, connections))
+                bare_runs.append(wrk(base, script, duration, connections))
+            stats = httpx.get(f"{upstream}/_sim/stats").json()
+            upstream_calls = int(stats.get("total", 0))
+        Path(body.name).unlink()
+    gateway_result, bare_result = _median(gateway_runs), _median(bare_runs)
 
     print(f"    body size {len(sample.content)} bytes (same body for the bare app)")
     print(f"    {'':22}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'non-2xx':>10}")
     for name, r in (("gateway", gateway_result), ("bare Starlette", bare_result)):
         print(f"    {name:22}{r.rps:>10.0f}{r.p50_ms:>10.2f}{r.p99_ms:>10.2f}{r.non_2xx:>10}")
+    print(
+        "    per round req/s, gateway: "
+        + ", ".join(f"{r.rps:.0f}" for r in gateway_runs)
+        + "; bare: "
+        + ", ".join(f"{r.rps:.0f}" for r in bare_runs)
+    )
     ratio = gateway_result.rps / bare_result.rps if bare_result.rps else 0.0
     print(f"    ratio gateway/bare: {ratio:.2f}x (target >= 0.60x)")
-    print(f"    upstream calls during the measured run: {upstream_calls} (target 0)")
+    print(f"    upstream calls during the measured runs: {upstream_calls} (target 0)")
