@@ -116,3 +116,13 @@ def test_access_log_masks_documents_and_phones(
         assert secret not in text
     assert "/api/v1/clients/by-document/*** 200" in text
     assert "/api/v1/clients/by-service-id/101 200" in text
+
+
+@pytest.mark.parametrize("first", ["Bearer not-a-token", "Basic Ym90OnB3"])
+def test_only_the_first_authorization_header_counts(start_pair: StartPair, first: str) -> None:
+    _, gw = start_pair()
+    assert gw.get(LOOKUPS[0]).status_code == 200  # gw.token is verified and cached
+    headers = httpx.Headers([("Authorization", first), ("Authorization", f"Bearer {gw.token}")])
+    for path in (LOOKUPS[0], "/api/v1/clients/by-document/424242"):  # a hit, then a miss
+        response = gw.client.get(path, headers=headers)
+        assert response.status_code == 401, path

@@ -47,11 +47,16 @@ class LookupFastPath:
         if not sep or kind not in KINDS or not value or "/" in value:
             return None
         token = None
+        seen_authorization = False
         for name, header in scope["headers"]:
             if name == b"authorization":
-                scheme, _, credentials = header.decode("latin-1").partition(" ")
-                if scheme.lower() == "bearer":
-                    token = credentials.strip()
+                # The first header only, as the regular route reads it: a later one must
+                # not let a request through that the route would refuse.
+                if not seen_authorization:
+                    seen_authorization = True
+                    scheme, _, credentials = header.decode("latin-1").partition(" ")
+                    if scheme.lower() == "bearer":
+                        token = credentials.strip()
             elif name == b"origin":
                 return None  # a browser call: let CORS and the regular route answer it
         if not token:
