@@ -50,6 +50,9 @@ def test_search_relevance_exact_document_and_phone_first(pair: tuple[Simulator, 
     out = body(search(gw, "+573157654321"))
     assert [c["service_id"] for c in out["data"]] == [102]
     assert ids(search(gw, "3109876543")) == [101]
+    # A word with letters is not a phone: nobody matches "pedro3001234567".
+    assert ids(search(gw, "pedro3001234567")) == []
+    assert ids(search(gw, "ab12345")) == [103]
 
 
 def test_search_limit(pair: tuple[Simulator, Gateway]) -> None:
@@ -136,6 +139,11 @@ def test_stale_if_error(start_pair: StartPair) -> None:
     hit = body(gw.get("/api/v1/clients/by-document/12345678"))
     assert hit["meta"] == {"stale": True} and hit["data"]["service_id"] == 101
     assert body(search(gw, "rosa"))["meta"] == {"stale": True}
+    resolved = gw.post(
+        "/api/v1/clients/resolve",
+        json={"name": "Juan Perez", "address": "El Rosal", "internet_plan_name": "plan 10mb"},
+    )
+    assert body(resolved)["meta"] == {"stale": True} and body(resolved)["data"]["service_id"] == 101
     # Once the upstream is back, the background refresh makes it fresh again.
     sim.state.faults.reset()
     deadline = time.monotonic() + 5

@@ -150,10 +150,47 @@ def test_new_customer_found_upstream_then_served_from_index(
     import time
 
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:  # the index is patched in the background
-        if gw.get("/api/v1/clients/by-document/77777777").status_code == 200 and calls(sim) == 1:
-            break
+    while gw.runtime.clients.cache._local[1].by_doc("77777777") is None:
+        assert time.monotonic() < deadline, "the index was not patched"
+        time.sleep(0.01)  # the index is patched in the background
+    response = gw.get("/api/v1/clients/by-document/77777777")
+    assert response.status_code == 200 and body(response)["data"]["service_id"] == 105
     assert calls(sim) == 1
+
+
+def test_concurrent_misses_make_one_upstream_query(pair: tuple[Simulator, Gateway]) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    sim, gw = pair
+    sim.state.faults.update({"latency": 0.3})
+    with ThreadPoolExecutor(8) as pool:
+        responses = list(pool.map(lambda _: gw.get("/api/v1/clients/by-document/424242"), range(8)))
+    assert [r.status_code for r in responses] == [404] * 8
+    assert calls(sim) == 1
+
+
+def test_shared_document_same_answer_cold_and_warm(
+    start_simulator: Any, start_gateway: Any, tmp_path: Any
+) -> None:
+    import json
+
+    from tests.clients.conftest import PLANS, row, warm
+
+    shared = [
+        row(201, cedula="31313131", estado="Cancelado"),
+        row(202, cedula="31313131", estado="Activo"),
+    ]
+    path = tmp_path / "shared.json"
+    path.write_text(json.dumps({"clients": shared, "plans": PLANS}), "utf-8")
+    sim = start_simulator(data_file=path)
+    # The start-up list load hangs, so the first lookup is answered by an upstream query.
+    sim.state.faults.update({"latency": 2.0, "scopes": {"latency": {"path_prefix": "/api/"}}})
+    gw = start_gateway(sim.url, UPSTREAM_TIMEOUT_SECONDS=5)
+    sim.state.faults.reset()
+    cold = body(gw.get("/api/v1/clients/by-document/31313131"))["data"]["service_id"]
+    warm(gw)
+    warmed = body(gw.get("/api/v1/clients/by-document/31313131"))["data"]["service_id"]
+    assert cold == warmed == 202  # the active one
 
 
 def test_lookup_never_says_not_found_when_upstream_fails(pair: tuple[Simulator, Gateway]) -> None:

@@ -296,3 +296,51 @@ def test_update_upstream_failure_is_500(start_pair: StartPair, faults: dict[str,
     assert (out["ok"], out["action"], out["data"]) == (False, "client_update_failed", None)
     # The cache keeps the old value: the write did not go through.
     assert gw.get("/api/v1/clients/by-document/12345678").status_code == 200
+
+
+# -- the plan price from the plans source ---------------------------------------------
+
+ANA = {"name": "Ana Torres", "address": "Santa Rosa", "internet_plan_price": 35000}
+DETAIL = "GET /api/plan-internet/queue/{id}/"
+
+
+def test_price_comes_from_the_record_when_filled(start_pair: StartPair) -> None:
+    from isp_gateway.simulator import Variants
+
+    sim, gw = start_pair({"variants": Variants(precio_plan="real")})
+    assert body(verify(gw, 103, ANA))["action"] == "client_verified"
+    assert calls(sim, DETAIL) == 0
+
+
+def test_price_from_the_plan_detail_once(pair: tuple[Simulator, Gateway]) -> None:
+    sim, gw = pair
+    assert body(verify(gw, 103, ANA))["action"] == "client_verified"
+    wrong = body(verify(gw, 103, {**ANA, "internet_plan_price": 30000}))
+    assert wrong["data"]["debug"]["resolved_plan_price"] == 35000.0
+    assert body(resolve(gw, ANA))["data"]["service_id"] == 103
+    assert calls(sim, DETAIL) == 1  # the plan detail is cached
+
+
+@pytest.mark.parametrize(
+    ("faults", "status", "action"),
+    [
+        ({"error_rate": 1.0}, 502, "upstream_unavailable"),
+        ({"force_403": True}, 502, "CLIENT_NOT_FOUND"),
+    ],
+)
+def test_price_source_failure_is_not_a_mismatch(
+    start_pair: StartPair, faults: dict[str, Any], status: int, action: str
+) -> None:
+    sim, gw = start_pair(VERIFY_MAX_FAILURES=1)
+    sim.state.faults.update({**faults, "path_prefix": "/api/plan-internet/"})
+    for response in (verify(gw, 103, ANA), resolve(gw, ANA)):
+        assert response.status_code == status, response.text
+        assert body(response)["action"] == action
+    # When another field already fails, the answer does not depend on the price.
+    other = body(verify(gw, 104, {**ANA, "name": "Ana Pedraza"}))
+    assert other["action"] == "client_verification_failed"
+    assert other["data"]["debug"]["resolved_plan_price"] is None
+    # Nothing was counted against 103 or the name: both answer once the upstream is back.
+    sim.state.faults.reset()
+    assert body(verify(gw, 103, ANA))["action"] == "client_verified"
+    assert body(resolve(gw, ANA))["data"]["service_id"] == 103

@@ -29,6 +29,7 @@ _MEMO_SIZE = 512
 _BODY_MEMO_SIZE = 100_000
 _MIN_TEXT_ANCHOR = 3
 _MIN_NUMERIC_ANCHOR = 5
+_LETTER = re.compile(r"[^\W\d_]")
 
 
 def document_key(document: str) -> str:
@@ -308,7 +309,13 @@ class ClientIndex:
         single = query.split()
         if len(single) == 1:
             exact += self.by_document.get(document_key(single[0]), [])
-            number = normalize_phone(single[0], self.cc, self.national_length)
+            # Only a phone-like word (digits and symbols) is a phone: "pedro3001234567"
+            # must not stand for 3001234567, which "pedro" does not match.
+            number = (
+                ""
+                if _LETTER.search(single[0])
+                else normalize_phone(single[0], self.cc, self.national_length)
+            )
             if number:
                 exact += [p for p in self.by_phone.get(number, []) if p not in exact]
         named = [self.name_postings.get(p) or [] for p in parts]

@@ -82,9 +82,10 @@ async def get_client_by_service_id(service_id: str, runtime: RuntimeDep) -> Resp
 @router.post("/resolve", response_model=BackendResponse[ClientResponse])
 async def resolve_client(body: VerifyRequest, runtime: RuntimeDep) -> Response:
     """Identify and verify a client without a service id (at least 3 of the 4 fields)."""
-    client = await runtime.clients.resolve(body)
+    found = await runtime.clients.resolve(body)
+    message = "Cliente identificado y verificado"
     return respond(
-        200, success("client_verified", client, message="Cliente identificado y verificado")
+        200, success("client_verified", found.client, message=message, meta=_meta(found.stale))
     )
 
 

@@ -116,13 +116,18 @@ class ClientService:
         )
         self._job: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        # Upstream queries of lookup misses in flight, by (kind, value): a bot retrying an
+        # unknown document, or many asking at once, costs one upstream call, not N.
+        self._queries: dict[tuple[str, str], asyncio.Future[list[ClientRecord]]] = {}
 
     async def start(self) -> None:
         """Warm the cache and keep it fresh in the background (start-up does not wait)."""
         self._job = asyncio.create_task(self.cache.run_periodic())
 
     async def aclose(self) -> None:
-        pending = [t for t in (self._job, *self._tasks) if t is not None]
+        pending: list[asyncio.Future[Any]] = [
+            t for t in (self._job, *self._tasks, *self._queries.values()) if t is not None
+        ]
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
@@ -220,7 +225,7 @@ class ClientService:
         if await self.runtime.store.get(miss_key) is not None:
             raise client_not_found()
         try:
-            records = await upstream.query_clients(self.runtime.gateway, kind, upstream_value)
+            records = await self._query(kind, upstream_value)
         except UpstreamUnauthorized:
             raise unable_to_fetch() from None
         matches = [r for r in records if accept(r["client"])]
@@ -230,7 +235,12 @@ class ClientService:
                     miss_key, True, ttl=self.settings.NEGATIVE_CACHE_SECONDS
                 )
             raise client_not_found()
-        record = min(matches, key=lambda r: r["client"]["service_id"])
+        # The index's choice among clients sharing a key: an active one, then the lowest id.
+        active = self.settings.ACTIVE_CLIENT_STATES
+        record = min(
+            matches,
+            key=lambda r: (r["client"]["payment_status"] not in active, r["client"]["service_id"]),
+        )
         if snapshot is not None:
             # A client the cached list did not know yet: keep it for the next lookups, in
             # the background (the cache lock may be held by a reload).
@@ -238,6 +248,26 @@ class ClientService:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         return Found(record["client"])
+
+    async def _query(self, kind: str, value: str) -> list[ClientRecord]:
+        """One upstream query per (kind, value) however many lookups wait for it."""
+        key = (kind, value)
+        future = self._queries.get(key)
+        if future is None:
+            future = asyncio.ensure_future(
+                upstream.query_clients(self.runtime.gateway, kind, value)
+            )
+            self._queries[key] = future
+
+            def done(task: asyncio.Future[list[ClientRecord]]) -> None:
+                if self._queries.get(key) is task:
+                    del self._queries[key]
+                if not task.cancelled():
+                    task.exception()  # retrieved here: every waiter may have gone away
+
+            future.add_done_callback(done)
+        # shield: a caller that disconnects must not cancel the query others wait for.
+        return await asyncio.shield(future)
 
     async def fresh_hit_body(self, kind: str, raw: str) -> bytes | None:
         """The rendered `client_found` answer when a lookup hits the fresh, warm index;
@@ -342,15 +372,15 @@ class ClientService:
             return client["internet_plan_price"]
         # The record has no price (the upstream leaves precio_plan empty or "0.00"): ask the
         # plans source, which keeps its own cache.
-        try:
-            return await self.runtime.plans.price_for(plan_id, client["internet_plan_name"])
-        except UpstreamError:
-            log.warning("plan price for service %d unavailable", client["service_id"])
-            return None
+        return await self.runtime.plans.price_for(plan_id, client["internet_plan_name"])
 
     async def _match(
-        self, client: Client, plan_id: int | None, given: dict[str, Any]
+        self, client: Client, plan_id: int | None, given: dict[str, Any], *, debug: bool
     ) -> tuple[list[str], float | None]:
+        """The provided fields that match, and the price compared (for the debug block).
+
+        With `debug` false (resolve), the price is not looked up for a record whose other
+        fields already failed."""
         matched = []
         if "name" in given and text_matches(given["name"], client["name"]):
             matched.append("name")
@@ -362,7 +392,20 @@ class ClientService:
             matched.append("internet_plan_name")
         price = client["internet_plan_price"]
         if "internet_plan_price" in given:
-            price = await self._price(client, plan_id)
+            decides = len(matched) == len(given) - 1
+            if not decides and not debug:
+                return matched, price
+            try:
+                price = await self._price(client, plan_id)
+            except UpstreamError as exc:
+                # When the price decides, an upstream failure must not pass for "your data
+                # do not match" (nor count against the customer's attempts): 502.
+                if decides and isinstance(exc, UpstreamUnauthorized):
+                    raise unable_to_fetch() from None
+                if decides:
+                    raise
+                log.warning("plan price for service %d unavailable", client["service_id"])
+                price = None
             if price_matches(given["internet_plan_price"], price):
                 matched.append("internet_plan_price")
         return matched, price
@@ -388,7 +431,9 @@ class ClientService:
         except NotFound:
             raise client_not_found(MSG_NOT_FOUND_ES) from None
         client = found.client
-        matched, price = await self._match(client, await self._plan_id(service_id), given)
+        matched, price = await self._match(
+            client, await self._plan_id(service_id), given, debug=True
+        )
         if len(matched) == len(given):
             await self.verify_throttle.success(key)
             return Verification(True, matched, None)
@@ -400,13 +445,13 @@ class ClientService:
         }
         return Verification(False, matched, debug)
 
-    async def resolve(self, body: VerifyRequest) -> Client:
+    async def resolve(self, body: VerifyRequest) -> Found:
         given = self._require_fields(body)
         by_name = "name" in given
         words_of = given["name"] if by_name else given.get("address")
         key = search_key(words_of, address=not by_name)
         await self._check_lock(self.resolve_throttle, key or "-")
-        index, _ = await self._warm()
+        index, stale = await self._warm()
         words = tokens(words_of) if by_name else address_tokens(words_of)
         candidates = index.candidates(words, address=not by_name)
         if not candidates:
@@ -414,7 +459,8 @@ class ClientService:
             raise client_not_found(MSG_NOT_FOUND_ES)
         verified: list[Client] = []
         for client in candidates:
-            matched, _ = await self._match(client, index.plan_id(client["service_id"]), given)
+            plan_id = index.plan_id(client["service_id"])
+            matched, _ = await self._match(client, plan_id, given, debug=False)
             if len(matched) == len(given):
                 verified.append(client)
         if not verified:
@@ -427,7 +473,7 @@ class ClientService:
                 action="client_ambiguous",
             )
         await self.resolve_throttle.success(key or "-")
-        return verified[0]
+        return Found(verified[0], stale)
 
     # -- update ----------------------------------------------------------------------
 
