@@ -241,6 +241,25 @@ def test_long_poll_answers_pending_when_the_wait_passes(
     assert 1 <= sim.state.calls[TASK_READS] <= 5
 
 
+def test_long_poll_keeps_its_deadline_when_the_upstream_read_hangs(
+    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+) -> None:
+    sim = start_simulator(ping_duration=0.5)
+    gw = start_gateway(sim.url, PING_POLL_INTERVAL_SECONDS=0.2, UPSTREAM_TIMEOUT_SECONDS=3)
+    task_id = create(gw, service_ids(sim, 1)[0])
+    sim.state.faults.update({"hang_rate": 1.0, "hang_seconds": 10, "path_prefix": "/api/tasks/"})
+    started = time.monotonic()
+    body = poll(gw, task_id, wait=1)
+    elapsed = time.monotonic() - started
+    # Answered when the wait passed, not when the hung read timed out (3 s).
+    assert body["action"] == "ping_pending"
+    assert 0.9 <= elapsed < 2.0
+    assert sim.state.calls[TASK_READS] == 1
+    # The read goes on in the background; once the upstream answers again a poll gets the result.
+    sim.state.faults.update({"reset": True})
+    assert poll(gw, task_id, wait=10)["action"] == "stable_connection"
+
+
 def test_task_gone_upstream_is_ping_failed(fast: Any) -> None:
     sim, gw = fast
     task_id = create(gw, service_ids(sim, 1)[0])

@@ -82,12 +82,18 @@ class PingService:
         self.store = runtime.store
         # A holder of the create/check locks is inside one upstream call at most.
         self._lock_timeout = self.settings.UPSTREAM_TIMEOUT_SECONDS + 5.0
+        # Upstream reads a long poll stopped waiting for at its deadline; they finish here.
+        self._late_checks: set[asyncio.Task[dict[str, Any] | None]] = set()
 
     async def start(self) -> None:
         """Nothing runs in the background: tasks advance when someone polls."""
 
     async def aclose(self) -> None:
-        """No background jobs to stop."""
+        """Stop the upstream reads that long polls left running."""
+        for check in list(self._late_checks):
+            check.cancel()
+        if self._late_checks:
+            await asyncio.gather(*self._late_checks, return_exceptions=True)
 
     # -- create ------------------------------------------------------------------------
 
@@ -187,8 +193,22 @@ class PingService:
             if not isinstance(record, dict):
                 raise NotFound(TASK_NOT_FOUND, action=FAILED)
             if record.get("state") != "final" and time.time() - record["checked_at"] >= interval:
+                check = asyncio.ensure_future(self._check(task_id, deadline))
+                if wait > 0:
+                    # A long poll answers when its wait is over, even if the upstream read
+                    # it started hangs (up to the upstream timeout): the bot's reply window
+                    # is what `wait` was chosen for. The read goes on and records its result.
+                    try:
+                        await asyncio.wait({check}, timeout=max(0.0, deadline - time.monotonic()))
+                    except asyncio.CancelledError:
+                        # The client went away; the read is harmless and may serve others.
+                        self._leave_running(check, task_id)
+                        raise
+                    if not check.done():
+                        self._leave_running(check, task_id)
+                        return self._pending_view(task_id)
                 try:
-                    checked = await self._check(task_id, deadline)
+                    checked = await check
                     last_error = None
                 except UpstreamError as exc:
                     last_error = exc
@@ -202,15 +222,34 @@ class PingService:
                 if last_error is not None:
                     # The record stays; a later poll tries the upstream again.
                     raise last_error
-                return PingView(
-                    ok=True,
-                    type="info",
-                    action="ping_pending",
-                    data={"task_id": task_id, "status": "pending"},
-                    message=PENDING_MESSAGE,
-                )
+                return self._pending_view(task_id)
             until_check = interval - (time.time() - record["checked_at"])
             await asyncio.sleep(max(0.01, min(remaining, _RECORD_POLL_SECONDS, until_check)))
+
+    @staticmethod
+    def _pending_view(task_id: str) -> PingView:
+        return PingView(
+            ok=True,
+            type="info",
+            action="ping_pending",
+            data={"task_id": task_id, "status": "pending"},
+            message=PENDING_MESSAGE,
+        )
+
+    def _leave_running(self, check: asyncio.Task[dict[str, Any] | None], task_id: str) -> None:
+        """Keep a read that outlived its poll referenced until it ends; its failure was
+        logged by the gateway and a later poll retries, so the exception is only consumed."""
+        self._late_checks.add(check)
+
+        def done(task: asyncio.Task[dict[str, Any] | None]) -> None:
+            self._late_checks.discard(task)
+            if task.cancelled():
+                return
+            exc = task.exception()
+            if exc is not None and not isinstance(exc, UpstreamError):
+                log.error("ping task %s: check crashed", task_id, exc_info=exc)
+
+        check.add_done_callback(done)
 
     async def _check(self, task_id: str, deadline: float) -> dict[str, Any] | None:
         """Read the task upstream unless someone did within the interval; the new record."""
