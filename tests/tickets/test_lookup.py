@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from tests.conftest import Gateway, Simulator
+from isp_gateway.simulator import SimulatorConfig, create_simulator_app
+from tests.conftest import API_KEY, Gateway, Simulator
+from tests.support import run_server
 from tests.tickets.conftest import ANSWERED_TICKET
 
 
@@ -140,3 +146,33 @@ def test_upstream_403_and_429(gw: Gateway, sim: Simulator) -> None:
     assert response.status_code == 503
     assert response.json()["action"] == "upstream_rate_limited"
     assert response.headers["Retry-After"] == "7"
+
+
+class NotATicket:
+    """In front of the simulator: one ticket read answers 200 with a JSON body that is not a
+    ticket (a proxy's answer, an empty object)."""
+
+    def __init__(self, app: ASGIApp, body: Any) -> None:
+        self.app, self.body = app, json.dumps(body).encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != "/api/tickets/5001/":
+            await self.app(scope, receive, send)
+            return
+        headers = [(b"content-type", b"application/json")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": self.body})
+
+
+@pytest.mark.parametrize("body", [{}, [], {"detail": "ok"}, {"id_ticket": "n/a"}])
+def test_a_200_that_is_not_a_ticket_is_502_never_not_found(
+    data_file: Path, start_gateway: Callable[..., Gateway], body: Any
+) -> None:
+    app = create_simulator_app(SimulatorConfig(api_key=API_KEY, data_file=data_file))
+    with run_server(NotATicket(app, body)) as url:
+        gw = start_gateway(url)
+        response = gw.get("/api/v1/tickets/5001")
+        assert response.status_code == 502
+        assert response.json()["action"] == "upstream_unavailable"
+        # Other tickets are read as usual.
+        assert gw.get("/api/v1/tickets/5002").status_code == 200

@@ -9,6 +9,7 @@ subject and department sent twice (`asunto`/`asuntos_default`, ...).
 
 from __future__ import annotations
 
+import logging
 import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
@@ -16,9 +17,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from isp_gateway.errors import UpstreamRejected
+from isp_gateway.errors import UpstreamRejected, UpstreamUnavailable
 from isp_gateway.upstream.gateway import UpstreamGateway
 from isp_gateway.upstream.records import as_int
+
+log = logging.getLogger("isp_gateway.upstream")
 
 TICKETS_PATH = "api/tickets/"
 
@@ -214,16 +217,21 @@ async def list_in_states(gateway: UpstreamGateway, states: list[int]) -> list[Ti
 
 
 async def fetch(gateway: UpstreamGateway, ticket_id: int) -> Ticket | None:
-    """One ticket with its answers; None when the upstream does not know it."""
+    """One ticket with its answers; None when the upstream does not know it (404).
+    Raises the gateway's errors, and `UpstreamUnavailable` for a 200 that is not a ticket."""
     try:
         body = await gateway.get_json(f"{TICKETS_PATH}{ticket_id}/")
     except UpstreamRejected as exc:
         if exc.upstream_status == 404:
             return None
         raise
-    if not isinstance(body, dict):
-        return None
-    return to_ticket(body)
+    ticket = to_ticket(body) if isinstance(body, dict) else None
+    if ticket is None:
+        # A 200 that is not a ticket (a proxy's JSON, an empty object) says nothing about
+        # whether the ticket exists: never let it read as "not found".
+        log.warning("upstream %s%d/: answer is not a ticket", TICKETS_PATH, ticket_id)
+        raise UpstreamUnavailable()
+    return ticket
 
 
 async def create(gateway: UpstreamGateway, new: NewTicket) -> Ticket | None:
