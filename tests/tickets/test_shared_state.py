@@ -2,63 +2,110 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import random
+import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 import redis
 
 from tests.conftest import Gateway, Simulator
-from tests.tickets.conftest import post_calls, ticket_body
+from tests.tickets.conftest import ZONE_SERVICES, build_dataset, post_calls, ticket_body
 
 REDIS_URL = "redis://127.0.0.1:6379/12"
 
 
+class Run:
+    """This run's zones and ticket ids, far from any other run's: several suites may share
+    this Redis at the same time, and zone locks, recent-ticket lists and technician records
+    are keyed by those numbers. Its keys are deleted at the end (no FLUSHDB)."""
+
+    def __init__(self) -> None:
+        self.zone_base = random.randrange(1_000, 1_000_000) * 1_000
+        self.id_base = random.randrange(1_000, 1_000_000) * 10_000
+        self.key_digests: list[str] = []
+
+    def idempotency_key(self) -> str:
+        key = f"shared-key-{uuid.uuid4().hex}"
+        self.key_digests.append(hashlib.sha256(key.encode()).hexdigest())
+        return key
+
+    def zone(self, zone_id: int) -> int:
+        return self.zone_base + zone_id
+
+    def dataset(self) -> dict[str, Any]:
+        data = build_dataset()
+        for client in data["clients"]:
+            client["zona"]["id"] = self.zone(client["zona"]["id"])
+        for ticket in data["tickets"]:
+            ticket["id_ticket"] += self.id_base
+        return data
+
+
 @pytest.fixture
-def shared_redis() -> Iterator[str]:
-    # No skip: a missing Redis must fail this test, since the guarantee depends on it.
+def run() -> Iterator[Run]:
+    # No skip: a missing Redis must fail these tests, since the guarantee depends on it.
     client = redis.Redis.from_url(REDIS_URL)
-    client.flushdb()
+    client.ping()
+    this = Run()
     try:
-        yield REDIS_URL
+        yield this
     finally:
-        client.flushdb()
+        patterns = [f"ispgw:*zone:{this.zone(z)}*" for z in ZONE_SERVICES]
+        patterns.append(f"ispgw:*technician:{this.id_base // 10_000}????")
+        patterns += [f"ispgw:*idempotency:tickets:{d}" for d in this.key_digests]
+        for pattern in patterns:
+            for key in client.scan_iter(match=pattern):
+                client.delete(key)
         client.close()
 
 
+@pytest.fixture
+def run_sim(run: Run, tmp_path: Path, start_simulator: Callable[..., Simulator]) -> Simulator:
+    path = tmp_path / "upstream-run.json"
+    path.write_text(json.dumps(run.dataset(), ensure_ascii=False), "utf-8")
+    return start_simulator(data_file=path)
+
+
 def test_two_workers_sharing_redis_create_one_ticket_for_one_slot(
-    sim: Simulator, start_gateway: Callable[..., Gateway], shared_redis: str
+    run: Run, run_sim: Simulator, start_gateway: Callable[..., Gateway]
 ) -> None:
     workers = [
-        start_gateway(sim.url, REDIS_URL=shared_redis, UPSTREAM_PAGE_SIZE=2) for _ in range(2)
+        start_gateway(run_sim.url, REDIS_URL=REDIS_URL, UPSTREAM_PAGE_SIZE=2) for _ in range(2)
     ]
 
     def create(n: int) -> httpx.Response:
-        return workers[n % 2].post("/api/v1/tickets", json=ticket_body(description=f"r{n}"))
+        body = ticket_body(zone_id=run.zone(1), description=f"r{n}")
+        return workers[n % 2].post("/api/v1/tickets", json=body)
 
     with ThreadPoolExecutor(20) as pool:
         responses = list(pool.map(create, range(20)))
     assert sorted(r.status_code for r in responses) == [201] + [409] * 19
-    assert len(sim.state.created_tickets) == 1
-    assert post_calls(sim) == 1
+    assert len(run_sim.state.created_tickets) == 1
+    assert post_calls(run_sim) == 1
 
 
 def test_two_workers_share_idempotency_records(
-    sim: Simulator, start_gateway: Callable[..., Gateway], shared_redis: str
+    run: Run, run_sim: Simulator, start_gateway: Callable[..., Gateway]
 ) -> None:
-    workers = [start_gateway(sim.url, REDIS_URL=shared_redis) for _ in range(2)]
-    key = {"Idempotency-Key": "shared-key-1"}
+    workers = [start_gateway(run_sim.url, REDIS_URL=REDIS_URL) for _ in range(2)]
+    key = {"Idempotency-Key": run.idempotency_key()}
 
     def create(n: int) -> httpx.Response:
-        body = ticket_body(zone_id=3, service_id=301)
+        body = ticket_body(zone_id=run.zone(3), service_id=301)
         return workers[n % 2].post("/api/v1/tickets", json=body, headers=key)
 
     with ThreadPoolExecutor(8) as pool:
         responses = list(pool.map(create, range(8)))
     assert {r.status_code for r in responses} == {201}
     assert len({r.json()["data"]["ticket_id"] for r in responses}) == 1
-    assert len(sim.state.created_tickets) == 1
+    assert len(run_sim.state.created_tickets) == 1
 
 
 def test_a_ticket_just_created_counts_while_the_list_lags(gw: Gateway, sim: Simulator) -> None:
