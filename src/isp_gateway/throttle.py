@@ -2,6 +2,10 @@
 
 A key is locked once it gathers `max_failures` failures within `window` seconds; a success
 clears it. Counting in the store makes the lock hold across workers with Redis.
+
+`reserve` counts an attempt before it is checked, in one atomic increment: a caller firing
+many attempts in parallel cannot slip more than `max_failures` checks past the lock while
+the first ones are still being checked (`retry_after` + `failure` leave that window open).
 """
 
 from __future__ import annotations
@@ -26,6 +30,19 @@ class FailureThrottle:
             return None
         remaining = await self._store.ttl(self._key(key))
         return max(1, int(remaining or self.window))
+
+    async def reserve(self, key: str) -> int | None:
+        """Count one attempt now; None when it may go ahead, else seconds to wait. An
+        attempt that goes ahead stays counted as a failure until `success` clears the key."""
+        count = await self._store.incr(self._key(key), 1, ttl=self.window)
+        if count <= self.max_failures:
+            return None
+        remaining = await self._store.ttl(self._key(key))
+        return max(1, int(remaining or self.window))
+
+    async def release(self, key: str) -> None:
+        """Give back a reservation for an attempt that was not made after all."""
+        await self._store.incr(self._key(key), -1, ttl=self.window)
 
     async def failure(self, key: str) -> None:
         await self._store.incr(self._key(key), 1, ttl=self.window)

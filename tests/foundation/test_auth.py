@@ -8,6 +8,7 @@ import statistics
 import time
 import warnings
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -310,3 +311,20 @@ def test_unknown_user_timing_with_a_cheap_hash(
     unknown_user = _median_seconds(gw.client, "nobody-here", "wrong", runs=5)
     # A cost-12 dummy would take ~100x longer than the cost-4 check.
     assert unknown_user < wrong_password * 5 + 0.05
+
+
+def test_throttle_holds_under_concurrent_guesses(
+    start_probe_gateway: StartProbe, password_hash: str
+) -> None:
+    # A guesser firing in parallel must not get more than LOGIN_MAX_FAILURES password checks
+    # per window: each attempt takes its place in the count before the (slow) bcrypt check.
+    gw = start_probe_gateway(LOGIN_MAX_FAILURES=3, LOGIN_LOCKOUT_SECONDS=60)
+
+    def guess(n: int) -> int:
+        with httpx.Client(base_url=gw.url, timeout=30) as client:
+            return int(login(client, password=f"guess-{n}").status_code)
+
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        statuses = list(pool.map(guess, range(12)))
+    assert statuses.count(401) == 3, statuses
+    assert statuses.count(429) == 9, statuses

@@ -36,12 +36,18 @@ async def issue_access_token(
     throttle = runtime.login_throttle
     address = request.client.host if request.client else "unknown"
     keys = [f"user:{username.lower()}", f"addr:{address}"]
+    # Each attempt is counted before the slow bcrypt check, atomically, so parallel
+    # guesses cannot all pass the check-then-count gap; a success clears the counts below.
+    reserved: list[str] = []
     for key in keys:
-        wait = await throttle.retry_after(key)
+        wait = await throttle.reserve(key)
         if wait is not None:
+            for taken in reserved:
+                await throttle.release(taken)
             raise HTTPException(
                 status.HTTP_429_TOO_MANY_REQUESTS, THROTTLED, headers={"Retry-After": str(wait)}
             )
+        reserved.append(key)
     known = hmac.compare_digest(username.encode(), settings.API_USERNAME.encode())
     # Unknown users are checked against a dummy hash so response time does not tell them apart.
     configured = settings.API_PASSWORD_HASH.get_secret_value()
@@ -49,8 +55,7 @@ async def issue_access_token(
     hashed = configured if known else await anyio.to_thread.run_sync(dummy_hash, configured)
     valid = await verify_password(password, hashed) and known
     if not valid:
-        for key in keys:
-            await throttle.failure(key)
+        # Already counted by `reserve`.
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED, LOGIN_ERROR, headers={"WWW-Authenticate": "Bearer"}
         )
