@@ -6,12 +6,19 @@ import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
+from email.parser import BytesParser
+from email.policy import HTTP
+from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import httpx
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from isp_gateway.simulator import SimulatorConfig, create_simulator_app
 from isp_gateway.tickets.calendar import add_business_days
-from tests.conftest import Gateway, Simulator
+from tests.conftest import API_KEY, Gateway, Simulator
+from tests.support import run_server
 from tests.tickets.conftest import post_calls, ticket_body, ticket_calls
 
 MOMENT = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}$")
@@ -208,3 +215,81 @@ def test_unknown_service_refused_upstream_names_our_field(gw: Gateway, sim: Simu
     assert [e["field"] for e in body["meta"]["errors"]] == ["service_id"]
     assert "servicio" not in response.text and "{" not in body["message"]
     assert sim.state.created_tickets == []
+
+
+class CapturePosts:
+    """In front of the simulator: keeps the raw ticket POSTs (content type and body), then
+    lets the simulator answer them."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.posts: list[tuple[str, bytes]] = []
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or (scope["method"], scope["path"]) != (
+            "POST",
+            "/api/tickets/",
+        ):
+            await self.app(scope, receive, send)
+            return
+        messages: list[Message] = []
+        body = b""
+        while True:
+            message = await receive()
+            messages.append(message)
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        headers = dict(scope["headers"])
+        self.posts.append((headers.get(b"content-type", b"").decode(), body))
+
+        async def replay() -> Message:
+            return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+        await self.app(scope, replay, send)
+
+
+def form_fields(content_type: str, body: bytes) -> dict[str, str]:
+    message = BytesParser(policy=HTTP).parsebytes(
+        b"Content-Type: " + content_type.encode() + b"\r\n\r\n" + body
+    )
+    fields: dict[str, str] = {}
+    for part in message.iter_parts():
+        assert part.get_filename() is None  # plain form fields, not file uploads
+        name = part.get_param("name", header="content-disposition")
+        payload = part.get_payload(decode=True)
+        assert isinstance(payload, bytes)
+        fields[str(name)] = payload.decode("utf-8")  # UTF-8 as is, as the upstream reads it
+    return fields
+
+
+def test_the_upstream_receives_one_multipart_form_with_every_field(
+    data_file: Path, start_gateway: Callable[..., Gateway]
+) -> None:
+    app = create_simulator_app(SimulatorConfig(api_key=API_KEY, data_file=data_file))
+    capture = CapturePosts(app)
+    with run_server(capture) as url:
+        gw = start_gateway(url, ACTIVE_TICKET_STATES="2,1")
+        response = gw.post(
+            "/api/v1/tickets", json=ticket_body(zone_id=3, service_id=301, technician_id=12)
+        )
+        assert response.status_code == 201, response.text
+    data = response.json()["data"]
+    [(content_type, body)] = capture.posts
+    assert content_type.startswith("multipart/form-data; boundary=")
+    fields: dict[str, Any] = form_fields(content_type, body)
+    moment = "%d/%m/%Y %H:%M"
+    assert fields == {
+        "servicio": "301",
+        "asunto": "No Tiene Internet",
+        "asuntos_default": "No Tiene Internet",
+        "tecnico": "12",
+        "descripcion": "El cliente no tiene servicio desde ayer",
+        "estado": "2",  # the first of ACTIVE_TICKET_STATES
+        "prioridad": "3",  # from the subject's place in the catalogue
+        "fecha_inicio": datetime.strptime(data["created_at"], "%Y-%m-%d %H:%M").strftime(moment),
+        "fecha_final": datetime.strptime(data["end_date"], "%Y-%m-%d %H:%M").strftime(moment),
+        "departamento": "Soporte Técnico",
+        "departamentos_default": "Soporte Técnico",
+    }
+    assert data["status_ticket"] == "En Progreso"  # the upstream's label for that state
