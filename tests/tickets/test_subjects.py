@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 
@@ -94,3 +95,20 @@ def test_priority_of_each_level() -> None:
     assert catalogue.priority_of("Jumper Dañado") == 3
     assert catalogue.priority_of("Caja Nap Dañada") == 4
     assert catalogue.priority_of("Caja Nap Danada") is None
+
+
+def test_a_subject_in_another_unicode_form_is_the_catalogue_subject(
+    gw: Gateway, sim: Simulator
+) -> None:
+    # "Antena Dañada" with a decomposed ñ (n + combining tilde), as some keyboards send it.
+    decomposed = unicodedata.normalize("NFD", "Antena Dañada")
+    assert decomposed != "Antena Dañada"
+    response = gw.post(
+        "/api/v1/tickets", json=ticket_body(subject=decomposed, zone_id=3, service_id=301)
+    )
+    assert response.status_code == 201, response.text
+    assert response.json()["data"]["subject"] == "Antena Dañada"
+    # The upstream got the catalogue's spelling.
+    assert sim.state.created_tickets[0]["asunto"] == "Antena Dañada"
+    assert SubjectCatalogue.load().canonical(decomposed) == "Antena Dañada"
+    assert SubjectCatalogue.load().canonical("antena dañada") is None

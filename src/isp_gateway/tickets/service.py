@@ -114,10 +114,12 @@ class TicketService:
     def subjects(self) -> dict[str, Any]:
         return self.catalogue.as_data()
 
-    def _priority(self, subject: str) -> int:
-        priority = self.catalogue.priority_of(subject)
-        if priority is not None:
-            return priority
+    def _subject(self, subject: str) -> tuple[str, int]:
+        """The catalogue's spelling of a subject and its priority, or a 400."""
+        name = self.catalogue.canonical(subject)
+        priority = self.catalogue.priority_of(name) if name is not None else None
+        if name is not None and priority is not None:
+            return name, priority
         hint = self.catalogue.suggestion(subject)
         message = f"Subject {subject!r} is not in the ticket subject catalogue"
         message += f"; did you mean {hint!r}?" if hint else "; see GET /api/v1/tickets/subjects"
@@ -194,7 +196,9 @@ class TicketService:
     async def create(
         self, request: CreateTicketRequest, idempotency_key: str | None
     ) -> CreateOutcome:
-        priority = self._priority(request.subject)  # refused before any upstream call
+        subject, priority = self._subject(request.subject)  # refused before any upstream call
+        if subject != request.subject:
+            request = request.model_copy(update={"subject": subject})
         fp = fingerprint(request)
         if not idempotency_key:
             return await self._create_in_zone(request, priority, fp)

@@ -29,6 +29,9 @@ class SubjectCatalogue:
     def __init__(self, by_priority: dict[int, list[str]]) -> None:
         self.by_priority = by_priority
         self._priority = {s: p for p, names in by_priority.items() for s in names}
+        # The same text in another Unicode form (a decomposed "ñ" from some keyboards) is the
+        # same subject; the upstream gets the catalogue's spelling.
+        self._composed = {unicodedata.normalize("NFC", s): s for s in self._priority}
         self._folded = {_fold(s): s for s in self._priority}
 
     @classmethod
@@ -52,6 +55,12 @@ class SubjectCatalogue:
 
     def priority_of(self, subject: str) -> int | None:
         return self._priority.get(subject)
+
+    def canonical(self, subject: str) -> str | None:
+        """The catalogue's spelling of a subject given as is (up to Unicode form); else None."""
+        if subject in self._priority:
+            return subject
+        return self._composed.get(unicodedata.normalize("NFC", subject))
 
     def suggestion(self, subject: str) -> str | None:
         """The catalogue spelling of a subject that differs only in case, accents or spaces."""
