@@ -37,6 +37,29 @@ def _load_settings_or_exit(**overrides: Any) -> Any:
         raise SystemExit(EXIT_CONFIG) from None
 
 
+def _check_redis_or_exit(url: str) -> None:
+    """Reach Redis before uvicorn starts: a failure inside the lifespan would end start-up
+    with uvicorn's traceback instead of one line naming the setting."""
+    import asyncio
+
+    from isp_gateway.store.redis import RedisStore
+
+    async def ping() -> None:
+        store = RedisStore(url)
+        try:
+            await asyncio.wait_for(store.ping(), 10)
+        finally:
+            await store.close()
+
+    try:
+        asyncio.run(ping())
+    except Exception as exc:
+        # redis-py's messages name the host and port, never the URL's password.
+        reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        print(f"isp-gateway: cannot reach the Redis of REDIS_URL ({reason})", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
 def cmd_serve(ns: argparse.Namespace) -> int:
     import uvicorn
 
@@ -44,6 +67,8 @@ def cmd_serve(ns: argparse.Namespace) -> int:
 
     settings = _load_settings_or_exit()
     _configure_logging(settings.LOG_LEVEL)
+    if settings.REDIS_URL is not None:
+        _check_redis_or_exit(settings.REDIS_URL.get_secret_value())
     if ns.workers > 1:
         # Each worker builds its own app from the environment; with several workers,
         # REDIS_URL makes locks, caches and throttles shared.

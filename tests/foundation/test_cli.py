@@ -287,3 +287,17 @@ def test_demo_runs_and_stops_cleanly(
     while not gone(simulator_pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert gone(simulator_pid)
+
+
+def test_serve_with_unreachable_redis_says_so_in_one_line(
+    tmp_path: Path, password_hash: str
+) -> None:
+    port = free_port()  # nothing listens there
+    env = base_env(
+        **required_env(password_hash), REDIS_URL=f"redis://:redis-pass-123@127.0.0.1:{port}/0"
+    )
+    result = run_cli("serve", "--port", str(free_port()), env=env, cwd=tmp_path)
+    assert result.returncode == 1
+    assert "REDIS_URL" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "redis-pass-123" not in result.stderr
