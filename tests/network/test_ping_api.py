@@ -8,8 +8,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from tests.conftest import Gateway, Simulator
+from isp_gateway.simulator import SimulatorConfig, create_simulator_app
+from tests.conftest import API_KEY, Gateway, Simulator
+from tests.support import run_server
 
 TASK_READS = "GET /api/tasks/{id}/"
 PING_CREATES = "POST /api/clientes/{id}/ping/"
@@ -305,3 +308,39 @@ def test_create_upstream_failures(fast: Any) -> None:
     sim.state.faults.update({"reset": True})
     task_id = create(gw, sid)
     assert poll(gw, task_id, wait=5)["action"] == "stable_connection"
+
+
+class RefusePings:
+    """In front of the simulator: ping requests answer 400 with DRF field errors."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].endswith("/ping/"):
+            await self.app(scope, receive, send)
+            return
+        body = b'{"interfaz": ["Interfaz secreta ether9 no existe en router 10.0.0.1"]}'
+        headers = [(b"content-type", b"application/json")]
+        await send({"type": "http.response.start", "status": 400, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def test_create_refused_with_field_errors_or_403(start_gateway: Callable[..., Gateway]) -> None:
+    app = create_simulator_app(SimulatorConfig(api_key=API_KEY, clients=20))
+    with run_server(RefusePings(app)) as url:
+        gw = start_gateway(url)
+        sid = app.state.sim.dataset.clients[0]["id_servicio"]
+        response = gw.post(f"/api/v1/{sid}/ping/", json={"pings": 4})
+        assert response.status_code == 502
+        body = response.json()
+        assert (body["ok"], body["action"], body["data"]) == (False, "ping_failed", None)
+        assert "10.0.0.1" not in response.text and "ether9" not in response.text
+    sim_state = app.state.sim
+    sim_state.faults.update({"force_403": True, "method": "POST"})
+    with run_server(app) as url:
+        gw = start_gateway(url)
+        response = gw.post(f"/api/v1/{sid}/ping/", json={"pings": 4})
+        assert response.status_code == 502
+        assert response.json()["action"] == "upstream_unauthorized"
+        assert API_KEY not in response.text
