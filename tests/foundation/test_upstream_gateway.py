@@ -232,6 +232,18 @@ async def test_4xx_is_rejected_with_status_and_body(
     assert missing.value.upstream_status == 404
 
 
+async def test_404_page_that_is_not_json_is_unavailable_not_missing(
+    make_gateway: Factory,
+) -> None:
+    # A host that is not a WispHub API (or a proxy in front of it) answers its own HTML 404:
+    # that must read as "upstream unusable", never as "this ticket/client does not exist".
+    with run_server(ScriptedUpstream(1).app()) as url:
+        gateway = make_gateway(url)
+        with pytest.raises(UpstreamUnavailable) as caught:
+            await gateway.get_json("api/tickets/5/")
+        assert caught.value.status_code == 502
+
+
 async def test_hang_times_out_and_is_not_retried(
     simulator: Simulator, make_gateway: Factory
 ) -> None:

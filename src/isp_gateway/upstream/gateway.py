@@ -122,6 +122,13 @@ class UpstreamGateway:
             body: Any = response.json()
         except ValueError:
             body = None
+        if status == 404 and not isinstance(body, dict):
+            # DRF answers an unknown object with JSON {"detail": ...}. A 404 page in HTML
+            # means the path itself is unknown there (a wrong UPSTREAM_NET_HOST, a proxy):
+            # the upstream is unusable, which must never read as "that customer/ticket
+            # does not exist".
+            log.error("upstream %s %s: 404 without a JSON body (is the host right?)", method, url)
+            raise UpstreamUnavailable()
         raise UpstreamRejected(status, body)
 
     async def get_json(
