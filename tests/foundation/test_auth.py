@@ -180,6 +180,15 @@ def test_login_issues_a_working_token_with_sub_iat_exp(start_probe_gateway: Star
     assert _bearer(gw, token).json() == {"sub": USERNAME}
 
 
+def test_login_as_the_docs_authorize_button_sends_it(start_probe_gateway: StartProbe) -> None:
+    # Swagger UI's password flow: grant_type and an empty scope ride along with the form.
+    gw = start_probe_gateway()
+    form = {"grant_type": "password", "username": USERNAME, "password": PASSWORD, "scope": ""}
+    response = gw.client.post(TOKEN, data=form)
+    assert response.status_code == 200, response.text
+    assert _bearer(gw, response.json()["access_token"]).json() == {"sub": USERNAME}
+
+
 def test_login_json_body_is_refused(gw: Gateway) -> None:
     response = gw.client.post(TOKEN, json={"username": USERNAME, "password": PASSWORD})
     assert response.status_code == 422
