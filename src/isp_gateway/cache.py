@@ -185,14 +185,36 @@ class CachedResource(Generic[D]):
             await self._write(stamp, new_value, max(1.0, remaining))
             self._derived(stamp, new_value)
 
+    async def _adopt(self) -> None:
+        """Derive the store's current generation, off the event loop, if this process does
+        not hold it yet (another worker loaded it)."""
+        entry = await self._entry()
+        if entry is None or (self._local is not None and self._local[0] >= entry[0]):
+            return
+        derived = await asyncio.to_thread(self._derive, entry[1])
+        if self._local is None or self._local[0] < entry[0]:  # an update may have won
+            self._local = (entry[0], derived)
+
+    async def _periodic_step(self) -> float:
+        """Refresh when due; returns the seconds until the next step."""
+        stamp = await self._store.get(self._stamp_key)
+        age = time.time() - float(stamp) if stamp is not None else None
+        if age is not None and age < self.refresh_after:
+            # Workers sharing a store each run this job: one that finds a generation
+            # another worker loaded recently adopts it instead of loading the whole list
+            # again (N workers would otherwise spend N times the upstream budget).
+            await self._adopt()
+            return self.refresh_after - age
+        await self.refresh()
+        return self.refresh_after
+
     async def run_periodic(self) -> None:
         """Background job: keep the value fresh so no request waits for a reload."""
         delay = 0.0
         while True:
             await asyncio.sleep(delay)
             try:
-                await self.refresh()
-                delay = self.refresh_after
+                delay = await self._periodic_step()
             except UpstreamError as exc:
                 log.warning("refresh of %s failed (%s); retrying soon", self._key, exc.action)
                 delay = min(30.0, self.refresh_after)
