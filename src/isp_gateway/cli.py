@@ -154,7 +154,13 @@ def cmd_simulator(ns: argparse.Namespace) -> int:
         )
         return EXIT_CONFIG
     _configure_logging("WARNING")
-    serve_simulator(config_from_args(ns, api_key), ns.host, ns.port)
+    from isp_gateway.simulator.dataset import DataFileError
+
+    try:
+        serve_simulator(config_from_args(ns, api_key), ns.host, ns.port)
+    except DataFileError as exc:  # raised while loading --data, before serving
+        print(f"isp-gateway: simulator data file {exc}", file=sys.stderr)
+        return EXIT_CONFIG
     return 0
 
 

@@ -301,3 +301,19 @@ def test_serve_with_unreachable_redis_says_so_in_one_line(
     assert "REDIS_URL" in result.stderr
     assert "Traceback" not in result.stderr
     assert "redis-pass-123" not in result.stderr
+
+
+# -- simulator ---------------------------------------------------------------------------------
+
+
+def test_simulator_with_a_bad_data_file_says_what_is_wrong(tmp_path: Path) -> None:
+    data = tmp_path / "data.json"
+    data.write_text('{"clients": [{"id_servicio": 1}], "tickets": [{"asunto": "x"}]}', "utf-8")
+    env = base_env(SIMULATOR_API_KEY="k")
+    for path, named in ((data, "tickets[0]"), (tmp_path / "missing.json", "No such file")):
+        result = run_cli(
+            "simulator", "--port", str(free_port()), "--data", str(path), env=env, cwd=tmp_path
+        )
+        assert result.returncode == 2
+        assert named in result.stderr
+        assert "Traceback" not in result.stderr

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from isp_gateway.simulator import build_dataset, dump_dataset, load_dataset
-from isp_gateway.simulator.dataset import load_subjects
+from isp_gateway.simulator.dataset import DataFileError, load_subjects
 
 
 def test_same_seed_same_data_and_other_seed_differs() -> None:
@@ -131,11 +131,42 @@ def test_dump_then_load_round_trips(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "document",
-    [[], {"plans": []}, {"clients": [{"nombre": "sin id"}]}],
+    ("document", "named"),
+    [
+        ([], "'clients' list"),
+        ({"plans": []}, "'clients' list"),
+        ({"clients": [{"nombre": "sin id"}]}, "clients[0]"),
+        ({"clients": [{"id_servicio": 1}, {"id_servicio": "2"}]}, "clients[1]"),
+        ({"clients": [], "tickets": [{"asunto": "Internet Lento"}]}, "tickets[0]"),
+        ({"clients": [], "plans": [{"id": 1, "nombre": "P", "tipo": "FIBRA"}]}, "plans[0]"),
+        ({"clients": [], "tickets": [{"id_ticket": 1, "estado": "Abierto"}]}, "Abierto"),
+        ({"clients": [], "plan_details": {"uno": {}}}, "plan_details"),
+    ],
 )
-def test_load_rejects_files_without_client_ids(tmp_path: Path, document: object) -> None:
+def test_load_names_what_is_wrong_in_a_file(tmp_path: Path, document: object, named: str) -> None:
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(document), "utf-8")
-    with pytest.raises(ValueError):
+    with pytest.raises(DataFileError) as caught:
         load_dataset(path)
+    assert named in str(caught.value)
+    assert str(path) in str(caught.value)
+
+
+def test_load_unreadable_files(tmp_path: Path) -> None:
+    with pytest.raises(DataFileError, match="No such file"):
+        load_dataset(tmp_path / "missing.json")
+    (tmp_path / "broken.json").write_text('{"clients": [', "utf-8")
+    with pytest.raises(DataFileError, match=r"broken\.json"):
+        load_dataset(tmp_path / "broken.json")
+
+
+def test_zones_and_staff_derived_only_from_well_formed_refs(tmp_path: Path) -> None:
+    path = tmp_path / "data.json"
+    clients = [
+        {"id_servicio": 1, "zona": "Norte", "tecnico": None},
+        {"id_servicio": 2, "zona": {"id": 4, "nombre": "Sur"}, "tecnico": {"nombre": "sin id"}},
+    ]
+    path.write_text(json.dumps({"clients": clients}), "utf-8")
+    dataset = load_dataset(path)
+    assert dataset.zones == [{"id": 4, "nombre": "Sur"}]
+    assert dataset.staff == []

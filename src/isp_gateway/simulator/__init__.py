@@ -23,13 +23,20 @@ Module map: ``app`` (routes and HTTP), ``state`` (rules and runtime state), ``da
 from isp_gateway.simulator.app import create_simulator_app
 from isp_gateway.simulator.cli import add_simulator_arguments, config_from_args, serve_simulator
 from isp_gateway.simulator.config import SimulatorConfig, Variants
-from isp_gateway.simulator.dataset import Dataset, build_dataset, dump_dataset, load_dataset
+from isp_gateway.simulator.dataset import (
+    DataFileError,
+    Dataset,
+    build_dataset,
+    dump_dataset,
+    load_dataset,
+)
 from isp_gateway.simulator.faults import Faults, Scope
 from isp_gateway.simulator.pings import PING_KINDS
 from isp_gateway.simulator.state import SimulatorState
 
 __all__ = [
     "PING_KINDS",
+    "DataFileError",
     "Dataset",
     "Faults",
     "Scope",

@@ -405,26 +405,71 @@ def _state_number(value: Any, labels: dict[int, str]) -> int:
     raise ValueError(f"unknown ticket state or priority: {value!r}")
 
 
+class DataFileError(ValueError):
+    """A data file that cannot be read or does not follow the format; the message says where."""
+
+
+def _rows_with_int_id(raw: dict[str, Any], section: str, id_key: str) -> list[Row]:
+    rows = raw.get(section) or []
+    if not isinstance(rows, list):
+        raise DataFileError(f"'{section}' must be a list")
+    for index, row in enumerate(rows):
+        ident = row.get(id_key) if isinstance(row, dict) else None
+        if not isinstance(ident, int) or isinstance(ident, bool):
+            raise DataFileError(f"{section}[{index}]: needs an integer '{id_key}'")
+    return rows
+
+
 def load_dataset(path: Path | str) -> Dataset:
-    """Load a dataset from a JSON file in the format of this module's docstring."""
+    """Load a dataset from a JSON file in the format of this module's docstring.
+
+    Raises DataFileError (a ValueError) naming the file and the offending entry."""
+    try:
+        return _load_dataset(path)
+    except DataFileError as exc:
+        raise DataFileError(f"{path}: {exc}") from None
+    except OSError as exc:
+        raise DataFileError(f"{path}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # JSON syntax, or a value of the wrong kind
+        raise DataFileError(f"{path}: {exc}") from None
+
+
+def _refs(clients: list[Row], name: str) -> list[Row]:
+    """The distinct nested ``{"id", "nombre"}`` objects of the clients' ``name`` field."""
+    found: dict[int, Row] = {}
+    for client in clients:
+        ref = client.get(name)
+        if isinstance(ref, dict) and isinstance(ref.get("id"), int):
+            found.setdefault(ref["id"], ref)
+    return list(found.values())
+
+
+def _load_dataset(path: Path | str) -> Dataset:
     raw = json.loads(Path(path).read_text("utf-8"))
     if not isinstance(raw, dict) or not isinstance(raw.get("clients"), list):
-        raise ValueError("data file needs a top-level object with a 'clients' list")
-    clients: list[Row] = []
-    for row in raw["clients"]:
-        if not isinstance(row, dict) or not isinstance(row.get("id_servicio"), int):
-            raise ValueError(f"client rows need an integer id_servicio: {row!r}")
-        clients.append(row)
-    details = {int(k): v for k, v in (raw.get("plan_details") or {}).items()}
+        raise DataFileError("needs a top-level object with a 'clients' list")
+    clients = _rows_with_int_id(raw, "clients", "id_servicio")
+    for index, plan in enumerate(_rows_with_int_id(raw, "plans", "id")):
+        if plan.get("tipo") not in ("PPPOE", "SIMPLE QUEUE", "PCQ"):
+            raise DataFileError(f"plans[{index}]: 'tipo' must be PPPOE, SIMPLE QUEUE or PCQ")
+    _rows_with_int_id(raw, "tickets", "id_ticket")
+    if raw.get("staff") is not None:
+        _rows_with_int_id(raw, "staff", "id")
+    if raw.get("zones") is not None:
+        _rows_with_int_id(raw, "zones", "id")
+    plan_details = raw.get("plan_details") or {}
+    if not isinstance(plan_details, dict) or not all(
+        str(k).isdigit() and isinstance(v, dict) for k, v in plan_details.items()
+    ):
+        raise DataFileError("'plan_details' must map plan ids to objects")
+    details = {int(k): v for k, v in plan_details.items()}
     plans = [{**plan, **details.get(int(plan["id"]), {})} for plan in raw.get("plans") or []]
     zones = raw.get("zones")
     if zones is None:
-        zones = list({c["zona"]["id"]: c["zona"] for c in clients if c.get("zona")}.values())
+        zones = _refs(clients, "zona")
     staff = raw.get("staff")
     if staff is None:
-        staff = list(
-            {c["tecnico"]["id"]: c["tecnico"] for c in clients if c.get("tecnico")}.values()
-        )
+        staff = _refs(clients, "tecnico")
     by_id = {c["id_servicio"]: c for c in clients}
     tickets: list[Row] = []
     for row in raw.get("tickets") or []:
