@@ -344,3 +344,21 @@ def test_price_source_failure_is_not_a_mismatch(
     sim.state.faults.reset()
     assert body(verify(gw, 103, ANA))["action"] == "client_verified"
     assert body(resolve(gw, ANA))["data"]["service_id"] == 103
+
+
+def test_update_with_our_key_refused_is_502_unable_to_fetch(
+    pair: tuple[Simulator, Gateway],
+) -> None:
+    sim, gw = pair
+    sim.state.faults.update({"force_403": True, "method": "PATCH"})
+    response = gw.put("/api/v1/clients/101", json={"document": "12345"})
+    assert response.status_code == 502
+    out = body(response)
+    assert (out["ok"], out["action"], out["message"], out["data"]) == (
+        False,
+        "CLIENT_NOT_FOUND",
+        "Unable to fetch client data",
+        None,
+    )
+    assert "test-upstream-key" not in response.text
+    assert gw.get("/api/v1/clients/by-document/12345678").status_code == 200
