@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from isp_gateway.simulator import Variants
+from tests.conftest import Gateway, Simulator
 from tests.simulator.conftest import SimServer, StartSim
 
 
@@ -287,3 +290,37 @@ def test_phone_and_price_variants(server: SimServer) -> None:
     rows = _page(server, limit=200)["results"]
     assert all(re.fullmatch(r"\+?\d*", r["telefono"]) for r in rows)
     assert not {"0.00", ""} & {r["precio_plan"] for r in rows}
+
+
+def test_money_variant_strings_or_numbers(server: SimServer) -> None:
+    rows = _page(server, limit=200)["results"]
+    assert all(isinstance(r["saldo"], str) and isinstance(r["precio_plan"], str) for r in rows)
+    pppoe = next(p["id"] for p in server.sim.dataset.plans if p["tipo"] == "PPPOE")
+    assert isinstance(server.client.get(f"/api/plan-internet/pppoe/{pppoe}/").json()["precio"], str)
+    response = server.client.put(f"{server.url}/_sim/variants", json={"money": "number"})
+    assert response.status_code == 200 and response.json()["money"] == "number"
+    rows = _page(server, limit=200)["results"]
+    assert all(isinstance(r["saldo"], float) for r in rows)
+    prices = [r["precio_plan"] for r in rows]
+    assert None in prices  # the blank prices
+    assert all(p is None or isinstance(p, float) for p in prices)
+    assert any(p == 0.0 for p in prices)
+    detail = server.client.get(f"/api/plan-internet/pppoe/{pppoe}/").json()
+    assert isinstance(detail["precio"], float)
+    bad = server.client.put(f"{server.url}/_sim/variants", json={"money": "cents"})
+    assert bad.status_code == 400
+
+
+@pytest.mark.parametrize("money", ["string", "number"])
+def test_gateway_reads_money_either_way(
+    start_simulator: Callable[..., Simulator],
+    start_gateway: Callable[..., Gateway],
+    money: str,
+) -> None:
+    sim = start_simulator(variants=Variants(money=money, precio_plan="real"))
+    row = next(r for r in sim.state.dataset.clients if r["saldo"] not in ("0.00", ""))
+    gw = start_gateway(sim.url)
+    body = gw.get(f"/api/v1/clients/by-service-id/{row['id_servicio']}").json()
+    assert body["action"] == "client_found", body
+    assert body["data"]["outstanding_balance"] == float(row["saldo"])
+    assert isinstance(body["data"]["internet_plan_price"], float)

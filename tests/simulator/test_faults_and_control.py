@@ -162,6 +162,7 @@ def test_variants_endpoint_validates(server: SimServer) -> None:
         "fecha_corte": "mixed",
         "phone_separators": True,
         "precio_plan": "mixed",
+        "money": "string",
     }
     assert server.client.put(url, json={"answers": "object"}).json()["answers"] == "object"
     assert server.client.put(url, json={"ticket_labels": "roman"}).status_code == 400
@@ -206,6 +207,8 @@ def test_cli_arguments_build_the_config() -> None:
             "--ticket-labels",
             "number",
             "--single-phone",
+            "--money",
+            "number",
         ]
     )
     config = config_from_args(ns, "key")
@@ -216,6 +219,7 @@ def test_cli_arguments_build_the_config() -> None:
     assert faults.force_403 and faults.rate_limit_per_minute == 100
     assert (faults.method, faults.path_prefix) == ("POST", "/api/tickets/")
     assert config.variants.ticket_labels == "number" and not config.variants.phone_separators
+    assert config.variants.money == "number"
     defaults = config_from_args(parser.parse_args([]), "k")
     assert defaults.faults == Faults() and defaults.max_page_size == 1000
     with pytest.raises(SystemExit):

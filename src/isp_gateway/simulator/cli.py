@@ -65,6 +65,7 @@ def add_simulator_arguments(parser: argparse.ArgumentParser) -> None:
     variants.add_argument("--answers", choices=["list", "object"], default="list")
     variants.add_argument("--fecha-corte", choices=["mixed", "dmy", "iso"], default="mixed")
     variants.add_argument("--precio-plan", choices=["mixed", "real"], default="mixed")
+    variants.add_argument("--money", choices=["string", "number"], default="string")
     variants.add_argument("--single-phone", action="store_true", help="one number per telefono")
 
 
@@ -88,6 +89,7 @@ def config_from_args(ns: argparse.Namespace, api_key: str) -> SimulatorConfig:
         fecha_corte=ns.fecha_corte,
         phone_separators=not ns.single_phone,
         precio_plan=ns.precio_plan,
+        money=ns.money,
     )
     return SimulatorConfig(
         api_key=api_key,

@@ -12,6 +12,7 @@ TicketLabels = Literal["label", "number", "digit_string"]
 AnswersShape = Literal["list", "object"]
 FechaCorte = Literal["mixed", "dmy", "iso"]
 PrecioPlan = Literal["mixed", "real"]
+Money = Literal["string", "number"]
 
 _CHOICES: dict[str, tuple[Any, ...]] = {
     "ticket_labels": ("label", "number", "digit_string"),
@@ -19,6 +20,7 @@ _CHOICES: dict[str, tuple[Any, ...]] = {
     "fecha_corte": ("mixed", "dmy", "iso"),
     "phone_separators": (True, False),
     "precio_plan": ("mixed", "real"),
+    "money": ("string", "number"),
 }
 
 
@@ -35,6 +37,8 @@ class Variants:
     - ``phone_separators``: when off, each ``telefono`` holds only its first number.
     - ``precio_plan``: "mixed" serves the stored values ("0.00" and "" among real prices);
       "real" replaces those with the plan's price.
+    - ``money``: ``saldo``, ``precio_plan`` and a plan detail's ``precio`` as decimal strings
+      ("40000.00", the usual) or as JSON numbers (40000.0; an empty price becomes null).
     """
 
     ticket_labels: TicketLabels = "label"
@@ -42,6 +46,7 @@ class Variants:
     fecha_corte: FechaCorte = "mixed"
     phone_separators: bool = True
     precio_plan: PrecioPlan = "mixed"
+    money: Money = "string"
 
     def reset(self) -> None:
         for spec in fields(self):
@@ -65,9 +70,9 @@ class Variants:
     def as_dict(self) -> dict[str, Any]:
         return {spec.name: getattr(self, spec.name) for spec in fields(self)}
 
-    def client_key(self) -> tuple[str, bool, str]:
+    def client_key(self) -> tuple[str, bool, str, str]:
         """The variants that change client rows (the row cache is keyed on them)."""
-        return (self.fecha_corte, self.phone_separators, self.precio_plan)
+        return (self.fecha_corte, self.phone_separators, self.precio_plan, self.money)
 
 
 @dataclass

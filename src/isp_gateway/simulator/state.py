@@ -44,7 +44,7 @@ DATE_FORMAT = (
 _PHONE_SPLIT = re.compile(r"\s*[,/;]\s*|\s+")
 _CEDULA = re.compile(r"[A-Za-z0-9]{3,20}")
 _PROFILE_TEXT = ("nombre", "apellidos", "direccion", "localidad", "ciudad", "telefono")
-_DEFAULT_CLIENT_KEY = ("mixed", True, "mixed")
+_DEFAULT_CLIENT_KEY = ("mixed", True, "mixed", "string")
 
 
 # DRF renders compact UTF-8 JSON without escaping accents. One shared encoder: json.dumps with
@@ -64,6 +64,18 @@ def _as_int(value: Any) -> int | None:
     if isinstance(value, str) and value.strip().isdigit():
         return int(value.strip())
     return None
+
+
+def _as_number(value: Any) -> Any:
+    """A decimal string as a JSON number ("" → null); anything else unchanged."""
+    if not isinstance(value, str):
+        return value
+    if not value.strip():
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return value
 
 
 def _reformat_date(value: Any, style: str) -> Any:
@@ -108,7 +120,7 @@ class SimulatorState:
         self._staff = {int(member["id"]): member for member in dataset.staff}
         self._tickets = {int(t["id_ticket"]): t for t in dataset.tickets}
         self._results: dict[str, tuple[str, Any]] = {}
-        self._cache_key: tuple[str, bool, str] | None = None
+        self._cache_key: tuple[str, bool, str, str] | None = None
         self._rendered: list[Row | None] = []
         self._encoded: list[bytes | None] = []
 
@@ -141,7 +153,7 @@ class SimulatorState:
 
     # -- clients -------------------------------------------------------------------------
 
-    def _sync_cache(self) -> tuple[str, bool, str]:
+    def _sync_cache(self) -> tuple[str, bool, str, str]:
         key = self.variants.client_key()
         if key != self._cache_key:
             size = len(self.dataset.clients)
@@ -177,10 +189,10 @@ class SimulatorState:
             out.append(blob)
         return out
 
-    def _render_client(self, row: Row, key: tuple[str, bool, str]) -> Row:
+    def _render_client(self, row: Row, key: tuple[str, bool, str, str]) -> Row:
         if key == _DEFAULT_CLIENT_KEY:
             return row
-        fecha, phones, precio = key
+        fecha, phones, precio, money = key
         out = dict(row)
         if fecha != "mixed":
             out["fecha_corte"] = _reformat_date(row.get("fecha_corte"), fecha)
@@ -191,6 +203,9 @@ class SimulatorState:
             plan = self._plans.get(_as_int(plan_ref.get("id")) or -1)
             if plan is not None and plan.get("precio"):
                 out["precio_plan"] = plan["precio"]
+        if money == "number":
+            for name in ("saldo", "precio_plan"):
+                out[name] = _as_number(out.get(name))
         return out
 
     def filter_clients(self, params: Mapping[str, str]) -> range | list[int]:
@@ -345,10 +360,11 @@ class SimulatorState:
         plan = self._plans.get(plan_id)
         if plan is None or plan.get("tipo") != tipo:
             return None
+        precio = plan.get("precio", "0.00")
         return {
             "id": plan["id"],
             "nombre": plan["nombre"],
-            "precio": plan.get("precio", "0.00"),
+            "precio": _as_number(precio) if self.variants.money == "number" else precio,
             "bajada": plan.get("bajada", ""),
             "subida": plan.get("subida", ""),
         }
