@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 EXIT_CONFIG = 2
+DEMO_PORT = 8000
 
 
 def _configure_logging(level: str) -> None:
@@ -171,6 +172,15 @@ def _free_port() -> int:
         return port
 
 
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 def _wait_http(url: str, headers: dict[str, str], deadline: float) -> Any:
     import httpx
 
@@ -191,6 +201,18 @@ def cmd_demo(ns: argparse.Namespace) -> int:
     from isp_gateway.app import create_app
     from isp_gateway.auth.passwords import hash_password
 
+    port = ns.port if ns.port is not None else DEMO_PORT
+    if not _port_free(ns.host, port):
+        if ns.port is not None:
+            print(
+                f"isp-gateway: {ns.host}:{port} is already in use; choose another --port",
+                file=sys.stderr,
+            )
+            return 1
+        # The default port is taken (another service, an earlier demo): printing its URLs
+        # and credentials, then failing to bind, would point the user at someone else.
+        port = _free_port()
+        print(f"(port {DEMO_PORT} is in use; the demo listens on {port} instead)", flush=True)
     api_key = secrets.token_urlsafe(24)
     sim_port = ns.simulator_port or _free_port()
     sim = subprocess.Popen(  # noqa: S603 - our own interpreter and module, fixed args
@@ -229,7 +251,7 @@ def cmd_demo(ns: argparse.Namespace) -> int:
             API_PASSWORD_HASH=hash_password(password),
         )
         _configure_logging("WARNING")
-        base = f"http://{ns.host}:{ns.port}"
+        base = f"http://{ns.host}:{port}"
         token_cmd = (
             f"TOKEN=$(curl -s -X POST {base}/api/v1/auth/token "
             f"-d 'username={username}&password={password}' "
@@ -260,7 +282,7 @@ def cmd_demo(ns: argparse.Namespace) -> int:
             flush=True,
         )
         uvicorn.run(
-            create_app(settings), host=ns.host, port=ns.port, log_level="warning", access_log=False
+            create_app(settings), host=ns.host, port=port, log_level="warning", access_log=False
         )
     finally:
         sim.send_signal(signal.SIGINT)
@@ -286,7 +308,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="simulator + gateway on loopback, generated secrets")
     demo.add_argument("--host", default="127.0.0.1")
-    demo.add_argument("--port", type=int, default=8000)
+    demo.add_argument(
+        "--port", type=int, default=None, help=f"default {DEMO_PORT}, or a free one if taken"
+    )
     demo.add_argument("--simulator-port", type=int, default=0)
     demo.add_argument("--clients", type=int, default=2000)
     demo.add_argument("--seed", type=int, default=1)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -274,6 +276,14 @@ def test_demo_runs_and_stops_cleanly(
     body = found.json()
     assert body["action"] == "client_found"
     assert body["data"]["document"] == demo["document_url"].rsplit("/", 1)[1]
+    if interrupt == "process" and shutil.which("curl"):
+        # The two printed lines, pasted into a shell as they are.
+        pasted = "\n".join(lines[lines.index("Try it:") + 1 :][:2])
+        shell = subprocess.run(
+            ["bash", "-c", pasted], capture_output=True, text=True, timeout=30, env=base_env()
+        )
+        assert shell.returncode == 0, shell.stderr
+        assert json.loads(shell.stdout)["action"] == "client_found", shell.stdout
 
     (simulator_pid,) = children(proc.pid)
     if interrupt == "process":
@@ -287,6 +297,18 @@ def test_demo_runs_and_stops_cleanly(
     while not gone(simulator_pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert gone(simulator_pid)
+
+
+def test_demo_on_a_taken_port_stops_before_printing_credentials(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = run_cli("demo", "--port", str(port), env=base_env(), cwd=tmp_path)
+    assert result.returncode == 1
+    assert f"127.0.0.1:{port} is already in use" in result.stderr
+    assert "password" not in result.stdout
+    assert "Traceback" not in result.stderr
 
 
 def test_serve_with_unreachable_redis_says_so_in_one_line(
