@@ -24,17 +24,19 @@ class RateBudget:
     async def _try(self, background: bool) -> float:
         """Take one call from every window; 0.0 on success, else seconds to wait."""
         now = time.time()
-        taken: list[str] = []
+        taken: list[tuple[str, int]] = []
         for length, limit in self._windows:
             window = int(now // length)
             key = f"budget:{length}:{window}"
             count = await self._store.incr(key, 1, ttl=length + 5)
-            taken.append(key)
+            taken.append((key, length + 5))
             cap = int(limit * BACKGROUND_SHARE) if background else limit
             if count > cap:
-                # Give back what this attempt took so a refused call costs nothing.
-                for k in taken:
-                    await self._store.incr(k, -1)
+                # Give back what this attempt took so a refused call costs nothing. With a
+                # ttl, in case the window's counter expired meanwhile: a counter recreated
+                # without one would stay in the store for good.
+                for k, ttl in taken:
+                    await self._store.incr(k, -1, ttl=ttl)
                 return (window + 1) * length - now
         return 0.0
 
