@@ -33,7 +33,10 @@ def _split_list(value: Any) -> Any:
     if isinstance(value, str):
         text = value.strip()
         if text.startswith("["):
-            return json.loads(text)
+            try:
+                return json.loads(text)
+            except ValueError:
+                raise ValueError('not a JSON list; write a,b or ["a","b"]') from None
         return [part.strip() for part in text.split(",") if part.strip()]
     return value
 
@@ -118,6 +121,12 @@ class Settings(BaseSettings):
         if not value:
             raise ValueError("must list at least one state")
         return value
+
+    @field_validator("CORS_ORIGINS")
+    @classmethod
+    def _origins(cls, value: list[str]) -> list[str]:
+        # A browser's Origin never ends in "/": "https://bot.example.com/" would never match.
+        return [origin.rstrip("/") if origin != "*" else origin for origin in value]
 
     @field_validator("EXTRA_HOLIDAYS")
     @classmethod

@@ -94,6 +94,17 @@ def test_list_settings_accept_csv_and_json(
     assert load_settings(ACTIVE_TICKET_STATES=raw).ACTIVE_TICKET_STATES == [1, 2]
 
 
+def test_a_broken_json_list_is_named_with_the_accepted_forms(
+    clean_env: pytest.MonkeyPatch, password_hash: str
+) -> None:
+    for name, value in required_env(password_hash).items():
+        clean_env.setenv(name, value)
+    clean_env.setenv("CORS_ORIGINS", '["http://a.example"')
+    with pytest.raises(ConfigurationError) as caught:
+        load_settings()
+    assert "CORS_ORIGINS: not a JSON list" in str(caught.value)
+
+
 def test_dotenv_file_is_read_and_environment_wins(
     clean_env: pytest.MonkeyPatch, tmp_path: Path, password_hash: str
 ) -> None:

@@ -147,8 +147,10 @@ def test_cors_simple_request_exposes_request_id(gw: Gateway) -> None:
 
 
 def test_cors_origins_from_settings(start_probe_gateway: Callable[..., Gateway]) -> None:
-    gw = start_probe_gateway(CORS_ORIGINS="https://bot.example.com")
+    # A trailing slash, as people paste origins from the address bar, still matches.
+    gw = start_probe_gateway(CORS_ORIGINS="https://bot.example.com/,https://web.example.com")
     assert _preflight(gw, "https://bot.example.com").status_code == 200
+    assert _preflight(gw, "https://web.example.com").status_code == 200
     assert _preflight(gw, "http://localhost:3000").status_code == 400
 
 
