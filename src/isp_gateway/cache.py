@@ -1,12 +1,23 @@
 """Refresh-ahead caching of whole upstream lists (clients, plans) through the store.
 
-- The loaded value lives in the store with its load time, so workers sharing a Redis store
-  share one copy and one refresh.
+- The loaded value (the base) lives in the store with its load time, so workers sharing a
+  Redis store share one copy and one refresh.
 - Fresh: served as is. Past `refresh_after`: served, and one background refresh starts.
 - Past `ttl`: served with `stale=True` while a refresh runs, for up to `stale_ttl`
   (stale-if-error); only the very first load makes a request wait.
 - Concurrent misses make one upstream load (in-process future + the store's lock).
-- `derive` builds a per-process structure (an index) once per loaded generation.
+- `derive` builds a per-process structure (an index) once per loaded base.
+- Single-item changes (`update`) never rewrite the base: they go to a small patch log for
+  that base, numbered by revision, and the small stamp key carries (base, revision). A
+  process behind by a few revisions reads the log and applies the missing items with the
+  resource's `patch` callback; it never rebuilds its structure for them.
+
+Store keys (JSON): `cache:<name>` {"loaded_at", "value"}; `cache:<name>:at` the stamp
+{"at": loaded_at, "rev": n}; `cache:<name>:patches` {"base": loaded_at | None, "items":
+[{"rev": n, "item": ...}]}. The log and the stamp are written together under the lock
+`cache:<name>:patches`, log first, so a reader that sees revision n finds item n in the log.
+A new base starts a new log carrying the items written after its load began (its fetch may
+have missed them); see `_load`.
 """
 
 from __future__ import annotations
@@ -15,6 +26,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -25,12 +37,37 @@ log = logging.getLogger("isp_gateway.cache")
 
 D = TypeVar("D")
 
+Stamp = tuple[float | None, int]  # (base load time or None when nothing is cached, revision)
+
 
 @dataclass(frozen=True)
 class Snapshot(Generic[D]):
     value: D
     loaded_at: float
     stale: bool
+
+
+@dataclass
+class _Local(Generic[D]):
+    """This process's derived structure: built from base `at`, patched up to `rev`."""
+
+    at: float
+    rev: int
+    derived: D
+
+
+def _stamp(raw: Any) -> Stamp | None:
+    if isinstance(raw, dict) and "at" in raw:
+        return float(raw["at"]), int(raw.get("rev", 0))
+    return None
+
+
+def _log_items(raw: Any, base: float | None) -> list[dict[str, Any]] | None:
+    """The items of a patch log when it belongs to `base`, else None."""
+    if not isinstance(raw, dict) or raw.get("base") != base:
+        return None
+    items: list[dict[str, Any]] = raw.get("items") or []
+    return items
 
 
 class CachedResource(Generic[D]):
@@ -44,19 +81,72 @@ class CachedResource(Generic[D]):
         ttl: float,
         stale_ttl: float,
         refresh_ratio: float = 0.8,
+        patch: Callable[[D, Any], D] | None = None,
     ) -> None:
         self._store = store
         self._key = f"cache:{key}"
         self._stamp_key = f"cache:{key}:at"
+        self._log_key = f"cache:{key}:patches"
         self._loader = loader  # called with background=True/False
         self._derive = derive
+        # `patch(derived, item)` applies one logged item to a derived structure (see update).
+        self._patch = patch
         self.ttl = ttl
         self.stale_ttl = stale_ttl
         self.refresh_after = ttl * refresh_ratio
-        self._local: tuple[float, D] | None = None
+        self._local: _Local[D] | None = None
         self._inflight: asyncio.Task[tuple[float, Any]] | None = None
         self._background: asyncio.Task[None] | None = None
         self.loads = 0  # upstream loads made by this process, for tests and metrics
+        self.derives = 0  # full builds of the derived structure in this process
+
+    # -- this process's view ---------------------------------------------------------
+
+    @property
+    def local(self) -> D | None:
+        """The derived structure this process holds (whatever its age), for tests."""
+        local = self._local
+        return None if local is None else local.derived
+
+    @property
+    def local_stamp(self) -> Stamp | None:
+        local = self._local
+        return None if local is None else (local.at, local.rev)
+
+    def _build(self, value: Any) -> D:
+        self.derives += 1
+        return self._derive(value)
+
+    def _apply(self, raw_log: Any) -> None:
+        """Apply the log's items this process lacks, when the log is for its base. Synchronous
+        (no await between reading the revision and applying), so concurrent catch-ups in one
+        process never apply an item twice."""
+        local = self._local
+        if local is None or self._patch is None:
+            return
+        items = _log_items(raw_log, local.at)
+        if items is None:
+            return
+        for entry in items:
+            rev = int(entry["rev"])
+            if rev > local.rev:
+                local.derived = self._patch(local.derived, entry["item"])
+                local.rev = rev
+
+    async def _catch_up(self, target: int | None = None) -> _Local[D] | None:
+        """Bring the local structure up to the logged revisions (one small store read)."""
+        local = self._local
+        if local is None:
+            return None
+        self._apply(await self._store.get(self._log_key))
+        if target is not None and local is self._local and local.rev < target:
+            # The log lost items it should hold (evicted or expired): they cannot be
+            # applied; the next load includes them. Do not re-read the log on every request.
+            log.warning("patch log of %s is behind its stamp; waiting for the next load", self._key)
+            local.rev = target
+        return self._local
+
+    # -- store access ----------------------------------------------------------------
 
     async def _entry(self) -> tuple[float, Any] | None:
         entry = await self._store.get(self._key)
@@ -64,27 +154,36 @@ class CachedResource(Generic[D]):
             return None
         return float(entry["loaded_at"]), entry["value"]
 
-    async def _write(self, loaded_at: float, value: Any, ttl: float) -> None:
-        await self._store.set(self._key, {"loaded_at": loaded_at, "value": value}, ttl=ttl)
-        await self._store.set(self._stamp_key, loaded_at, ttl=ttl)
+    async def _read_stamp(self) -> Stamp | None:
+        return _stamp(await self._store.get(self._stamp_key))
+
+    def _patch_lock(self) -> AbstractAsyncContextManager[None]:
+        return self._store.lock(f"lock:{self._log_key}", timeout=30)
 
     async def _current(self) -> tuple[float, D] | None:
         """(load time, derived) of the cached generation. The small stamp key is read first:
-        when this process already derived that generation, the (possibly large) value is
-        not fetched again, which matters with Redis."""
-        stamp = await self._store.get(self._stamp_key)
+        when this process already holds that base, the (possibly large) value is not
+        fetched again, which matters with Redis; newer revisions are applied from the log."""
+        stamp = await self._read_stamp()
         local = self._local
-        if local is not None and stamp is not None and float(stamp) == local[0]:
-            return local
+        if local is not None and stamp is not None and stamp[0] == local.at:
+            if stamp[1] != local.rev:
+                local = await self._catch_up(stamp[1]) or local
+            return local.at, local.derived
         entry = await self._entry()
         if entry is None:
             return None
-        return entry[0], self._derived(*entry)
+        self._derived(*entry)
+        local = await self._catch_up()
+        assert local is not None
+        return local.at, local.derived
 
     def _derived(self, loaded_at: float, value: Any) -> D:
-        if self._local is None or self._local[0] != loaded_at:
-            self._local = (loaded_at, self._derive(value))
-        return self._local[1]
+        if self._local is None or self._local.at != loaded_at:
+            self._local = _Local(loaded_at, 0, self._build(value))
+        return self._local.derived
+
+    # -- loading ---------------------------------------------------------------------
 
     async def _load(self, background: bool) -> tuple[float, Any]:
         requested_at = time.time()
@@ -93,15 +192,39 @@ class CachedResource(Generic[D]):
             entry = await self._entry()
             if entry is not None and entry[0] >= requested_at:
                 return entry
+            # Updates logged up to here were written upstream before this fetch starts,
+            # so the fetched list includes them; later ones may be missing from it.
+            since = await self._read_stamp() or (None, 0)
             value = await self._loader(background)
             self.loads += 1
             loaded_at = time.time()
             # Derive (build the index) off the event loop and before publishing, so no
             # request ever builds it inline after a refresh.
-            derived = await asyncio.to_thread(self._derive, value)
-            self._local = (loaded_at, derived)
-            await self._write(loaded_at, value, self.ttl + self.stale_ttl)
+            derived = await asyncio.to_thread(self._build, value)
+            ttl = self.ttl + self.stale_ttl
+            async with self._patch_lock():
+                carried = self._carry(await self._store.get(self._log_key), since)
+                new_log = {"base": loaded_at, "items": carried}
+                await self._store.set(self._key, {"loaded_at": loaded_at, "value": value}, ttl=ttl)
+                await self._store.set(self._log_key, new_log, ttl=ttl)
+                await self._store.set(
+                    self._stamp_key, {"at": loaded_at, "rev": len(carried)}, ttl=ttl
+                )
+            self._local = _Local(loaded_at, 0, derived)
+            self._apply(new_log)
             return loaded_at, value
+
+    @staticmethod
+    def _carry(raw_log: Any, since: Stamp) -> list[dict[str, Any]]:
+        """The items of the current log a load that started at `since` may have missed,
+        renumbered for the new base: those after `since`, or all of a log for another base
+        (re-applying an item the list already holds changes nothing)."""
+        if not isinstance(raw_log, dict):
+            return []
+        items: list[dict[str, Any]] = raw_log.get("items") or []
+        if raw_log.get("base") == since[0]:
+            items = [i for i in items if int(i["rev"]) > since[1]]
+        return [{"rev": n, "item": i["item"]} for n, i in enumerate(items, start=1)]
 
     async def _single_flight(self, background: bool) -> tuple[float, Any]:
         if self._inflight is None or self._inflight.done():
@@ -127,12 +250,22 @@ class CachedResource(Generic[D]):
         """Load now (used by the periodic job and refresh-ahead), then derive."""
         loaded_at, value = await self._single_flight(background=True)
         self._derived(loaded_at, value)
+        await self._catch_up()
+
+    async def _loaded(self, background: bool) -> tuple[float, D]:
+        loaded_at, value = await self._single_flight(background)
+        self._derived(loaded_at, value)
+        local = await self._catch_up()
+        assert local is not None
+        return local.at, local.derived
+
+    # -- reading ---------------------------------------------------------------------
 
     async def get(self) -> Snapshot[D]:
         current = await self._current()
         if current is None:
-            loaded_at, value = await self._single_flight(background=False)
-            return Snapshot(self._derived(loaded_at, value), loaded_at, False)
+            loaded_at, derived = await self._loaded(background=False)
+            return Snapshot(derived, loaded_at, False)
         loaded_at, derived = current
         age = time.time() - loaded_at
         if age >= self.refresh_after:
@@ -140,16 +273,17 @@ class CachedResource(Generic[D]):
         return Snapshot(derived, loaded_at, age >= self.ttl)
 
     async def fresh_local(self) -> D | None:
-        """The derived value when this process holds the store's current generation and it
-        is not yet due for a refresh; otherwise None, and the caller takes the regular path
-        (which refreshes, marks staleness and reloads as needed)."""
+        """The derived value when this process holds the store's current base and revision
+        and it is not yet due for a refresh; otherwise None, and the caller takes the
+        regular path (which applies new revisions, refreshes, marks staleness and reloads
+        as needed). One small store read."""
         local = self._local
-        if local is None or time.time() - local[0] >= self.refresh_after:
+        if local is None or time.time() - local.at >= self.refresh_after:
             return None
-        stamp = await self._store.get(self._stamp_key)
-        if stamp is None or float(stamp) != local[0]:
+        stamp = _stamp(await self._store.get(self._stamp_key))
+        if stamp is None or stamp[0] != local.at or stamp[1] != local.rev:
             return None
-        return local[1]
+        return local.derived
 
     async def peek(self) -> Snapshot[D] | None:
         """The cached value if any, without ever calling the upstream."""
@@ -162,48 +296,60 @@ class CachedResource(Generic[D]):
             self._refresh_soon()
         return Snapshot(derived, loaded_at, age >= self.ttl)
 
-    async def update(
-        self, mutate: Callable[[Any], Any], patch: Callable[[D, Any], D] | None = None
-    ) -> None:
-        """Patch the cached value in place (after a successful write upstream) and
-        re-derive, keeping the load time so the refresh schedule is unchanged.
+    # -- writing ---------------------------------------------------------------------
 
-        `patch(derived, new_value)` updates this process's derived structure incrementally
-        instead of rebuilding it (an O(N) index build on every write would stall requests)."""
-        async with self._store.lock(f"lock:{self._key}", timeout=120):
-            entry = await self._entry()
-            if entry is None:
-                return
-            loaded_at, value = entry
-            local = self._local
-            new_value = mutate(value)
-            remaining = self.ttl + self.stale_ttl - (time.time() - loaded_at)
-            # A new generation stamp makes every process rebuild its derived index.
-            stamp = loaded_at + 1e-6
-            if patch is not None and local is not None and local[0] == loaded_at:
-                self._local = (stamp, patch(local[1], new_value))
-            await self._write(stamp, new_value, max(1.0, remaining))
-            self._derived(stamp, new_value)
+    async def update(self, item: Any) -> None:
+        """Record one changed item (JSON-serialisable; after a successful write upstream):
+        appended to the current base's patch log under a new revision, applied here with
+        `patch`, and by every other process on its next read. The base value is not
+        rewritten and the load time is kept, so the refresh schedule is unchanged.
 
-    async def _adopt(self) -> None:
-        """Derive the store's current generation, off the event loop, if this process does
-        not hold it yet (another worker loaded it)."""
-        entry = await self._entry()
-        if entry is None or (self._local is not None and self._local[0] >= entry[0]):
+        With nothing cached yet the item is still logged (base None): a first load in
+        flight, whose fetch may predate the write, carries it into its new log."""
+        if self._patch is None:
+            raise TypeError(f"{self._key} has no patch callback; it cannot be updated")
+        async with self._patch_lock():
+            stamp = await self._read_stamp()
+            base, rev = stamp if stamp is not None else (None, 0)
+            items = _log_items(await self._store.get(self._log_key), base) or []
+            if items:
+                rev = max(rev, int(items[-1]["rev"]))
+            new_log = {"base": base, "items": [*items, {"rev": rev + 1, "item": item}]}
+            if base is None:
+                ttl = self.ttl + self.stale_ttl
+            else:
+                ttl = max(1.0, self.ttl + self.stale_ttl - (time.time() - base))
+            await self._store.set(self._log_key, new_log, ttl=ttl)
+            if base is not None:
+                await self._store.set(self._stamp_key, {"at": base, "rev": rev + 1}, ttl=ttl)
+        self._apply(new_log)
+
+    # -- the periodic job ------------------------------------------------------------
+
+    async def _adopt(self, stamp: Stamp) -> None:
+        """Derive the store's current base, off the event loop, if this process does not
+        hold it yet (another worker loaded it), then apply its patch log."""
+        local = self._local
+        if local is not None and stamp[0] is not None and local.at >= stamp[0]:
+            await self._catch_up()
             return
-        derived = await asyncio.to_thread(self._derive, entry[1])
-        if self._local is None or self._local[0] < entry[0]:  # an update may have won
-            self._local = (entry[0], derived)
+        entry = await self._entry()
+        if entry is None or (self._local is not None and self._local.at >= entry[0]):
+            return
+        derived = await asyncio.to_thread(self._build, entry[1])
+        if self._local is None or self._local.at < entry[0]:  # a load here may have won
+            self._local = _Local(entry[0], 0, derived)
+            await self._catch_up()
 
     async def _periodic_step(self) -> float:
         """Refresh when due; returns the seconds until the next step."""
-        stamp = await self._store.get(self._stamp_key)
-        age = time.time() - float(stamp) if stamp is not None else None
-        if age is not None and age < self.refresh_after:
+        stamp = await self._read_stamp()
+        age = time.time() - stamp[0] if stamp is not None and stamp[0] is not None else None
+        if stamp is not None and age is not None and age < self.refresh_after:
             # Workers sharing a store each run this job: one that finds a generation
             # another worker loaded recently adopts it instead of loading the whole list
             # again (N workers would otherwise spend N times the upstream budget).
-            await self._adopt()
+            await self._adopt(stamp)
             return self.refresh_after - age
         await self.refresh()
         return self.refresh_after

@@ -150,7 +150,7 @@ def test_new_customer_found_upstream_then_served_from_index(
     import time
 
     deadline = time.monotonic() + 5
-    while gw.runtime.clients.cache._local[1].by_doc("77777777") is None:
+    while gw.runtime.clients.cache.local.by_doc("77777777") is None:
         assert time.monotonic() < deadline, "the index was not patched"
         time.sleep(0.01)  # the index is patched in the background
     response = gw.get("/api/v1/clients/by-document/77777777")

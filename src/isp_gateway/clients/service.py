@@ -107,6 +107,7 @@ class ClientService:
             self._index,
             ttl=settings.CLIENT_CACHE_SECONDS,
             stale_ttl=settings.STALE_IF_ERROR_SECONDS,
+            patch=self._patch,
         )
         self.verify_throttle = FailureThrottle(
             runtime.store, "verify", settings.VERIFY_MAX_FAILURES, settings.VERIFY_LOCKOUT_SECONDS
@@ -162,28 +163,15 @@ class ClientService:
         return snapshot.value, snapshot.stale
 
     @staticmethod
-    def _add_record(record: ClientRecord) -> Callable[[Any], Any]:
-        def mutate(value: Any) -> Any:
-            records: list[ClientRecord] = value["records"]
-            service_id = record["client"]["service_id"]
-            for i, existing in enumerate(records):
-                if existing["client"]["service_id"] == service_id:
-                    # A new dict, never an in-place change: the index still holds the old one
-                    # and needs it to drop the old keys.
-                    records[i] = record
-                    break
-            else:
-                records.append(record)
-            return value
-
-        return mutate
+    def _patch(index: ClientIndex, record: ClientRecord) -> ClientIndex:
+        """Apply one logged record (an update, or a new customer) to the index in place."""
+        index.replace(record["client"], record["plan_id"])
+        return index
 
     async def _remember(self, record: ClientRecord) -> None:
-        def patch(index: ClientIndex, _: Any) -> ClientIndex:
-            index.replace(record["client"], record["plan_id"])
-            return index
-
-        await self.cache.update(self._add_record(record), patch)
+        # Logged as a patch of the cached list: every worker applies it to its index; the
+        # whole list is not rewritten, and no worker rebuilds its index for it.
+        await self.cache.update(record)
 
     # -- list and search -------------------------------------------------------------
 
