@@ -136,10 +136,12 @@ class CachedResource(Generic[D]):
     async def _catch_up(self, target: int | None = None) -> _Local[D] | None:
         """Bring the local structure up to the logged revisions (one small store read)."""
         local = self._local
-        if local is None:
-            return None
-        self._apply(await self._store.get(self._log_key))
-        if target is not None and local is self._local and local.rev < target:
+        if local is None or self._patch is None:
+            return local
+        raw = await self._store.get(self._log_key)
+        self._apply(raw)
+        lost = raw is None or (isinstance(raw, dict) and raw.get("base") == local.at)
+        if target is not None and local is self._local and local.rev < target and lost:
             # The log lost items it should hold (evicted or expired): they cannot be
             # applied; the next load includes them. Do not re-read the log on every request.
             log.warning("patch log of %s is behind its stamp; waiting for the next load", self._key)
