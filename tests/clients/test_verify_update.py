@@ -362,3 +362,10 @@ def test_update_with_our_key_refused_is_502_unable_to_fetch(
     )
     assert "test-upstream-key" not in response.text
     assert gw.get("/api/v1/clients/by-document/12345678").status_code == 200
+
+
+def test_unknown_service_is_not_a_failed_guess(start_pair: StartPair) -> None:
+    _, gw = start_pair(VERIFY_MAX_FAILURES=1, VERIFY_LOCKOUT_SECONDS=60)
+    for _ in range(3):
+        assert body(verify(gw, 999, GOOD))["action"] == "client_not_found"
+    assert body(verify(gw, 101, GOOD))["action"] == "client_verified"

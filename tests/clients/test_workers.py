@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import redis
 
-from tests.clients.conftest import calls, warm
+from tests.clients.conftest import StartPair, calls, warm
+from tests.clients.test_verify_update import GOOD, verify
 from tests.conftest import Gateway, Simulator
 
 REDIS_URL = "redis://127.0.0.1:6379/14"
@@ -50,3 +52,18 @@ def test_workers_refresh_the_shared_list_once_per_period(
             assert response.json()["meta"] is None
         time.sleep(0.05)
     assert calls(sim) <= 6
+
+
+def test_parallel_guesses_cannot_outrun_the_verify_lock(
+    start_pair: StartPair, shared_redis: str
+) -> None:
+    # With Redis every store call really suspends, so parallel requests interleave.
+    _, gw = start_pair(REDIS_URL=shared_redis, VERIFY_MAX_FAILURES=3, VERIFY_LOCKOUT_SECONDS=60)
+    # Twelve different wrong guesses at once: only three may be compared with the record.
+    guesses = [{**GOOD, "name": f"Pedro {n}"} for n in range(12)]
+    with ThreadPoolExecutor(12) as pool:
+        answers = list(pool.map(lambda g: verify(gw, 101, g).json()["action"], guesses))
+    assert answers.count("client_verification_failed") == 3
+    assert answers.count("client_verification_locked") == 9
+    # Even the right answer is refused now.
+    assert verify(gw, 101, GOOD).json()["action"] == "client_verification_locked"

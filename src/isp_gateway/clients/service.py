@@ -405,27 +405,34 @@ class ClientService:
         return given
 
     @staticmethod
-    async def _check_lock(throttle: FailureThrottle, key: str) -> None:
-        retry_after = await throttle.retry_after(key)
+    async def _reserve(throttle: FailureThrottle, key: str) -> None:
+        # The attempt is counted before it is checked, atomically: parallel guesses cannot
+        # slip more checks past the lock than it allows while the first are in flight.
+        retry_after = await throttle.reserve(key)
         if retry_after is not None:
             raise Locked(MSG_LOCKED, retry_after=retry_after, action="client_verification_locked")
 
     async def verify(self, service_id: int, body: VerifyRequest) -> Verification:
         given = self._require_fields(body)
         key = str(service_id)
-        await self._check_lock(self.verify_throttle, key)
+        await self._reserve(self.verify_throttle, key)
         try:
-            found = await self.by_service_id(service_id)
-        except NotFound:
-            raise client_not_found(MSG_NOT_FOUND_ES) from None
-        client = found.client
-        matched, price = await self._match(
-            client, await self._plan_id(service_id), given, debug=True
-        )
+            try:
+                found = await self.by_service_id(service_id)
+            except NotFound:
+                raise client_not_found(MSG_NOT_FOUND_ES) from None
+            client = found.client
+            matched, price = await self._match(
+                client, await self._plan_id(service_id), given, debug=True
+            )
+        except BaseException:
+            # No comparison was made (unknown client, upstream down): not a failed guess.
+            await self.verify_throttle.release(key)
+            raise
         if len(matched) == len(given):
             await self.verify_throttle.success(key)
             return Verification(True, matched, None)
-        await self.verify_throttle.failure(key)
+        # A mismatch: the reserved attempt stays counted as a failure.
         debug = {
             "client_address": client["address"],
             "client_plan_name": client["internet_plan_name"],
@@ -437,30 +444,35 @@ class ClientService:
         given = self._require_fields(body)
         by_name = "name" in given
         words_of = given["name"] if by_name else given.get("address")
-        key = search_key(words_of, address=not by_name)
-        await self._check_lock(self.resolve_throttle, key or "-")
-        index, stale = await self._warm()
-        words = tokens(words_of) if by_name else address_tokens(words_of)
-        candidates = index.candidates(words, address=not by_name)
+        key = search_key(words_of, address=not by_name) or "-"
+        await self._reserve(self.resolve_throttle, key)
+        try:
+            index, stale = await self._warm()
+            words = tokens(words_of) if by_name else address_tokens(words_of)
+            candidates = index.candidates(words, address=not by_name)
+            verified: list[Client] = []
+            for client in candidates:
+                plan_id = index.plan_id(client["service_id"])
+                matched, _ = await self._match(client, plan_id, given, debug=False)
+                if len(matched) == len(given):
+                    verified.append(client)
+        except BaseException:
+            await self.resolve_throttle.release(key)
+            raise
+        # Both 404 outcomes stay counted as failures (the reservation is kept).
         if not candidates:
-            await self.resolve_throttle.failure(key or "-")
             raise client_not_found(MSG_NOT_FOUND_ES)
-        verified: list[Client] = []
-        for client in candidates:
-            plan_id = index.plan_id(client["service_id"])
-            matched, _ = await self._match(client, plan_id, given, debug=False)
-            if len(matched) == len(given):
-                verified.append(client)
         if not verified:
-            await self.resolve_throttle.failure(key or "-")
             raise NotFound(MSG_MISMATCH, action="client_verification_failed")
         if len(verified) > 1:
-            # Never guess between two customers.
+            # Never guess between two customers; neither a failure nor a success.
+            await self.resolve_throttle.release(key)
             raise Conflict(
                 "Varios clientes coinciden con los datos; se necesita un dato adicional",
                 action="client_ambiguous",
             )
-        await self.resolve_throttle.success(key or "-")
+        await self.resolve_throttle.success(key)
+        return Found(verified[0], stale)
         return Found(verified[0], stale)
 
     # -- update ----------------------------------------------------------------------
