@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -193,3 +194,23 @@ def test_list_failure(
     failed = search(gw, "maria")
     assert failed.status_code == 502
     assert body(failed)["action"] in ("upstream_unavailable", "CLIENT_NOT_FOUND")
+
+
+def test_warns_once_when_refreshes_would_eat_the_budget(
+    start_pair: StartPair, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="isp_gateway.clients")
+    # 7 clients at 2 a page: 4 calls a load; every 0.8 s that is far beyond 20 an hour.
+    _, gw = start_pair(UPSTREAM_PAGE_SIZE=2, UPSTREAM_RATE_PER_HOUR=20, CLIENT_CACHE_SECONDS=1)
+    warm(gw, loads=2)  # a second load does not warn again
+    warnings = [r.getMessage() for r in caplog.records if "UPSTREAM_PAGE_SIZE" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "7 clients costs 4 upstream calls" in warnings[0]
+
+
+def test_no_budget_warning_when_it_fits(
+    start_pair: StartPair, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="isp_gateway.clients")
+    start_pair(UPSTREAM_PAGE_SIZE=500, UPSTREAM_RATE_PER_HOUR=1000)
+    assert not [r for r in caplog.records if "UPSTREAM_PAGE_SIZE" in r.getMessage()]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import math
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -40,6 +41,7 @@ from isp_gateway.errors import (
 )
 from isp_gateway.throttle import FailureThrottle
 from isp_gateway.upstream import clients as upstream
+from isp_gateway.upstream.budget import BACKGROUND_SHARE
 from isp_gateway.upstream.clients import Client, ClientRecord
 
 if TYPE_CHECKING:
@@ -115,6 +117,7 @@ class ClientService:
         self.resolve_throttle = FailureThrottle(
             runtime.store, "resolve", settings.VERIFY_MAX_FAILURES, settings.VERIFY_LOCKOUT_SECONDS
         )
+        self._budget_warned = False
         self._job: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         # Upstream queries of lookup misses in flight, by (kind, value): a bot retrying an
@@ -139,7 +142,27 @@ class ClientService:
     async def _load(self, background: bool) -> dict[str, Any]:
         with _gc_paused():
             records = await upstream.fetch_all_clients(self.runtime.gateway, background=background)
+        self._check_budget(len(records))
         return {"records": records}
+
+    def _check_budget(self, clients: int) -> None:
+        """Warn once when keeping this list fresh would take most of the upstream's hourly
+        budget: refreshes then wait for the budget and the list ages past its lifetime."""
+        s = self.settings
+        pages = max(1, math.ceil(clients / s.UPSTREAM_PAGE_SIZE))
+        per_hour = pages * 3600 / self.cache.refresh_after
+        if per_hour > BACKGROUND_SHARE * s.UPSTREAM_RATE_PER_HOUR and not self._budget_warned:
+            self._budget_warned = True
+            log.warning(
+                "refreshing %d clients costs %d upstream calls every %.0f s (%.0f an hour) of "
+                "a budget of %d an hour: raise UPSTREAM_PAGE_SIZE if the backend allows, or "
+                "CLIENT_CACHE_SECONDS",
+                clients,
+                pages,
+                self.cache.refresh_after,
+                per_hour,
+                s.UPSTREAM_RATE_PER_HOUR,
+            )
 
     def _index(self, value: Any) -> ClientIndex:
         s = self.settings
