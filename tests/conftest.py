@@ -111,9 +111,13 @@ def start_gateway(password_hash: str) -> Iterator[Callable[..., Gateway]]:
     """Factory: run the real app (with its lifespan) against an upstream URL."""
     with contextlib.ExitStack() as stack:
 
-        def start(upstream_url: str, **overrides: Any) -> Gateway:
+        def start(
+            upstream_url: str, *, prepare: Callable[[Any], None] | None = None, **overrides: Any
+        ) -> Gateway:
             settings = gateway_settings(upstream_url, password_hash, **overrides)
             app = create_app(settings)
+            if prepare is not None:
+                prepare(app)  # e.g. extra routes a test needs, before the app runs
             url = stack.enter_context(run_server(app))
             client = stack.enter_context(httpx.Client(base_url=url, timeout=30))
             return Gateway(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -78,25 +77,13 @@ def add_probe_routes(app: FastAPI) -> None:
 
 
 @pytest.fixture
-def start_probe_gateway(password_hash: str) -> Iterator[Callable[..., Gateway]]:
+def start_probe_gateway(start_gateway: Callable[..., Gateway]) -> Callable[..., Gateway]:
     """Like `start_gateway`, with the probe routes added to the real app before it runs."""
-    with contextlib.ExitStack() as stack:
 
-        def start(upstream_url: str = "http://127.0.0.1:9", **overrides: Any) -> Gateway:
-            settings = gateway_settings(upstream_url, password_hash, **overrides)
-            app = create_app(settings)
-            add_probe_routes(app)
-            url = stack.enter_context(run_server(app))
-            client = stack.enter_context(httpx.Client(base_url=url, timeout=30))
-            return Gateway(
-                url=url,
-                settings=settings,
-                app=app,
-                client=client,
-                token=issue_token(settings, USERNAME),
-            )
+    def start(upstream_url: str = "http://127.0.0.1:9", **overrides: Any) -> Gateway:
+        return start_gateway(upstream_url, prepare=add_probe_routes, **overrides)
 
-        yield start
+    return start
 
 
 @pytest.fixture(scope="module")
