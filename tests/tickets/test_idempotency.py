@@ -65,15 +65,26 @@ def test_concurrent_repeats_of_one_key_create_one_ticket(gw: Gateway, sim: Simul
     assert post_calls(sim) == 1
 
 
-def test_a_refusal_is_not_final_for_the_key(gw: Gateway, sim: Simulator) -> None:
-    # Zone 2 is full: nothing was created, so the same key may try again later.
+def test_a_zone_refusal_is_the_keys_answer(gw: Gateway, sim: Simulator) -> None:
+    # Zone 2 is full: the first answer for this key is the 409, and a repeat returns it
+    # (DECISIONS.md: "returns the first answer and creates nothing").
     body = ticket_body(zone_id=2, service_id=201)
-    assert gw.post("/api/v1/tickets", json=body, headers=KEY).status_code == 409
-    # One of zone 2's tickets is closed meanwhile.
+    first = gw.post("/api/v1/tickets", json=body, headers=KEY)
+    assert first.status_code == 409
+    assert first.json()["action"] == "zone_ticket_limit_reached"
+    # One of zone 2's tickets is closed meanwhile: still the first answer for this key.
     active = [t for t in sim.state.dataset.tickets if t["estado"] == 1]
     next(t for t in active if t["servicio"]["zona"]["id"] == 2)["estado"] = 4
-    assert gw.post("/api/v1/tickets", json=body, headers=KEY).status_code == 201
-    # The key stays bound to its first body even though its first answer was a refusal.
+    repeat = gw.post("/api/v1/tickets", json=body, headers=KEY)
+    assert repeat.status_code == 409
+    assert repeat.json() == first.json()
+    assert repeat.headers["idempotent-replayed"] == "true"
+    assert not sim.state.created_tickets
+    # A new key is a new request: the zone has room now.
+    assert (
+        gw.post("/api/v1/tickets", json=body, headers={"Idempotency-Key": "k-2"}).status_code == 201
+    )
+    # The key stays bound to its first body.
     other = gw.post("/api/v1/tickets", json=ticket_body(zone_id=3), headers=KEY)
     assert other.status_code == 422
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from isp_gateway.envelope import success
+from isp_gateway.envelope import envelope, success
 from isp_gateway.errors import (
     InvalidInput,
     NotFound,
@@ -223,9 +223,23 @@ class TicketService:
                 if record is None:
                     # The key is bound to this body from its first use, whatever the outcome.
                     await self.store.set(record_key, {"fingerprint": fp}, ttl=ttl)
-                # Only a created ticket is final: a refusal or failure created nothing, so a
-                # repeat with this key tries again (and reconciles an unconfirmed POST).
-                outcome = await self._create_in_zone(request, priority, fp)
+                # Final answers are replayed for the key's lifetime (DECISIONS.md: "returns
+                # the first answer"): a created ticket, and the zone-cap refusal. A failure
+                # (upstream down, outcome unknown) is not final: a repeat with this key tries
+                # again, and reconciles a POST whose answer was lost.
+                try:
+                    outcome = await self._create_in_zone(request, priority, fp)
+                except ZoneLimitReached as refusal:
+                    outcome = CreateOutcome(
+                        refusal.status_code,
+                        envelope(
+                            ok=False,
+                            type=refusal.type,
+                            action=refusal.action,
+                            data=refusal.data,
+                            message=refusal.message,
+                        ),
+                    )
                 await self.store.set(
                     record_key,
                     {"fingerprint": fp, "status": outcome.status_code, "body": outcome.body},
