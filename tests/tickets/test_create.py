@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
@@ -293,3 +294,27 @@ def test_the_upstream_receives_one_multipart_form_with_every_field(
         "departamentos_default": "Soporte Técnico",
     }
     assert data["status_ticket"] == "En Progreso"  # the upstream's label for that state
+
+
+def test_a_busy_zone_answers_503_within_the_wait(
+    sim: Simulator, start_gateway: Callable[..., Gateway]
+) -> None:
+    # The first creation holds zone 3's lock while its POST hangs up to the 7 s timeout;
+    # a second creation for the zone waits 5 s at most, then answers 503 zone_busy.
+    gw = start_gateway(sim.url, UPSTREAM_TIMEOUT_SECONDS=7.0)
+    faults = sim.state.faults
+    faults.hang_rate, faults.hang_seconds = 1.0, 30.0
+    faults.method, faults.path_prefix = "POST", "/api/tickets/"
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(gw.post, "/api/v1/tickets", json=ticket_body(zone_id=3))
+        time.sleep(0.5)
+        started = time.monotonic()
+        busy = gw.post("/api/v1/tickets", json=ticket_body(zone_id=3, service_id=302))
+        waited = time.monotonic() - started
+        assert busy.status_code == 503
+        body = busy.json()
+        assert (body["action"], body["meta"]["reason"]) == ("ticket_creation_failed", "zone_busy")
+        assert busy.headers["retry-after"]
+        assert 4.5 <= waited < 6.5
+        assert first.result().json()["meta"]["reason"] == "outcome_unknown"
+    assert post_calls(sim) == 1

@@ -99,9 +99,12 @@ class TicketService:
         # A holder reads a few pages and posts once; the lock outlives that comfortably so
         # that it never expires under a live holder, yet frees a zone if a worker dies.
         self.zone_lock_seconds = 6 * timeout + 5
-        self.zone_wait_seconds = max(10.0, 1.5 * timeout)
+        # Waits stay short so that a request answers within about the upstream timeout
+        # (a bot has ~15 s): a busy zone answers 503 `zone_busy` + Retry-After, a key still
+        # in flight 409 `idempotency_key_in_progress`; both are safe to repeat.
+        self.zone_wait_seconds = max(5.0, timeout / 2)
         self.key_lock_seconds = self.zone_lock_seconds + self.zone_wait_seconds + 5
-        self.key_wait_seconds = self.zone_wait_seconds + 2 * timeout + 2
+        self.key_wait_seconds = max(5.0, timeout)
 
     async def start(self) -> None:
         """No background jobs: every ticket answer is read fresh from the upstream."""
