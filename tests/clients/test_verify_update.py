@@ -369,3 +369,19 @@ def test_unknown_service_is_not_a_failed_guess(start_pair: StartPair) -> None:
     for _ in range(3):
         assert body(verify(gw, 999, GOOD))["action"] == "client_not_found"
     assert body(verify(gw, 101, GOOD))["action"] == "client_verified"
+
+
+def test_wrong_json_types_are_422(pair: tuple[Simulator, Gateway]) -> None:
+    sim, gw = pair
+    for payload in ({**GOOD, "internet_plan_price": "40000"}, {**GOOD, "name": 12345}):
+        response = verify(gw, 101, payload)
+        assert response.status_code == 422
+        assert body(response)["action"] == "validation_error"
+    # An integer price is a number: accepted.
+    assert body(verify(gw, 101, {**GOOD, "internet_plan_price": 40000}))["action"] in (
+        "client_verified",
+        "client_verification_failed",
+    )
+    response = gw.put("/api/v1/clients/101", json={"phone": 3001234567})
+    assert response.status_code == 422
+    assert calls(sim, "PATCH /api/clientes/{id}/perfil/") == 0

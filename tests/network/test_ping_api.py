@@ -134,7 +134,20 @@ def test_upstream_404_alone_means_unknown_service(
     assert gw.post(f"/api/v1/{known}/ping/", json={"pings": 4}).status_code == 200
 
 
-@pytest.mark.parametrize("body", [{"pings": 0}, {"pings": 21}, {"pings": "many"}, {}, None])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"pings": 0},
+        {"pings": 21},
+        {"pings": "many"},
+        # Wrong JSON types, not guesses: a digit string, a boolean, a fraction.
+        {"pings": "4"},
+        {"pings": True},
+        {"pings": 4.5},
+        {},
+        None,
+    ],
+)
 def test_pings_must_be_1_to_20(gateway: Gateway, simulator: Simulator, body: Any) -> None:
     sid = service_ids(simulator, 1)[0]
     response = gateway.post(f"/api/v1/{sid}/ping/", json=body)

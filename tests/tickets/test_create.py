@@ -121,6 +121,10 @@ def test_validation_errors_are_422(gw: Gateway, sim: Simulator) -> None:
     assert response.json()["action"] == "validation_error"
     response = gw.post("/api/v1/tickets", json=ticket_body(service_id="abc"))
     assert response.status_code == 422
+    # Strict JSON types: a digit string where an integer belongs is a wrong type too.
+    response = gw.post("/api/v1/tickets", json=ticket_body(zone_id="1"))
+    assert response.status_code == 422
+    assert response.json()["meta"]["errors"][0]["field"] == "body.zone_id"
     assert ticket_calls(sim) == 0
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from isp_gateway.models import RequestModel
+
 
 class ClientResponse(BaseModel):
     """Spec 2.2: `service_id` is always an integer, every other field may be null."""
@@ -26,7 +28,7 @@ class ClientResponse(BaseModel):
     technician_id: int | None = None
 
 
-class VerifyRequest(BaseModel):
+class VerifyRequest(RequestModel):
     """At least 3 of the 4 fields; null or empty values do not count."""
 
     name: str | None = None
@@ -47,6 +49,6 @@ class VerificationResult(BaseModel):
     debug: VerificationDebug | None = None
 
 
-class UpdateClientRequest(BaseModel):
+class UpdateClientRequest(RequestModel):
     document: str | None = None
     phone: str | None = None

@@ -6,11 +6,13 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from isp_gateway.models import RequestModel
+
 MAX_PINGS = 20
 MAX_WAIT_SECONDS = 25.0
 
 
-class PingRequest(BaseModel):
+class PingRequest(RequestModel):
     pings: int = Field(ge=1, le=MAX_PINGS, description="Number of ICMP packets to send (1-20).")
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from isp_gateway.models import RequestModel
 
-class CreateTicketRequest(BaseModel):
+
+class CreateTicketRequest(RequestModel):
     service_id: int = Field(ge=1, description="Service the ticket belongs to")
     subject: str = Field(min_length=1, max_length=200, description="One subject of 4.7, as is")
     description: str = Field(min_length=1, max_length=5000, description="What is wrong")
