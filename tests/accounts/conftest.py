@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -118,6 +118,7 @@ def start_accounts(
         *,
         wait_invoices: bool = True,
         before_gateway: Callable[[Simulator], None] | None = None,
+        reset_stats: bool = True,
         **gw_overrides: Any,
     ) -> tuple[Simulator, Gateway]:
         sim = start_simulator(**{"data_file": account_data, **(sim_overrides or {})})
@@ -128,11 +129,8 @@ def start_accounts(
         warm(gw)
         if wait_invoices:
             warm_invoices(gw)
-        sim.state.reset_stats()
+        if reset_stats:
+            sim.state.reset_stats()
         return sim, gw
 
     return start
-
-
-def today_is(value: date) -> bool:
-    return value == TODAY

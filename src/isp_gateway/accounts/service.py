@@ -163,11 +163,12 @@ class AccountService:
 
     async def pending_of(self, username: str | None) -> tuple[list[dict[str, Any]], float, bool]:
         """(pending invoices oldest due first with `overdue`, load time, stale) for one
-        username; 502 when one of them has an unreadable total. For diagnose too."""
+        username; 502 when one of them has an unreadable total, or without a username.
+        For diagnose too."""
         index, loaded_at, stale = await self.pending_index()
-        if username is None:
-            return [], loaded_at, stale
-        if username in index.unreadable:
+        # Invoices are matched by username only: without one, an empty list would be a
+        # guess that the customer owes nothing.
+        if username is None or username in index.unreadable:
             raise balance_unconfirmed()
         today = self._today()
         invoices = [
