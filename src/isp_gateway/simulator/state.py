@@ -327,6 +327,14 @@ class SimulatorState:
             self._rendered[position] = None
             self._encoded[position] = None
 
+    def add_client(self, row: Row) -> None:
+        """A new customer upstream (after the gateway cached its list), for tests."""
+        self._client_pos[row["id_servicio"]] = len(self.dataset.clients)
+        self.dataset.clients.append(row)
+        if self._cache_key is not None:
+            self._rendered.append(None)
+            self._encoded.append(None)
+
     # -- invoices and payment methods ----------------------------------------------------
 
     def filter_invoices(self, params: Mapping[str, str]) -> list[Row]:
