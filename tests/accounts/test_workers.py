@@ -17,6 +17,13 @@ from tests.conftest import Gateway, Simulator
 REDIS_URL = "redis://127.0.0.1:6379/10"
 
 
+def _until(condition: Callable[[], bool], what: str, timeout: float = 15) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
 def _delete_ours(client: redis.Redis) -> None:
     for key in client.scan_iter(match="ispgw:*", count=500):
         client.delete(key)
@@ -47,10 +54,10 @@ def test_workers_share_one_pending_list_load(
     assert sim.state.calls["GET /api/facturas/"] == 4  # one load of four pages
     second = start_gateway(sim.url, REDIS_URL=REDIS_URL, UPSTREAM_PAGE_SIZE=2)
     # The second worker adopts the stored lists instead of loading them again.
-    deadline = time.monotonic() + 15
-    while second.runtime.accounts.invoices.local is None:
-        assert time.monotonic() < deadline, "the second worker did not adopt the list"
-        time.sleep(0.02)
+    _until(
+        lambda: second.runtime.accounts.invoices.local is not None,
+        "the second worker did not adopt the list",
+    )
     sim.state.reset_stats()
     for worker in (first, second):
         response = worker.get("/api/v1/clients/202/account")
@@ -74,10 +81,10 @@ def test_a_confirmation_on_one_worker_serves_the_other(
     sim = start_simulator(data_file=account_data)
     first = start_gateway(sim.url, REDIS_URL=REDIS_URL, STATE_FRESH_SECONDS=1)
     second = start_gateway(sim.url, REDIS_URL=REDIS_URL, STATE_FRESH_SECONDS=1)
-    deadline = time.monotonic() + 15
-    while first.runtime.clients.cache.local is None or second.runtime.clients.cache.local is None:
-        assert time.monotonic() < deadline, "client list not loaded"
-        time.sleep(0.02)
+    _until(
+        lambda: all(w.runtime.clients.cache.local is not None for w in (first, second)),
+        "client list not loaded",
+    )
     sim.state.set_client_fields(202, {"estado": "Activo"})
     time.sleep(1.2)
     sim.state.reset_stats()
