@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 
+from isp_gateway.upstream.clients import map_client
 from tests.accounts.conftest import SECRETS, warm_invoices
 from tests.clients.conftest import warm
 from tests.conftest import Gateway, Simulator
@@ -93,3 +96,32 @@ def test_a_confirmation_on_one_worker_serves_the_other(
     # The fresh row went to the shared patch log: the other worker answers from it.
     assert second.get("/api/v1/clients/202/account").json()["data"]["service_state"] == "active"
     assert sim.state.calls["GET /api/clientes/"] == 1
+
+
+def test_a_client_list_cached_by_an_older_release_still_answers(
+    start_simulator: Callable[..., Simulator],
+    start_gateway: Callable[..., Gateway],
+    account_data: Path,
+    shared_redis: redis.Redis,
+) -> None:
+    # The shared store outlives a deploy: its cached records lack the new extras.
+    sim = start_simulator(data_file=account_data)
+    old: list[dict[str, Any]] = []
+    for row in json.loads(account_data.read_text("utf-8"))["clients"]:
+        record = map_client(row)
+        assert record is not None
+        client = {k: v for k, v in record["client"].items() if k != "service_state"}
+        old.append({"client": client, "plan_id": record["plan_id"]})
+    now = time.time()
+    shared_redis.set(
+        "ispgw:cache:clients", json.dumps({"loaded_at": now, "value": {"records": old}}), px=600_000
+    )
+    shared_redis.set("ispgw:cache:clients:at", json.dumps({"at": now, "rev": 0}), px=600_000)
+    gw = start_gateway(sim.url, REDIS_URL=REDIS_URL)
+    _until(lambda: gw.runtime.clients.cache.local is not None, "the old copy was not adopted")
+    assert gw.runtime.clients.cache.loads == 0  # the old copy serves
+    found = gw.get("/api/v1/clients/by-service-id/202").json()["data"]
+    assert found["service_state"] == "suspended"
+    account = gw.get("/api/v1/clients/202/account")
+    # No username in the old copy: the balance cannot be confirmed (never "owes nothing").
+    assert (account.status_code, account.json()["action"]) == (502, "upstream_unavailable")

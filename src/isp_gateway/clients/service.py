@@ -173,6 +173,10 @@ class ClientService:
 
     def _index(self, value: Any) -> ClientIndex:
         s = self.settings
+        records = (value or {}).get("records") or []
+        if records and "router_id" not in records[0]:
+            for record in records:
+                upstream.complete_record(record)
         with _gc_paused():
             index = ClientIndex(
                 value, s.PHONE_COUNTRY_CODE, s.PHONE_NATIONAL_LENGTH, s.ACTIVE_CLIENT_STATES
@@ -195,7 +199,7 @@ class ClientService:
     @staticmethod
     def _patch(index: ClientIndex, record: ClientRecord) -> ClientIndex:
         """Apply one logged record (an update, or a new customer) to the index in place."""
-        index.replace(record)
+        index.replace(upstream.complete_record(record))
         return index
 
     async def _remember(self, record: ClientRecord) -> None:
