@@ -406,7 +406,10 @@ class ClientService:
         confirmed_key = f"clients:confirmed:{service_id}"
         if window > 0 and await self.runtime.store.get(confirmed_key) is not None:
             return record, stale
-        rows = await self._query("service_id", str(service_id))
+        try:
+            rows = await self._query("service_id", str(service_id))
+        except UpstreamUnauthorized:
+            raise unable_to_fetch() from None
         fresh = next((r for r in rows if r["client"]["service_id"] == service_id), None)
         if fresh is None:
             raise client_not_found()
@@ -593,12 +596,10 @@ class ClientService:
         if snapshot is None:
             return
         index = snapshot.value
-        current = index.get(service_id)
-        if current is None:
-            return
         record = index.record(service_id)
-        assert record is not None
-        client: Client = {**current}
+        if record is None:
+            return
+        client: Client = {**record["client"]}
         if document is not None:
             client["document"] = document
         if phone is not None:
