@@ -76,6 +76,14 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def parse_service_id(raw: str) -> int:
+    """A service id from a path: ASCII digits only (no sign, no decimals); else 400."""
+    text = raw.strip()
+    if not text.isdigit() or not text.isascii():
+        raise InvalidInput("Invalid service id", action="invalid_service_id")
+    return int(text)
+
+
 def client_not_found(message: str = MSG_NOT_FOUND) -> NotFound:
     return NotFound(message, action="client_not_found")
 
@@ -356,10 +364,7 @@ class ClientService:
         )
 
     async def by_service_id_text(self, raw: str) -> Found:
-        text = raw.strip()
-        if not text.isdigit() or not text.isascii():
-            raise InvalidInput("Invalid service id", action="invalid_service_id")
-        return await self.by_service_id(int(text))
+        return await self.by_service_id(parse_service_id(raw))
 
     async def get_client(self, service_id: int) -> Client | None:
         """For other features (tickets, pings): the client, or None when it does not exist.
