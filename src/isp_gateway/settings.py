@@ -76,6 +76,12 @@ class Settings(BaseSettings):
     HOLIDAYS_COUNTRY: str = "CO"
     EXTRA_HOLIDAYS: Annotated[list[str], NoDecode] = Field(default_factory=list)
     IDEMPOTENCY_TTL_SECONDS: int = Field(default=86400, ge=60)
+    # Beyond the spec (BEYOND.md): one open ticket per service and subject; the lifetime of
+    # the cached sweep of active tickets (client tickets, diagnose) and of the router
+    # catalogue whose outage flags diagnose reports (a flag is never older than this).
+    DUPLICATE_TICKET_GUARD: bool = True
+    ACTIVE_TICKETS_CACHE_SECONDS: int = Field(default=60, ge=1)
+    OUTAGE_CACHE_SECONDS: int = Field(default=60, ge=1)
 
     # Clients
     ACTIVE_CLIENT_STATES: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["Activo"])
