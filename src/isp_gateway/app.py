@@ -86,7 +86,7 @@ def create_app(settings: Settings) -> FastAPI:
             )
             runtime.plans = PlanService(runtime)
             runtime.clients = ClientService(runtime)
-            runtime.tickets = TicketService(runtime)
+            runtime.tickets = TicketService(runtime, runtime.clients)
             runtime.pings = PingService(runtime)
             for service in (runtime.plans, runtime.clients, runtime.tickets, runtime.pings):
                 await service.start()
