@@ -15,6 +15,7 @@ from isp_gateway.throttle import FailureThrottle
 from isp_gateway.upstream.gateway import UpstreamGateway
 
 if TYPE_CHECKING:
+    from isp_gateway.accounts.service import AccountService
     from isp_gateway.clients.service import ClientService
     from isp_gateway.network.service import PingService
     from isp_gateway.plans.service import PlanService
@@ -34,6 +35,7 @@ class Runtime:
     clients: ClientService = field(init=False)
     tickets: TicketService = field(init=False)
     pings: PingService = field(init=False)
+    accounts: AccountService = field(init=False)
 
 
 async def get_runtime(request: Request) -> Runtime:

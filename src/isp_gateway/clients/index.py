@@ -65,6 +65,8 @@ class ClientIndex:
         self.active_states = frozenset(active_states)
         self.national_length = national_length
         records: list[ClientRecord] = value["records"] if value else []
+        # The whole records, for the extras other features read (`record`).
+        self.records: list[ClientRecord] = list(records)
         self.clients: list[Client] = [r["client"] for r in records]
         self.plan_ids: list[int | None] = [r["plan_id"] for r in records]
         self.by_id: dict[int, int] = {}
@@ -167,16 +169,20 @@ class ClientIndex:
         self._active_json = None
         self._found_bodies.clear()
 
-    def replace(self, client: Client, plan_id: int | None = None) -> None:
+    def replace(self, record: ClientRecord) -> None:
         """Patch one record in place (after an update, or a new client found upstream)."""
+        client = record["client"]
         position = self.by_id.get(client["service_id"])
         if position is None:
             position = len(self.clients)
             self.clients.append(client)
-            self.plan_ids.append(plan_id)
+            self.plan_ids.append(record["plan_id"])
+            self.records.append(record)
         else:
             self._remove(position)
             self.clients[position] = client
+            self.plan_ids[position] = record["plan_id"]
+            self.records[position] = record
         self._add(position, client)
         self._changed()
 
@@ -185,6 +191,11 @@ class ClientIndex:
     def get(self, service_id: int) -> Client | None:
         position = self.by_id.get(service_id)
         return None if position is None else self.clients[position]
+
+    def record(self, service_id: int) -> ClientRecord | None:
+        """The whole record (client and extras such as username or router id)."""
+        position = self.by_id.get(service_id)
+        return None if position is None else self.records[position]
 
     def plan_id(self, service_id: int) -> int | None:
         position = self.by_id.get(service_id)

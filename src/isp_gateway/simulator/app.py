@@ -237,6 +237,25 @@ async def create_ticket(sim: SimulatorState, request: Request, _: str) -> Respon
     return _json(sim.render_ticket(ticket), 201)
 
 
+async def list_invoices(sim: SimulatorState, request: Request, _: str) -> Response:
+    invoices = sim.filter_invoices(request.query_params)
+    limit, offset = _page_params(request, sim)
+    next_url, previous = _page_links(request, len(invoices), limit, offset)
+    rows = [sim.render_invoice(i) for i in invoices[offset : offset + limit]]
+    return _json({"count": len(invoices), "next": next_url, "previous": previous, "results": rows})
+
+
+async def get_invoice(sim: SimulatorState, request: Request, ident: str) -> Response:
+    invoice = sim.get_invoice(int(ident))
+    if invoice is None:
+        return _json(NOT_FOUND, 404)
+    return _json(sim.render_invoice(invoice, detail=True))
+
+
+async def list_payment_methods(sim: SimulatorState, request: Request, _: str) -> Response:
+    return _paginated(request, sim, sim.dataset.payment_methods)
+
+
 async def list_routers(sim: SimulatorState, request: Request, _: str) -> Response:
     return _paginated(request, sim, sim.router_rows())
 
@@ -276,6 +295,9 @@ API_ROUTES = (
     _route(r"/api/tickets/", "/api/tickets/", {"GET": list_tickets, "POST": create_ticket}),
     _route(r"/api/tickets/(\d+)/", "/api/tickets/{id}/", {"GET": get_ticket}),
     _route(r"/api/router/", "/api/router/", {"GET": list_routers}),
+    _route(r"/api/facturas/", "/api/facturas/", {"GET": list_invoices}),
+    _route(r"/api/facturas/(\d+)/", "/api/facturas/{id}/", {"GET": get_invoice}),
+    _route(r"/api/formas-de-pago/", "/api/formas-de-pago/", {"GET": list_payment_methods}),
 )
 
 

@@ -18,6 +18,14 @@ Data file format (every section optional except ``clients``)::
                                        # optional "respuestas" (a list or one object)
       "staff": [ {"id": 11, "nombre": "Carlos Ruiz"}, ... ],
       "zones": [ {"id": 1, "nombre": "Norte"}, ... ],
+      "invoices": [ {"id_factura": 5001, "cliente": {"usuario": "juan-perez@isp",
+                     "nombre": "JUAN PEREZ"}, "total": "40000.00" or 40000,
+                     "fecha_emision": "2026-03-01", "fecha_vencimiento": "2026-03-16",
+                     "estado": 1}, ... ],
+                                       # estado a number 1-5 or its label; total served as
+                                       # given (a number or a decimal string)
+      "payment_methods": [ {"id": 7, "nombre": "efectivo"}, ... ]
+                                       # missing: the default four; [] for none
       "routers": [ {"id": 1, "nombre": "MK-NORTE"}, ... ]   # GET /api/router/
     }
 
@@ -31,6 +39,12 @@ prefixes and several numbers per field, addresses with VDA/ B/ V/ VEREDA BARRIO 
 5-15 zones (each zone one router), ~10 technicians, twelve plans of the three types. The two
 zones with the lowest ids start at or above 3 active (state 1) tickets, the others below it,
 so the gateway's default zone cap of 3 has both a blocked and a free zone to show.
+
+Invoices (generated from their own seeded stream, dated relative to today): clients whose
+bills are `Vencidas` owe two or three overdue invoices, `Pendiente de Pago` one not yet due,
+`Pagadas` have one paid invoice; the first suspended client with overdue bills owes fourteen
+(more than a default page of ten). Every client row also holds the private fields a real one
+does (four passwords, `coordenadas`, `mac_cpe`), which the gateway must never pass on.
 """
 
 from __future__ import annotations
@@ -49,6 +63,20 @@ Row = dict[str, Any]
 TICKET_STATES = {1: "Nuevo", 2: "En Progreso", 3: "Resuelto", 4: "Cerrado"}
 TICKET_PRIORITIES = {1: "Baja", 2: "Normal", 3: "Alta", 4: "Muy Alta"}
 CLIENT_STATES = {1: "Activo", 2: "Suspendido", 3: "Cancelado", 4: "Gratis"}
+# The detail route's labels; the list filters and serves the numbers.
+INVOICE_STATES = {
+    1: "Pendiente de Pago",
+    2: "Pagada",
+    3: "Cancelada",
+    4: "En revisión",
+    5: "Se Transfirio",
+}
+DEFAULT_PAYMENT_METHODS: list[dict[str, Any]] = [
+    {"id": 7, "nombre": "efectivo"},
+    {"id": 8, "nombre": "Transferencia Bancolombia"},
+    {"id": 9, "nombre": "Nequi"},
+    {"id": 12, "nombre": "PSE"},
+]
 DEPARTMENTS = ["Soporte Técnico", "Facturación", "Instalaciones", "Ventas"]
 
 _FIRST_MALE = [
@@ -147,6 +175,9 @@ class Dataset:
     staff: list[Row]
     zones: list[Row]
     routers: list[Row] = field(default_factory=list)
+    # Internal invoice records: the upstream row with estado as an int 1-5.
+    invoices: list[Row] = field(default_factory=list)
+    payment_methods: list[Row] = field(default_factory=lambda: list(DEFAULT_PAYMENT_METHODS))
 
 
 def load_subjects() -> dict[int, list[str]]:
@@ -324,7 +355,66 @@ def build_dataset(clients: int = 200, seed: int = 1, *, tickets: int = 300) -> D
         )
     dataset = Dataset(rows, plans, [], staff, zones, routers)
     dataset.tickets = _build_tickets(rng, dataset, tickets)
+    # A stream of their own, so adding these left every earlier field as it was.
+    extra = random.Random(seed * 1_000_003 + 17)
+    _add_private_fields(extra, rows)
+    dataset.invoices = _build_invoices(extra, rows)
     return dataset
+
+
+def _add_private_fields(rng: random.Random, rows: list[Row]) -> None:
+    for row in rows:
+        row["password_router_wifi"] = _password(rng)
+        row["password_ssid_router_wifi"] = _password(rng)
+        row["coordenadas"] = f"{rng.uniform(3.5, 7.5):.6f},{rng.uniform(-76.5, -72.5):.6f}"
+
+
+def _invoice(number: int, client: Row, total: str, issued: date, estado: int) -> Row:
+    # About a third of the totals are JSON numbers, the rest decimal strings (both seen).
+    return {
+        "id_factura": number,
+        "cliente": {"usuario": client["usuario"], "nombre": client["nombre"]},
+        "total": float(total) if number % 3 == 0 else total,
+        "fecha_emision": issued.isoformat(),
+        "fecha_vencimiento": (issued + timedelta(days=15)).isoformat(),
+        "estado": estado,
+    }
+
+
+def _build_invoices(rng: random.Random, rows: list[Row]) -> list[Row]:
+    today = date.today()
+    this_month = today.replace(day=1)
+    invoices: list[Row] = []
+    number = 5001
+    many_given = False
+    for client in rows:
+        total = str(client.get("precio_plan") or "") or "40000.00"
+        if total == "0.00":
+            total = "35000.00"
+        facturas = client.get("estado_facturas")
+        if facturas == "Vencidas":
+            count = rng.randint(2, 3)
+            if not many_given and client.get("estado") == "Suspendido":
+                count, many_given = 14, True
+            # Monthly bills, the newest issued a month ago: all past due.
+            for months_back in range(count, 0, -1):
+                issued = _months_before(this_month, months_back)
+                invoices.append(_invoice(number, client, total, issued, 1))
+                number += 1
+        elif facturas == "Pendiente de Pago":
+            issued = today - timedelta(days=rng.randint(1, 10))
+            invoices.append(_invoice(number, client, total, issued, 1))
+            number += 1
+        else:
+            issued = _months_before(this_month, 1)
+            invoices.append(_invoice(number, client, total, issued, 2))
+            number += 1
+    return invoices
+
+
+def _months_before(first_of_month: date, months: int) -> date:
+    index = first_of_month.year * 12 + first_of_month.month - 1 - months
+    return date(index // 12, index % 12 + 1, 1)
 
 
 def service_ref(client: Row) -> Row:
@@ -492,12 +582,19 @@ def _load_dataset(path: Path | str) -> Dataset:
         answers = ticket.get("respuestas") or []
         ticket["respuestas"] = [answers] if isinstance(answers, dict) else list(answers)
         tickets.append(ticket)
+    invoices: list[Row] = []
+    for row in _rows_with_int_id(raw, "invoices", "id_factura"):
+        invoices.append({**row, "estado": _state_number(row.get("estado", 1), INVOICE_STATES)})
+    dataset = Dataset(clients, plans, tickets, list(staff), list(zones), invoices=invoices)
+    if raw.get("payment_methods") is not None:
+        dataset.payment_methods = _rows_with_int_id(raw, "payment_methods", "id")
     routers = raw.get("routers")
     if routers is None:
         routers = _refs(clients, "router")
     else:
         _rows_with_int_id(raw, "routers", "id")
-    return Dataset(clients, plans, tickets, list(staff), list(zones), list(routers))
+    dataset.routers = list(routers)
+    return dataset
 
 
 def dump_dataset(dataset: Dataset, path: Path | str) -> None:
@@ -508,6 +605,8 @@ def dump_dataset(dataset: Dataset, path: Path | str) -> None:
         "tickets": dataset.tickets,
         "staff": dataset.staff,
         "zones": dataset.zones,
+        "invoices": dataset.invoices,
+        "payment_methods": dataset.payment_methods,
         "routers": dataset.routers,
     }
     Path(path).write_text(json.dumps(document, ensure_ascii=False, indent=1), "utf-8")
