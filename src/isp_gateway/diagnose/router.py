@@ -2,28 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
 from isp_gateway.accounts.service import parse_service_id
 from isp_gateway.auth.dependencies import current_user
 from isp_gateway.diagnose.schemas import DEFAULT_WAIT_SECONDS, DiagnoseRequest, DiagnoseResponse
 from isp_gateway.envelope import BackendResponse, envelope, respond
-from isp_gateway.network.schemas import MAX_WAIT_SECONDS
+from isp_gateway.network.router import WaitQuery
 from isp_gateway.runtime import RuntimeDep
 
 router = APIRouter(prefix="/api/v1/clients", tags=["network"], dependencies=[Depends(current_user)])
-
-WaitQuery = Annotated[
-    float,
-    Query(
-        ge=0,
-        le=MAX_WAIT_SECONDS,
-        description="Hold the answer up to this many seconds for the ping's result.",
-    ),
-]
 
 
 @router.post("/{service_id}/diagnose", response_model=BackendResponse[DiagnoseResponse])
@@ -36,15 +25,16 @@ async def diagnose_client(
     """Why a customer has no internet: cancelled, suspended, a general outage, or a ping."""
     pings = (body or DiagnoseRequest()).pings
     result = await runtime.diagnose.diagnose(parse_service_id(service_id), pings, wait)
+    view = result.view
     meta = {"stale": True} if result.stale else None
     return respond(
         200,
         envelope(
-            ok=result.ok,
-            type=result.type,
-            action=result.action,
-            data=result.data,
-            message=result.message,
+            ok=view.ok,
+            type=view.type,
+            action=view.action,
+            data=view.data,
+            message=view.message,
             meta=meta,
         ),
     )

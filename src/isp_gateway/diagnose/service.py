@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from isp_gateway.accounts.service import AccountService
 from isp_gateway.clients.service import ClientService
 from isp_gateway.diagnose.outages import OutageService
-from isp_gateway.network.service import PingFailed, PingService
+from isp_gateway.network.service import PingFailed, PingService, PingView
 from isp_gateway.tickets.service import TicketService
 
 MSG_CANCELLED = "El servicio está cancelado."
@@ -31,13 +31,10 @@ MSG_PING_REFUSED = "El sistema del proveedor no aceptó la prueba de conexión."
 
 @dataclass(frozen=True)
 class Diagnosis:
-    """What the router renders as is (always HTTP 200)."""
+    """What the router renders as is (always HTTP 200): an envelope's fields, and whether a
+    cached copy it read was stale."""
 
-    ok: bool
-    type: Literal["success", "error", "info"]
-    action: str
-    data: dict[str, Any]
-    message: str | None
+    view: PingView
     stale: bool
 
 
@@ -78,7 +75,7 @@ class DiagnoseService:
         stale = stale or tickets_stale
 
         def info(action: str, message: str) -> Diagnosis:
-            return Diagnosis(True, "info", action, data, message, stale)
+            return Diagnosis(PingView(True, "info", action, data, message), stale)
 
         if state == "cancelled":
             return info("service_cancelled", MSG_CANCELLED)
@@ -106,10 +103,12 @@ class DiagnoseService:
             task_id = await self.pings.create(service_id, pings)
         except PingFailed as refused:
             data.update(figures)
-            return Diagnosis(False, "error", refused.action, data, MSG_PING_REFUSED, stale)
+            return Diagnosis(
+                PingView(False, "error", refused.action, data, MSG_PING_REFUSED), stale
+            )
         view = await self.pings.result(task_id, wait)
         figures["task_id"] = task_id
         for name in ("sent", "received", "loss_percent"):
             figures[name] = view.data.get(name)
         data.update(figures)
-        return Diagnosis(view.ok, view.type, view.action, data, view.message, stale)
+        return Diagnosis(PingView(view.ok, view.type, view.action, data, view.message), stale)
