@@ -56,7 +56,6 @@ TAGS = [
     {"name": "tickets", "description": "Support tickets with a per-zone cap."},
     {"name": "network", "description": "Remote ping diagnostics of a customer's antenna."},
     {"name": "internet-plans", "description": "The ISP's internet plans."},
-    {"name": "accounts", "description": "What a customer owes and how to pay (beyond the spec)."},
 ]
 
 

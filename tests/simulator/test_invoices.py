@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import date
+from pathlib import Path
 
 import httpx
+import pytest
 
-from isp_gateway.simulator import build_dataset
-from isp_gateway.simulator.dataset import INVOICE_STATES
+from isp_gateway.simulator import build_dataset, dump_dataset, load_dataset
+from isp_gateway.simulator.dataset import INVOICE_STATES, DataFileError
 from tests.conftest import API_KEY, Simulator
 
 AUTH = {"Authorization": f"Api-Key {API_KEY}"}
@@ -115,3 +118,21 @@ def test_a_fault_can_hit_later_pages_only(start_simulator: Callable[..., Simulat
     assert _get(sim, "/api/facturas/", limit=10, offset=10).status_code == 500
     assert _get(sim, "/api/clientes/", limit=10, offset=10).status_code == 200
     assert sim.state.faults.as_dict()["scopes"]["error_rate"]["min_offset"] == 10
+
+
+def test_data_file_round_trip_and_invoice_checks(tmp_path: Path) -> None:
+    dataset = build_dataset(120, 2)
+    path = tmp_path / "data.json"
+    dump_dataset(dataset, path)
+    loaded = load_dataset(path)
+    assert loaded.invoices == dataset.invoices
+    assert loaded.payment_methods == dataset.payment_methods
+    # Labels are accepted for estado; an invoice without an integer id names its entry.
+    client = dataset.clients[0]
+    labelled = {"id_factura": 1, "cliente": {"usuario": client["usuario"]}, "estado": "Pagada"}
+    path.write_text(json.dumps({"clients": [client], "invoices": [labelled]}), "utf-8")
+    assert load_dataset(path).invoices[0]["estado"] == 2
+    assert len(load_dataset(path).payment_methods) == 4  # the default ones
+    path.write_text(json.dumps({"clients": [client], "invoices": [{"total": "1.00"}]}), "utf-8")
+    with pytest.raises(DataFileError, match=r"invoices\[0\]"):
+        load_dataset(path)

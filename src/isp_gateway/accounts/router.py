@@ -12,7 +12,8 @@ from isp_gateway.auth.dependencies import current_user
 from isp_gateway.envelope import BackendResponse, respond, success
 from isp_gateway.runtime import RuntimeDep
 
-router = APIRouter(prefix="/api/v1", tags=["accounts"], dependencies=[Depends(current_user)])
+# Under the spec's "Clients" tag: the explorer's tags are the spec's five.
+router = APIRouter(prefix="/api/v1", tags=["Clients"], dependencies=[Depends(current_user)])
 
 
 def _meta(stale: bool) -> dict[str, Any] | None:

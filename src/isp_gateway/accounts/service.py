@@ -21,9 +21,8 @@ from datetime import datetime
 from typing import Any
 
 from isp_gateway.cache import CachedResource
-from isp_gateway.clients.service import ClientService
+from isp_gateway.clients.service import ClientService, parse_service_id
 from isp_gateway.errors import (
-    InvalidInput,
     UpstreamError,
     UpstreamRateLimited,
     UpstreamUnauthorized,
@@ -41,14 +40,6 @@ _NO_DUE_DATE = "9999-99-99"  # sorts invoices without a readable due date last
 
 def balance_unconfirmed() -> UpstreamUnavailable:
     return UpstreamUnavailable(MSG_BALANCE_UNCONFIRMED)
-
-
-def parse_service_id(raw: str) -> int:
-    """A path's service id: digits only (no sign, no spaces inside); else 400."""
-    text = raw.strip()
-    if not text.isdigit() or not text.isascii():
-        raise InvalidInput("Invalid service id", action="invalid_service_id")
-    return int(text)
 
 
 @dataclass

@@ -76,6 +76,14 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def parse_service_id(raw: str) -> int:
+    """A service id from a path: ASCII digits only (no sign, no decimals); else 400."""
+    text = raw.strip()
+    if not text.isdigit() or not text.isascii():
+        raise InvalidInput("Invalid service id", action="invalid_service_id")
+    return int(text)
+
+
 def client_not_found(message: str = MSG_NOT_FOUND) -> NotFound:
     return NotFound(message, action="client_not_found")
 
@@ -173,6 +181,10 @@ class ClientService:
 
     def _index(self, value: Any) -> ClientIndex:
         s = self.settings
+        records = (value or {}).get("records") or []
+        if records and "router_id" not in records[0]:
+            for record in records:
+                upstream.complete_record(record)
         with _gc_paused():
             index = ClientIndex(
                 value, s.PHONE_COUNTRY_CODE, s.PHONE_NATIONAL_LENGTH, s.ACTIVE_CLIENT_STATES
@@ -195,7 +207,7 @@ class ClientService:
     @staticmethod
     def _patch(index: ClientIndex, record: ClientRecord) -> ClientIndex:
         """Apply one logged record (an update, or a new customer) to the index in place."""
-        index.replace(record)
+        index.replace(upstream.complete_record(record))
         return index
 
     async def _remember(self, record: ClientRecord) -> None:
@@ -352,10 +364,7 @@ class ClientService:
         )
 
     async def by_service_id_text(self, raw: str) -> Found:
-        text = raw.strip()
-        if not text.isdigit() or not text.isascii():
-            raise InvalidInput("Invalid service id", action="invalid_service_id")
-        return await self.by_service_id(int(text))
+        return await self.by_service_id(parse_service_id(raw))
 
     async def get_client(self, service_id: int) -> Client | None:
         """For other features (tickets, pings): the client, or None when it does not exist.
@@ -402,7 +411,10 @@ class ClientService:
         confirmed_key = f"clients:confirmed:{service_id}"
         if window > 0 and await self.runtime.store.get(confirmed_key) is not None:
             return record, stale
-        rows = await self._query("service_id", str(service_id))
+        try:
+            rows = await self._query("service_id", str(service_id))
+        except UpstreamUnauthorized:
+            raise unable_to_fetch() from None
         fresh = next((r for r in rows if r["client"]["service_id"] == service_id), None)
         if fresh is None:
             raise client_not_found()
@@ -589,12 +601,10 @@ class ClientService:
         if snapshot is None:
             return
         index = snapshot.value
-        current = index.get(service_id)
-        if current is None:
-            return
         record = index.record(service_id)
-        assert record is not None
-        client: Client = {**current}
+        if record is None:
+            return
+        client: Client = {**record["client"]}
         if document is not None:
             client["document"] = document
         if phone is not None:

@@ -116,15 +116,23 @@ def _page_links(
     return next_url, previous
 
 
-def _paginated(request: Request, sim: SimulatorState, rows: list[Any]) -> Response:
+def _paginated(
+    request: Request,
+    sim: SimulatorState,
+    rows: list[Any],
+    render: Callable[[Any], Any] | None = None,
+) -> Response:
+    """One page of `rows`; `render` (when given) turns each row of the page into its
+    served shape, so a long list is not rendered whole for every page."""
     limit, offset = _page_params(request, sim)
     next_url, previous = _page_links(request, len(rows), limit, offset)
+    page = rows[offset : offset + limit]
     return _json(
         {
             "count": len(rows),
             "next": next_url,
             "previous": previous,
-            "results": rows[offset : offset + limit],
+            "results": page if render is None else [render(row) for row in page],
         }
     )
 
@@ -238,11 +246,7 @@ async def create_ticket(sim: SimulatorState, request: Request, _: str) -> Respon
 
 
 async def list_invoices(sim: SimulatorState, request: Request, _: str) -> Response:
-    invoices = sim.filter_invoices(request.query_params)
-    limit, offset = _page_params(request, sim)
-    next_url, previous = _page_links(request, len(invoices), limit, offset)
-    rows = [sim.render_invoice(i) for i in invoices[offset : offset + limit]]
-    return _json({"count": len(invoices), "next": next_url, "previous": previous, "results": rows})
+    return _paginated(request, sim, sim.filter_invoices(request.query_params), sim.render_invoice)
 
 
 async def get_invoice(sim: SimulatorState, request: Request, ident: str) -> Response:

@@ -49,6 +49,7 @@ does (four passwords, `coordenadas`, `mac_cpe`), which the gateway must never pa
 
 from __future__ import annotations
 
+import base64
 import json
 import random
 import string
@@ -364,32 +365,38 @@ def build_dataset(clients: int = 200, seed: int = 1, *, tickets: int = 300) -> D
 
 def _add_private_fields(rng: random.Random, rows: list[Row]) -> None:
     for row in rows:
-        row["password_router_wifi"] = _password(rng)
-        row["password_ssid_router_wifi"] = _password(rng)
+        # Twelve URL-safe characters from 72 random bits (cheaper than choices per row).
+        row["password_router_wifi"] = base64.urlsafe_b64encode(rng.randbytes(9)).decode()
+        row["password_ssid_router_wifi"] = base64.urlsafe_b64encode(rng.randbytes(9)).decode()
         row["coordenadas"] = f"{rng.uniform(3.5, 7.5):.6f},{rng.uniform(-76.5, -72.5):.6f}"
-
-
-def _invoice(number: int, client: Row, total: str, issued: date, estado: int) -> Row:
-    # About a third of the totals are JSON numbers, the rest decimal strings (both seen).
-    return {
-        "id_factura": number,
-        "cliente": {"usuario": client["usuario"], "nombre": client["nombre"]},
-        "total": float(total) if number % 3 == 0 else total,
-        "fecha_emision": issued.isoformat(),
-        "fecha_vencimiento": (issued + timedelta(days=15)).isoformat(),
-        "estado": estado,
-    }
 
 
 def _build_invoices(rng: random.Random, rows: list[Row]) -> list[Row]:
     today = date.today()
-    this_month = today.replace(day=1)
+    first = today.replace(day=1)
+    # (issued, due) as served, for monthly bills 1-14 months back and recent ones 1-10 days.
+    monthly = {n: _dates(_months_before(first, n)) for n in range(1, 15)}
+    recent = {n: _dates(today - timedelta(days=n)) for n in range(1, 11)}
     invoices: list[Row] = []
-    number = 5001
     many_given = False
+
+    def add(client: Row, total: str, dates: tuple[str, str], estado: int) -> None:
+        number = 5001 + len(invoices)
+        invoices.append(
+            {
+                "id_factura": number,
+                "cliente": {"usuario": client["usuario"], "nombre": client["nombre"]},
+                # About a third of the totals are JSON numbers, the rest decimal strings.
+                "total": float(total) if number % 3 == 0 else total,
+                "fecha_emision": dates[0],
+                "fecha_vencimiento": dates[1],
+                "estado": estado,
+            }
+        )
+
     for client in rows:
-        total = str(client.get("precio_plan") or "") or "40000.00"
-        if total == "0.00":
+        total = str(client.get("precio_plan") or "")
+        if total in ("", "0.00"):
             total = "35000.00"
         facturas = client.get("estado_facturas")
         if facturas == "Vencidas":
@@ -398,18 +405,16 @@ def _build_invoices(rng: random.Random, rows: list[Row]) -> list[Row]:
                 count, many_given = 14, True
             # Monthly bills, the newest issued a month ago: all past due.
             for months_back in range(count, 0, -1):
-                issued = _months_before(this_month, months_back)
-                invoices.append(_invoice(number, client, total, issued, 1))
-                number += 1
+                add(client, total, monthly[months_back], 1)
         elif facturas == "Pendiente de Pago":
-            issued = today - timedelta(days=rng.randint(1, 10))
-            invoices.append(_invoice(number, client, total, issued, 1))
-            number += 1
+            add(client, total, recent[rng.randint(1, 10)], 1)
         else:
-            issued = _months_before(this_month, 1)
-            invoices.append(_invoice(number, client, total, issued, 2))
-            number += 1
+            add(client, total, monthly[1], 2)
     return invoices
+
+
+def _dates(issued: date) -> tuple[str, str]:
+    return issued.isoformat(), (issued + timedelta(days=15)).isoformat()
 
 
 def _months_before(first_of_month: date, months: int) -> date:

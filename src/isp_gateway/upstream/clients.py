@@ -160,6 +160,20 @@ def map_client(row: dict[str, Any]) -> ClientRecord | None:
     }
 
 
+def complete_record(record: ClientRecord) -> ClientRecord:
+    """A record cached by an older release (a shared store outlives a deploy) lacks the
+    extras: fill them in place as unknown, so no reader meets a missing key before the next
+    load replaces the copy. A client without a username cannot have its balance confirmed
+    until then, which is the safe side."""
+    client = record["client"]
+    if "service_state" not in client:
+        client["service_state"] = service_state(client.get("payment_status"))
+    record.setdefault("username", None)
+    record.setdefault("invoice_status", None)
+    record.setdefault("router_id", None)
+    return record
+
+
 def map_clients(rows: list[dict[str, Any]]) -> list[ClientRecord]:
     records = []
     for row in rows:
