@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
-from isp_gateway.accounts.service import parse_service_id
 from isp_gateway.auth.dependencies import current_user
+from isp_gateway.clients.service import parse_service_id
 from isp_gateway.diagnose.schemas import DEFAULT_WAIT_SECONDS, DiagnoseRequest, DiagnoseResponse
 from isp_gateway.envelope import BackendResponse, envelope, respond
 from isp_gateway.network.router import WaitQuery

@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
-from isp_gateway.accounts.service import parse_service_id
 from isp_gateway.auth.dependencies import current_user
+from isp_gateway.clients.service import parse_service_id
 from isp_gateway.envelope import BackendResponse, respond, success
 from isp_gateway.runtime import RuntimeDep
 from isp_gateway.tickets.schemas import OpenTicketResponse
