@@ -6,7 +6,9 @@
 (b) search latency over 50,000 clients, single- and multi-token queries;
 (c) time and peak memory to load and index 50,000 clients, beside the upstream's own time;
 (d) accounts: the pending-invoice list (20,000 invoices) loaded beside the upstream's own
-    time, and the account answer's p50/p99 in-process once warm.
+    time, and the account answer's p50/p99 in-process once warm;
+(e) a bot's "no internet" conversation on warm caches (find by phone, verify, account,
+    diagnose, open a ticket) with the upstream calls of each step.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench import accounts, indexing, lookups
+from bench import accounts, conversation, indexing, lookups
 
 
 def main() -> int:
@@ -23,7 +25,9 @@ def main() -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--only", choices=["lookups", "search", "load", "accounts"], default=None)
+    parser.add_argument(
+        "--only", choices=["lookups", "search", "load", "accounts", "conversation"], default=None
+    )
     parser.add_argument("--duration", type=int, default=10, help="seconds per wrk run")
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3, help="alternating wrk runs for (a)")
@@ -43,6 +47,8 @@ def main() -> int:
         indexing.run_load(clients=ns.index_clients)
     if ns.only in (None, "accounts"):
         accounts.run(clients=ns.index_clients)
+    if ns.only in (None, "conversation"):
+        conversation.run()
     return 0
 
 

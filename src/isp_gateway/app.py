@@ -16,6 +16,9 @@ from isp_gateway.auth.router import router as auth_router
 from isp_gateway.clients.fastpath import LookupFastPath
 from isp_gateway.clients.router import router as clients_router
 from isp_gateway.clients.service import ClientService
+from isp_gateway.diagnose.outages import OutageService
+from isp_gateway.diagnose.router import router as diagnose_router
+from isp_gateway.diagnose.service import DiagnoseService
 from isp_gateway.envelope import install_error_handlers
 from isp_gateway.middleware import (
     CORSWhenOrigin,
@@ -31,6 +34,7 @@ from isp_gateway.runtime import Runtime
 from isp_gateway.settings import Settings
 from isp_gateway.store import MemoryStore, Store
 from isp_gateway.throttle import FailureThrottle
+from isp_gateway.tickets.client_router import router as client_tickets_router
 from isp_gateway.tickets.router import router as tickets_router
 from isp_gateway.tickets.service import TicketService
 from isp_gateway.upstream.budget import RateBudget
@@ -88,7 +92,7 @@ def create_app(settings: Settings) -> FastAPI:
             )
             runtime.plans = PlanService(runtime)
             runtime.clients = ClientService(runtime)
-            runtime.tickets = TicketService(runtime)
+            runtime.tickets = TicketService(runtime, runtime.clients)
             runtime.pings = PingService(runtime)
             for service in (runtime.plans, runtime.clients, runtime.tickets, runtime.pings):
                 await service.start()
@@ -96,6 +100,12 @@ def create_app(settings: Settings) -> FastAPI:
             runtime.accounts = AccountService(settings, store, runtime.gateway, runtime.clients)
             await runtime.accounts.start()
             stack.push_async_callback(runtime.accounts.aclose)
+            runtime.outages = OutageService(settings, store, runtime.gateway)
+            await runtime.outages.start()
+            stack.push_async_callback(runtime.outages.aclose)
+            runtime.diagnose = DiagnoseService(
+                runtime.clients, runtime.accounts, runtime.tickets, runtime.outages, runtime.pings
+            )
             app.state.runtime = runtime
             log.info("isp-gateway started; upstream %s", settings.UPSTREAM_NET_HOST)
             yield {}
@@ -116,6 +126,8 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(network_router)
     app.include_router(plans_router)
     app.include_router(accounts_router)
+    app.include_router(client_tickets_router)
+    app.include_router(diagnose_router)
 
     # Added last = outermost. The order: request id and access log, the service rate
     # limit, the lookup fast path (which serves only origin-less bot calls, so it may sit

@@ -254,6 +254,13 @@ class CachedResource(Generic[D]):
         self._derived(loaded_at, value)
         await self._catch_up()
 
+    async def load_now(self) -> Snapshot[D]:
+        """A foreground load, for a caller that must see the upstream's current list (the
+        zone cap); it refreshes the shared copy too. Joins a load already in flight, and
+        takes a load another worker finished after this call began."""
+        loaded_at, derived = await self._loaded(background=False)
+        return Snapshot(derived, loaded_at, False)
+
     async def _loaded(self, background: bool) -> tuple[float, D]:
         loaded_at, value = await self._single_flight(background)
         self._derived(loaded_at, value)

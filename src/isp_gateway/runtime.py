@@ -17,6 +17,8 @@ from isp_gateway.upstream.gateway import UpstreamGateway
 if TYPE_CHECKING:
     from isp_gateway.accounts.service import AccountService
     from isp_gateway.clients.service import ClientService
+    from isp_gateway.diagnose.outages import OutageService
+    from isp_gateway.diagnose.service import DiagnoseService
     from isp_gateway.network.service import PingService
     from isp_gateway.plans.service import PlanService
     from isp_gateway.tickets.service import TicketService
@@ -36,6 +38,8 @@ class Runtime:
     tickets: TicketService = field(init=False)
     pings: PingService = field(init=False)
     accounts: AccountService = field(init=False)
+    outages: OutageService = field(init=False)
+    diagnose: DiagnoseService = field(init=False)
 
 
 async def get_runtime(request: Request) -> Runtime:

@@ -76,6 +76,10 @@ class Settings(BaseSettings):
     HOLIDAYS_COUNTRY: str = "CO"
     EXTRA_HOLIDAYS: Annotated[list[str], NoDecode] = Field(default_factory=list)
     IDEMPOTENCY_TTL_SECONDS: int = Field(default=86400, ge=60)
+    # Beyond the spec (BEYOND.md): one open ticket per service and subject; the lifetime of
+    # the cached sweep of active tickets (client tickets, diagnose).
+    DUPLICATE_TICKET_GUARD: bool = True
+    ACTIVE_TICKETS_CACHE_SECONDS: int = Field(default=60, ge=1)
 
     # Clients
     ACTIVE_CLIENT_STATES: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["Activo"])
@@ -99,6 +103,9 @@ class Settings(BaseSettings):
     PING_TASK_TTL_SECONDS: int = Field(default=3600, ge=60)
     PING_POLL_INTERVAL_SECONDS: float = Field(default=2.0, ge=0.1)
     PING_COALESCE_SECONDS: float = Field(default=10.0, ge=0)
+    # Diagnose (BEYOND.md): lifetime of the router catalogue whose general-outage flags it
+    # reports; a flag is never older than this.
+    OUTAGE_CACHE_SECONDS: int = Field(default=60, ge=1)
 
     # HTTP surface
     CORS_ORIGINS: Annotated[list[str], NoDecode] = Field(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -156,3 +157,13 @@ class LossyUpstream:
 def ticket_calls(sim: Simulator) -> int:
     """Upstream calls on ticket paths (other features warm their caches in the background)."""
     return sum(n for name, n in sim.state.calls.items() if "/api/tickets/" in name)
+
+
+def settle(gw: Gateway, sim: Simulator) -> None:
+    """Wait for the gateway's first sweep of active tickets (a background warm-up), then zero
+    the simulator's call counts: what a test counts next is its own request's."""
+    deadline = time.monotonic() + 30
+    while gw.runtime.tickets.active.local is None:
+        assert time.monotonic() < deadline, "the active-ticket sweep never loaded"
+        time.sleep(0.02)
+    sim.state.reset_stats()

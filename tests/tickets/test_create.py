@@ -20,7 +20,7 @@ from isp_gateway.simulator import SimulatorConfig, create_simulator_app
 from isp_gateway.tickets.calendar import add_business_days
 from tests.conftest import API_KEY, Gateway, Simulator
 from tests.support import run_server
-from tests.tickets.conftest import post_calls, ticket_body, ticket_calls
+from tests.tickets.conftest import post_calls, settle, ticket_body, ticket_calls
 
 MOMENT = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}$")
 
@@ -91,10 +91,12 @@ def test_zone_at_its_limit_is_409_info(gw: Gateway, sim: Simulator) -> None:
 
 def test_closed_and_resolved_tickets_do_not_count(gw: Gateway, sim: Simulator) -> None:
     # Zone 3 has only in-progress, resolved and closed tickets: three slots are free.
+    subjects = ["No Tiene Internet", "Internet Lento", "Antena Dañada"]
     for n in range(3):
-        response = gw.post("/api/v1/tickets", json=ticket_body(zone_id=3, service_id=301 + n % 2))
+        body = ticket_body(zone_id=3, service_id=301 + n % 2, subject=subjects[n])
+        response = gw.post("/api/v1/tickets", json=body)
         assert response.status_code == 201, response.text
-    response = gw.post("/api/v1/tickets", json=ticket_body(zone_id=3, service_id=301))
+    response = gw.post("/api/v1/tickets", json=ticket_body(zone_id=3, service_id=302))
     assert response.status_code == 409
     assert len(sim.state.created_tickets) == 3
 
@@ -114,6 +116,7 @@ def test_twenty_concurrent_creates_at_one_free_slot_create_one_ticket(
 
 
 def test_validation_errors_are_422(gw: Gateway, sim: Simulator) -> None:
+    settle(gw, sim)
     body = ticket_body()
     del body["zone_id"]
     response = gw.post("/api/v1/tickets", json=body)
@@ -213,12 +216,12 @@ def test_a_post_that_timed_out_is_never_posted_twice(
     assert post_calls(sim) == 1
 
 
-def test_unknown_service_refused_upstream_names_our_field(gw: Gateway, sim: Simulator) -> None:
-    response = gw.post("/api/v1/tickets", json=ticket_body(service_id=987654))
+def test_unknown_technician_refused_upstream_names_our_field(gw: Gateway, sim: Simulator) -> None:
+    response = gw.post("/api/v1/tickets", json=ticket_body(technician_id=987654))
     assert response.status_code == 502
     body = response.json()
-    assert [e["field"] for e in body["meta"]["errors"]] == ["service_id"]
-    assert "servicio" not in response.text and "{" not in body["message"]
+    assert [e["field"] for e in body["meta"]["errors"]] == ["technician_id"]
+    assert "tecnico" not in response.text and "{" not in body["message"]
     assert sim.state.created_tickets == []
 
 

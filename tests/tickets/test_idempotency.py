@@ -26,10 +26,10 @@ def test_a_sequential_repeat_returns_the_first_answer(gw: Gateway, sim: Simulato
     assert again.headers["Idempotent-Replayed"] == "true"
     assert len(sim.state.created_tickets) == 1
     assert post_calls(sim) == 1
-    # Another key is another request.
+    # Another key is another request (another subject: the same one is a duplicate).
     other = gw.post(
         "/api/v1/tickets",
-        json=ticket_body(zone_id=3, service_id=301),
+        json=ticket_body(zone_id=3, service_id=301, subject="Internet Lento"),
         headers={"Idempotency-Key": "another"},
     )
     assert other.status_code == 201
@@ -127,11 +127,14 @@ def test_a_lost_answer_is_reconciled_not_duplicated(
     )
     assert len(wrapper.state.created_tickets) == 1
     assert wrapper.state.calls["POST /api/tickets/"] == 1
-    # Reconciled once: a later identical request is a new ticket (without a key).
+    # Reconciled once: a later identical request (without a key) is a new request, which
+    # the duplicate guard answers with the open ticket.
     if not headers:
         third = gw.post("/api/v1/tickets", json=body)
-        assert third.status_code == 201
-        assert len(wrapper.state.created_tickets) == 2
+        assert third.status_code == 409
+        assert third.json()["action"] == "ticket_already_open"
+        assert third.json()["data"]["ticket_id"] == made
+        assert len(wrapper.state.created_tickets) == 1
     else:
         third = gw.post("/api/v1/tickets", json=body, headers=headers)
         assert third.json() == again.json()

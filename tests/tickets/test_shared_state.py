@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -60,6 +61,9 @@ def run() -> Iterator[Run]:
         patterns = [f"ispgw:*zone:{this.zone(z)}*" for z in ZONE_SERVICES]
         patterns.append(f"ispgw:*technician:{this.id_base // 10_000}????")
         patterns += [f"ispgw:*idempotency:tickets:{d}" for d in this.key_digests]
+        # The shared sweep of active tickets (one key set per store, loaded from this run's
+        # simulator): a later run must not start from this run's tickets.
+        patterns.append("ispgw:*cache:tickets:active*")
         for pattern in patterns:
             for key in client.scan_iter(match=pattern):
                 client.delete(key)
@@ -128,3 +132,46 @@ def test_a_ticket_just_created_counts_while_the_list_lags(gw: Gateway, sim: Simu
     sim.state.reset_stats()
     assert gw.get("/api/v1/tickets/zone-blocked/3").json()["data"]["active_tickets"] == 1
     assert sim.state.calls["GET /api/tickets/{id}/"] == 0
+
+
+def _wait_for_sweep(worker: Gateway) -> None:
+    deadline = time.monotonic() + 30
+    while worker.runtime.tickets.active.local is None:
+        assert time.monotonic() < deadline, "the active-ticket sweep never loaded"
+        time.sleep(0.02)
+
+
+def test_ten_identical_requests_across_two_workers_open_one_ticket(
+    run: Run, run_sim: Simulator, start_gateway: Callable[..., Gateway]
+) -> None:
+    workers = [start_gateway(run_sim.url, REDIS_URL=REDIS_URL) for _ in range(2)]
+    body = ticket_body(zone_id=run.zone(3), service_id=301)
+
+    def create(n: int) -> httpx.Response:
+        return workers[n % 2].post("/api/v1/tickets", json=body)
+
+    with ThreadPoolExecutor(10) as pool:
+        responses = list(pool.map(create, range(10)))
+    assert sorted(r.status_code for r in responses) == [201] + [409] * 9
+    refusals = [r.json() for r in responses if r.status_code == 409]
+    assert {r["action"] for r in refusals} == {"ticket_already_open"}
+    made = next(r for r in responses if r.status_code == 201).json()["data"]["ticket_id"]
+    assert {r["data"]["ticket_id"] for r in refusals} == {made}
+    assert len(run_sim.state.created_tickets) == 1
+    assert post_calls(run_sim) == 1
+
+
+def test_a_ticket_created_on_one_worker_is_listed_at_once_by_the_other(
+    run: Run, run_sim: Simulator, start_gateway: Callable[..., Gateway]
+) -> None:
+    first, second = (start_gateway(run_sim.url, REDIS_URL=REDIS_URL) for _ in range(2))
+    for worker in (first, second):
+        _wait_for_sweep(worker)
+    assert second.get("/api/v1/clients/302/tickets").json()["data"] == []
+    created = first.post("/api/v1/tickets", json=ticket_body(zone_id=run.zone(3), service_id=302))
+    assert created.status_code == 201, created.text
+    run_sim.state.reset_stats()
+    listed = second.get("/api/v1/clients/302/tickets").json()["data"]
+    assert [t["ticket_id"] for t in listed] == [created.json()["data"]["ticket_id"]]
+    # From the shared patch log: no list read on the second worker.
+    assert run_sim.state.calls["GET /api/tickets/"] == 0

@@ -12,7 +12,7 @@ import pytest
 from isp_gateway.settings import ConfigurationError
 from isp_gateway.tickets.subjects import SubjectCatalogue
 from tests.conftest import Gateway, Simulator
-from tests.tickets.conftest import post_calls, ticket_body, ticket_calls
+from tests.tickets.conftest import post_calls, settle, ticket_body, ticket_calls
 
 
 def test_subjects_grouped_and_flat(gw: Gateway) -> None:
@@ -37,6 +37,7 @@ def test_subjects_need_a_token(gw: Gateway) -> None:
 
 
 def test_unknown_subject_is_refused_before_any_upstream_call(gw: Gateway, sim: Simulator) -> None:
+    settle(gw, sim)
     response = gw.post("/api/v1/tickets", json=ticket_body(subject="Se cayó el poste"))
     assert response.status_code == 400
     body = response.json()

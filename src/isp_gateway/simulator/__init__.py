@@ -16,6 +16,10 @@ Control endpoints (no Api-Key; never touched by faults):
 - ``GET|PUT /_sim/variants``: partial update of ``Variants``; ``{"reset": true}`` too.
 - ``GET|PUT /_sim/ping-outcome``: ``{"service_id": 101 or null for all, "kind": "none" or null
   to clear, "duration": seconds in PROCESS}``.
+- ``GET|PUT /_sim/routers``: general outages per router (``{"router_id": 3, "outage": true,
+  "description": "..."}``, served by ``GET /api/router/`` and in tickets' ``servicio.router``),
+  ``{"client_router": "absent"}`` (client rows without ``router``), ``{"ticket_technician":
+  "email"}`` (ticket rows with ``tecnico: null`` and ``email_tecnico``), ``{"reset": true}``.
 
 Module map: ``app`` (routes and HTTP), ``state`` (rules and runtime state), ``dataset``
 (generation, the data file format), ``faults``, ``pings`` (outcome kinds), ``config``, ``cli``.

@@ -260,6 +260,10 @@ async def list_payment_methods(sim: SimulatorState, request: Request, _: str) ->
     return _paginated(request, sim, sim.dataset.payment_methods)
 
 
+async def list_routers(sim: SimulatorState, request: Request, _: str) -> Response:
+    return _paginated(request, sim, sim.router_rows())
+
+
 @dataclass(frozen=True)
 class ApiRoute:
     pattern: re.Pattern[str]
@@ -294,6 +298,7 @@ API_ROUTES = (
     ),
     _route(r"/api/tickets/", "/api/tickets/", {"GET": list_tickets, "POST": create_ticket}),
     _route(r"/api/tickets/(\d+)/", "/api/tickets/{id}/", {"GET": get_ticket}),
+    _route(r"/api/router/", "/api/router/", {"GET": list_routers}),
     _route(r"/api/facturas/", "/api/facturas/", {"GET": list_invoices}),
     _route(r"/api/facturas/(\d+)/", "/api/facturas/{id}/", {"GET": get_invoice}),
     _route(r"/api/formas-de-pago/", "/api/formas-de-pago/", {"GET": list_payment_methods}),
@@ -418,6 +423,37 @@ async def sim_ping_outcome(request: Request) -> Response:
     )
 
 
+async def sim_routers(request: Request) -> Response:
+    """Body (any part): ``{"router_id": 3, "outage": true, "description": "..."}``,
+    ``{"client_router": "object" | "absent"}``, ``{"ticket_technician": "name" | "email"}``,
+    ``{"reset": true}`` (no outage, router on client rows, technicians named)."""
+    sim: SimulatorState = request.app.state.sim
+    if request.method == "PUT":
+        try:
+            data = await _control_body(request)
+            if data.get("reset"):
+                sim.outages.clear()
+                sim.set_client_router("object")
+                sim.set_ticket_technician("name")
+            if "router_id" in data:
+                router_id = data["router_id"]
+                if isinstance(router_id, bool) or not isinstance(router_id, int):
+                    raise ValueError("router_id must be an integer")
+                description = data.get("description") or ""
+                if not isinstance(description, str):
+                    raise ValueError("description must be a string")
+                sim.set_outage(router_id, bool(data.get("outage", True)), description)
+            if "client_router" in data:
+                sim.set_client_router(data["client_router"])
+            if "ticket_technician" in data:
+                sim.set_ticket_technician(data["ticket_technician"])
+        except BadBody as bad:
+            return bad.response
+        except ValueError as exc:
+            return _json({"detail": str(exc)}, 400)
+    return _json(sim.routers_control())
+
+
 def create_simulator_app(config: SimulatorConfig) -> Starlette:
     """Build a simulator app: its dataset, state (``app.state.sim``) and routes."""
     if config.data_file is not None:
@@ -431,6 +467,7 @@ def create_simulator_app(config: SimulatorConfig) -> Starlette:
             Route("/_sim/faults", sim_faults, methods=["GET", "PUT"]),
             Route("/_sim/variants", sim_variants, methods=["GET", "PUT"]),
             Route("/_sim/ping-outcome", sim_ping_outcome, methods=["GET", "PUT"]),
+            Route("/_sim/routers", sim_routers, methods=["GET", "PUT"]),
             Route("/{path:path}", api_endpoint, methods=_ALL_METHODS),
         ]
     )

@@ -26,10 +26,12 @@ Data file format (every section optional except ``clients``)::
                                        # given (a number or a decimal string)
       "payment_methods": [ {"id": 7, "nombre": "efectivo"}, ... ]
                                        # missing: the default four; [] for none
+      "routers": [ {"id": 1, "nombre": "MK-NORTE"}, ... ]   # GET /api/router/
     }
 
-Missing sections: ``plans`` and ``tickets`` default to empty; ``staff`` and ``zones`` are derived
-from the clients' ``tecnico`` and ``zona`` objects. ``dump_dataset`` writes this format.
+Missing sections: ``plans`` and ``tickets`` default to empty; ``staff``, ``zones`` and ``routers``
+are derived from the clients' ``tecnico``, ``zona`` and ``router`` objects. ``dump_dataset``
+writes this format.
 
 Generated data (``build_dataset``) is the same for the same ``(clients, seed, tickets)``:
 Colombian names (accents, mostly upper case), unique cédulas of 6-10 digits, mobiles with
@@ -478,13 +480,21 @@ def _build_tickets(rng: random.Random, dataset: Dataset, count: int) -> list[Row
                 "fecha_estimada_inicio": _fmt_minute(start),
                 "fecha_estimada_fin": _fmt_minute(start + timedelta(days=3)),
                 "tecnico": None if estado == 1 and rng.random() < 0.5 else rng.choice(_STAFF),
+                "email_tecnico": "",
                 "departamento": rng.choices(DEPARTMENTS, weights=(8, 1, 1, 0))[0],
                 "servicio": service_ref(client),
                 "origen_reporte": rng.choice(("whatsapp", "llamada", "oficina")),
                 "respuestas": answers,
             }
         )
+    for number, ticket in enumerate(tickets):
+        # The assignee's e-mail; `tecnico` null while it is set is a shape seen in the wild.
+        ticket["email_tecnico"] = staff_email(ticket["tecnico"] or _STAFF[number % len(_STAFF)])
     return tickets
+
+
+def staff_email(name: str) -> str:
+    return _slug(name).replace("-", ".") + "@isp.example"
 
 
 def _state_number(value: Any, labels: dict[int, str]) -> int:
@@ -583,6 +593,12 @@ def _load_dataset(path: Path | str) -> Dataset:
     dataset = Dataset(clients, plans, tickets, list(staff), list(zones), invoices=invoices)
     if raw.get("payment_methods") is not None:
         dataset.payment_methods = _rows_with_int_id(raw, "payment_methods", "id")
+    routers = raw.get("routers")
+    if routers is None:
+        routers = _refs(clients, "router")
+    else:
+        _rows_with_int_id(raw, "routers", "id")
+    dataset.routers = list(routers)
     return dataset
 
 
@@ -596,5 +612,6 @@ def dump_dataset(dataset: Dataset, path: Path | str) -> None:
         "zones": dataset.zones,
         "invoices": dataset.invoices,
         "payment_methods": dataset.payment_methods,
+        "routers": dataset.routers,
     }
     Path(path).write_text(json.dumps(document, ensure_ascii=False, indent=1), "utf-8")

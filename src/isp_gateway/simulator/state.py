@@ -28,6 +28,7 @@ from isp_gateway.simulator.dataset import (
     Row,
     load_subjects,
     service_ref,
+    staff_email,
 )
 from isp_gateway.simulator.faults import FaultInjector
 from isp_gateway.simulator.pings import PING_KINDS, PingTask, default_kind, task_result
@@ -125,6 +126,7 @@ class SimulatorState:
         self._cache_key: tuple[str, bool, str, str] | None = None
         self._rendered: list[Row | None] = []
         self._encoded: list[bytes | None] = []
+        self._init_routers()
 
     # -- control -------------------------------------------------------------------------
 
@@ -175,6 +177,8 @@ class SimulatorState:
         row = self._rendered[position]
         if row is None:
             row = self._render_client(self.dataset.clients[position], key)
+            if self.client_router == "absent" and "router" in row:
+                row = {k: v for k, v in row.items() if k != "router"}
             self._rendered[position] = row
         return row
 
@@ -453,6 +457,7 @@ class SimulatorState:
     def render_ticket(self, ticket: Row, detail: bool = False) -> Row:
         style = self.variants.ticket_labels
         out = {k: v for k, v in ticket.items() if k != "respuestas"}
+        self._render_ticket_router(out)
         for name, labels in (("estado", TICKET_STATES), ("prioridad", TICKET_PRIORITIES)):
             number = ticket[name]
             out[name] = (
@@ -545,6 +550,7 @@ class SimulatorState:
             "fecha_estimada_inicio": start.strftime("%Y-%m-%d %H:%M"),
             "fecha_estimada_fin": end.strftime("%Y-%m-%d %H:%M"),
             "tecnico": self._staff[tecnico]["nombre"],
+            "email_tecnico": staff_email(str(self._staff[tecnico]["nombre"])),
             "departamento": default_department,
             "servicio": service_ref(client),
             "origen_reporte": str(form.get("origen_reporte") or ""),
@@ -554,3 +560,68 @@ class SimulatorState:
         self._tickets[ticket_id] = ticket
         self.created_tickets.append(ticket)
         return ticket, {}
+
+    # -- routers and outages ---------------------------------------------------------------
+
+    def _init_routers(self) -> None:
+        self._routers = {int(r["id"]): r for r in self.dataset.routers}
+        # Router id → outage description: the routers whose `falla_general` is on.
+        self.outages: dict[int, str] = {}
+        # "object": client rows carry `router {id, nombre}`; "absent": no `router` key, as
+        # on the accounts that do not expose it (UPSTREAM.md "Zones, routers, outages").
+        self.client_router = "object"
+        # "name": ticket rows name `tecnico`; "email": `tecnico` null, `email_tecnico` set.
+        self.ticket_technician = "name"
+
+    def set_outage(self, router_id: int, outage: bool, description: str = "") -> None:
+        if router_id not in self._routers:
+            raise ValueError(f"unknown router {router_id}")
+        if outage:
+            self.outages[router_id] = description
+        else:
+            self.outages.pop(router_id, None)
+
+    def set_client_router(self, shape: str) -> None:
+        if shape not in ("object", "absent"):
+            raise ValueError("client_router must be 'object' or 'absent'")
+        self.client_router = shape
+        self._cache_key = None  # every cached client row is rendered again
+
+    def set_ticket_technician(self, shape: str) -> None:
+        if shape not in ("name", "email"):
+            raise ValueError("ticket_technician must be 'name' or 'email'")
+        self.ticket_technician = shape
+
+    def routers_control(self) -> dict[str, Any]:
+        return {
+            "outages": {str(k): v for k, v in sorted(self.outages.items())},
+            "client_router": self.client_router,
+            "ticket_technician": self.ticket_technician,
+        }
+
+    def router_row(self, router: Row) -> Row:
+        """A row of ``GET /api/router/``: the catalogue entry and its current outage flag."""
+        router_id = int(router["id"])
+        return {
+            "id": router_id,
+            "nombre": router.get("nombre"),
+            "ip": router.get("ip"),
+            "falla_general": router_id in self.outages,
+            "falla_general_descripcion": self.outages.get(router_id, ""),
+        }
+
+    def router_rows(self) -> list[Row]:
+        return [self.router_row(r) for r in self.dataset.routers]
+
+    def _render_ticket_router(self, out: Row) -> None:
+        """A ticket row's ``servicio.router`` shows the router's current outage flag, and
+        the technician variant applies."""
+        servicio = out.get("servicio")
+        if isinstance(servicio, dict):
+            ref = servicio.get("router")
+            ref = ref if isinstance(ref, dict) else {}
+            router = self._routers.get(_as_int(ref.get("id")) or -1)
+            if router is not None:
+                out["servicio"] = {**servicio, "router": {**ref, **self.router_row(router)}}
+        if self.ticket_technician == "email" and out.get("email_tecnico"):
+            out["tecnico"] = None

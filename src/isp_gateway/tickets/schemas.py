@@ -67,3 +67,17 @@ class ZoneStatusResponse(BaseModel):
 class ZoneLimitData(BaseModel):
     max_tickets: int
     active_tickets: int
+
+
+class OpenTicketResponse(BaseModel):
+    """An active ticket as `/clients/{id}/tickets` lists it (BEYOND.md)."""
+
+    ticket_id: int
+    subject: str | None
+    status_ticket: str | None
+    priority: str | None = Field(description="'1' low, '2' normal, '3' high, '4' very high")
+    created_at: str | None = Field(description="YYYY-MM-DD HH:MM")
+    end_date: str | None = Field(description="YYYY-MM-DD HH:MM")
+    technician: str | None = Field(
+        description="The technician's name; the upstream's email_tecnico when it names none"
+    )

@@ -1,9 +1,15 @@
-"""Tickets (spec 4.7-4.11, DECISIONS.md "Tickets"): subjects, the zone cap, creation, lookup.
+"""Tickets (spec 4.7-4.11, DECISIONS.md "Tickets", BEYOND.md): subjects, the zone cap,
+creation, lookup, a client's open tickets and the duplicate guard.
 
-Creation is one atomic step per zone under the store's lock (so the Redis store makes it hold
-across workers): count the zone's active tickets fresh from the upstream, compare with the
-cap, create. That costs one paginated upstream read per creation; it is the price of a cap
-that holds while other systems open tickets too.
+The active tickets of every zone are one cached sweep (`CachedResource` "tickets:active":
+every page of the active states, refresh ahead, single flight, stale-if-error, shared through
+the store). Reads (a client's tickets, diagnose's zone figures) come from it with no upstream
+call. Creation is one atomic step per zone under the store's lock (so the Redis store makes it
+hold across workers): the unknown-service check first (outside the lock), then under the lock
+a fresh foreground load of the sweep (which also refreshes the shared copy), the cap, the
+duplicate guard, create. A fresh read per creation is the price of a cap that holds while
+other systems open tickets too. A created ticket is patched into the sweep at once (the
+cache's patch log, shared through the store), so every worker lists it immediately.
 
 A POST that times out may or may not have created the ticket, and is never repeated blindly.
 Its request fingerprint is remembered as "unconfirmed" together with the highest ticket id
@@ -13,6 +19,8 @@ ticket in the zone count it reads anyway, and answers with it instead of creatin
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -21,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from isp_gateway.cache import CachedResource
 from isp_gateway.envelope import envelope, success
 from isp_gateway.errors import (
     InvalidInput,
@@ -40,6 +49,7 @@ from isp_gateway.upstream import tickets as upstream
 from isp_gateway.upstream.tickets import OUR_MOMENT, STATE_LABELS, NewTicket, Ticket
 
 if TYPE_CHECKING:
+    from isp_gateway.clients.service import ClientService
     from isp_gateway.runtime import Runtime
 
 log = logging.getLogger("isp_gateway.tickets")
@@ -65,6 +75,12 @@ class TicketCreationFailed(ServiceError):
     default_message = "The ticket could not be created"
 
 
+class TicketAlreadyOpen(ServiceError):
+    status_code = 409
+    type = "info"
+    action = "ticket_already_open"
+
+
 @dataclass
 class CreateOutcome:
     status_code: int
@@ -75,7 +91,62 @@ class CreateOutcome:
 @dataclass
 class ZoneCount:
     active: int
-    tickets: list[Ticket]  # every active ticket, all zones (for reconciliation)
+    tickets: list[Ticket]  # every active ticket, all zones (for reconciliation and the guard)
+
+
+def _newest_first(ticket: Ticket) -> tuple[str, int]:
+    return ticket.created_at or "", ticket.ticket_id
+
+
+class ActiveTickets:
+    """The swept active tickets of every zone, indexed by id, service and zone. Built once
+    per load; tickets created here are patched in (`add`)."""
+
+    def __init__(self, tickets: list[Ticket]) -> None:
+        self.by_id: dict[int, Ticket] = {}
+        self.by_service: dict[int, list[Ticket]] = {}
+        self.per_zone: dict[int, int] = {}
+        for ticket in tickets:
+            self.add(ticket)
+
+    @classmethod
+    def derive(cls, value: Any) -> ActiveTickets:
+        return cls([Ticket.model_validate(row) for row in value or []])
+
+    @staticmethod
+    def patch(index: ActiveTickets, item: Any) -> ActiveTickets:
+        index.add(Ticket.model_validate(item))
+        return index
+
+    def add(self, ticket: Ticket) -> None:
+        old = self.by_id.get(ticket.ticket_id)
+        if old is not None:
+            # Already listed (a reload carried a patch its fetch had seen): no double count.
+            return
+        self.by_id[ticket.ticket_id] = ticket
+        if ticket.zone_id is not None:
+            self.per_zone[ticket.zone_id] = self.per_zone.get(ticket.zone_id, 0) + 1
+        if ticket.service_id is not None:
+            listed = self.by_service.setdefault(ticket.service_id, [])
+            listed.append(ticket)
+            listed.sort(key=_newest_first, reverse=True)
+
+    def for_service(self, service_id: int) -> list[Ticket]:
+        """The service's active tickets, newest first (higher id first on a tie)."""
+        return list(self.by_service.get(service_id, ()))
+
+
+def ticket_view(ticket: Ticket) -> dict[str, Any]:
+    """A ticket as `/clients/{id}/tickets` lists it (BEYOND.md)."""
+    return {
+        "ticket_id": ticket.ticket_id,
+        "subject": ticket.subject,
+        "status_ticket": ticket.status_label,
+        "priority": ticket.priority,
+        "created_at": ticket.created_at,
+        "end_date": ticket.end_date,
+        "technician": ticket.technician_name or ticket.technician_email,
+    }
 
 
 def fingerprint(request: CreateTicketRequest) -> str:
@@ -86,12 +157,23 @@ def fingerprint(request: CreateTicketRequest) -> str:
 
 
 class TicketService:
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, clients: ClientService) -> None:
         self.runtime = runtime
         settings = runtime.settings
         self.settings = settings
         self.store = runtime.store
         self.gateway = runtime.gateway
+        self.clients = clients
+        self.active: CachedResource[ActiveTickets] = CachedResource(
+            runtime.store,
+            "tickets:active",
+            self._sweep,
+            ActiveTickets.derive,
+            ttl=settings.ACTIVE_TICKETS_CACHE_SECONDS,
+            stale_ttl=settings.STALE_IF_ERROR_SECONDS,
+            patch=ActiveTickets.patch,
+        )
+        self._job: asyncio.Task[None] | None = None
         self.catalogue = SubjectCatalogue.load(settings.TICKET_SUBJECTS_FILE)
         self.calendar = BusinessCalendar(settings.HOLIDAYS_COUNTRY, settings.EXTRA_HOLIDAYS)
         self.states = list(settings.ACTIVE_TICKET_STATES)
@@ -107,10 +189,20 @@ class TicketService:
         self.key_wait_seconds = max(5.0, timeout)
 
     async def start(self) -> None:
-        """No background jobs: every ticket answer is read fresh from the upstream."""
+        """Keep the sweep of active tickets warm in the background."""
+        self._job = asyncio.create_task(self.active.run_periodic())
 
     async def aclose(self) -> None:
-        """Nothing to stop."""
+        """Stop the sweep's refresh job and loads in flight."""
+        if self._job is not None:
+            self._job.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._job
+        await self.active.aclose()
+
+    async def _sweep(self, background: bool) -> list[dict[str, Any]]:
+        tickets = await upstream.list_in_states(self.gateway, self.states, background=background)
+        return [t.model_dump() for t in tickets]
 
     # -- subjects ----------------------------------------------------------------------
 
@@ -133,36 +225,51 @@ class TicketService:
     def _recent_key(self, zone_id: int) -> str:
         return f"tickets:zone:{zone_id}:recent"
 
-    async def _count_zone(self, zone_id: int) -> ZoneCount:
-        tickets = await upstream.list_in_states(self.gateway, self.states)
-        listed = {t.ticket_id for t in tickets}
-        active = sum(1 for t in tickets if t.zone_id == zone_id)
+    async def _count_zone(self, zone_id: int, *, fresh: bool = True) -> ZoneCount:
+        """The zone's active tickets. `fresh`: from a foreground load of the sweep (the cap,
+        under the zone lock); else from the cached sweep, with no upstream call."""
+        snapshot = await (self.active.load_now() if fresh else self.active.get())
+        index = snapshot.value
+        tickets = list(index.by_id.values())
+        active = index.per_zone.get(zone_id, 0)
         now = time.time()
         for entry in await self.store.get(self._recent_key(zone_id)) or []:
-            if entry["id"] in listed or now - entry["at"] > RECENT_SECONDS:
+            if entry["id"] in index.by_id or now - entry["at"] > RECENT_SECONDS:
                 continue
             # Created here moments ago but absent from the list: not visible yet, or already
             # closed. Only the ticket itself can tell; when it cannot, count it (safe side).
-            try:
-                ticket = await upstream.fetch(self.gateway, entry["id"])
-            except UpstreamError:
-                ticket = None
+            # A cached read never asks (no upstream call on reads): it counts it.
+            ticket: Ticket | None = None
+            if fresh:
+                try:
+                    ticket = await upstream.fetch(self.gateway, entry["id"])
+                except UpstreamError:
+                    ticket = None
             if ticket is None or ticket.state is None or ticket.state in self.states:
                 active += 1
+                known = entry.get("ticket")
+                if ticket is None and isinstance(known, dict):
+                    ticket = Ticket.model_validate(known)
+                if ticket is not None:
+                    tickets.append(ticket)
         return ZoneCount(active=active, tickets=tickets)
 
-    async def _remember_created(self, zone_id: int, ticket_id: int, technician_id: int) -> None:
+    async def _remember_created(self, zone_id: int, ticket: Ticket, technician_id: int) -> None:
         now = time.time()
         key = self._recent_key(zone_id)
         entries = [e for e in await self.store.get(key) or [] if now - e["at"] <= RECENT_SECONDS]
-        entries.append({"id": ticket_id, "at": now})
+        entries.append({"id": ticket.ticket_id, "at": now, "ticket": ticket.model_dump()})
         await self.store.set(key, entries, ttl=RECENT_SECONDS)
         await self.store.set(
-            f"tickets:technician:{ticket_id}", technician_id, ttl=TECHNICIAN_MEMORY_SECONDS
+            f"tickets:technician:{ticket.ticket_id}", technician_id, ttl=TECHNICIAN_MEMORY_SECONDS
         )
+        # Listed at once by every worker (the sweep's shared patch log), before the next load.
+        await self.active.update(ticket.model_dump())
 
-    async def zone_status(self, zone_id: int) -> dict[str, Any]:
-        count = await self._count_zone(zone_id)
+    async def zone_status(self, zone_id: int, *, fresh: bool = True) -> dict[str, Any]:
+        """The spec's zone-blocked figures. The endpoint counts fresh, exactly as creation
+        does (the spec's answer is the cap's own); diagnose reads the cached sweep."""
+        count = await self._count_zone(zone_id, fresh=fresh)
         cap = self.settings.MAX_ACTIVE_TICKETS_PER_ZONE
         return {
             "zone_id": zone_id,
@@ -170,6 +277,35 @@ class TicketService:
             "active_tickets": count.active,
             "max_tickets": cap,
         }
+
+    # -- a client's open tickets ---------------------------------------------------------
+
+    async def _require_client(self, service_id: int, *, lenient: bool = False) -> None:
+        """404 for a service the clients source confirms unknown (a miss in the cached list
+        asks the upstream for that one service, with the lookups' memory of misses).
+
+        `lenient` (creation): when the clients source cannot answer, go on; the zone count
+        that follows needs the upstream too and answers for it, and the upstream refuses an
+        unknown service itself. Reads raise: never a guess."""
+        try:
+            client = await self.clients.get_client(service_id) if service_id > 0 else None
+        except ServiceError as exc:
+            if not lenient:
+                raise
+            log.info("client check for service %d unavailable (%s)", service_id, exc.action)
+            return
+        if client is None:
+            raise NotFound(f"Client {service_id} not found", action="client_not_found")
+
+    async def open_tickets(self, service_id: int) -> tuple[list[dict[str, Any]], bool]:
+        """The service's active tickets from the cached sweep, newest first, and whether the
+        sweep is a stale copy. No client check: for callers that made it (diagnose)."""
+        snapshot = await self.active.get()
+        return [ticket_view(t) for t in snapshot.value.for_service(service_id)], snapshot.stale
+
+    async def client_tickets(self, service_id: int) -> tuple[list[dict[str, Any]], bool]:
+        await self._require_client(service_id)
+        return await self.open_tickets(service_id)
 
     # -- get ---------------------------------------------------------------------------
 
@@ -227,12 +363,13 @@ class TicketService:
                     # The key is bound to this body from its first use, whatever the outcome.
                     await self.store.set(record_key, {"fingerprint": fp}, ttl=ttl)
                 # Final answers are replayed for the key's lifetime (DECISIONS.md: "returns
-                # the first answer"): a created ticket, and the zone-cap refusal. A failure
+                # the first answer"): a created ticket, and the zone-cap and duplicate
+                # refusals. An unknown service (404) is not final either. A failure
                 # (upstream down, outcome unknown) is not final: a repeat with this key tries
                 # again, and reconciles a POST whose answer was lost.
                 try:
                     outcome = await self._create_in_zone(request, priority, fp)
-                except ZoneLimitReached as refusal:
+                except (ZoneLimitReached, TicketAlreadyOpen) as refusal:
                     outcome = CreateOutcome(
                         refusal.status_code,
                         envelope(
@@ -261,6 +398,8 @@ class TicketService:
         self, request: CreateTicketRequest, priority: int, fp: str
     ) -> CreateOutcome:
         zone_id = request.zone_id
+        # Outside the zone lock: a miss of the cached list may cost an upstream query.
+        await self._require_client(request.service_id, lenient=True)
         try:
             async with self.store.lock(
                 f"zone:{zone_id}",
@@ -291,7 +430,9 @@ class TicketService:
             if found is not None:
                 log.info("ticket %d: an unconfirmed creation did happen", found.ticket_id)
                 await self.store.delete(unconfirmed_key)
-                await self._remember_created(zone_id, found.ticket_id, request.technician_id)
+                await self._remember_created(
+                    zone_id, found.model_copy(update={"zone_id": zone_id}), request.technician_id
+                )
                 return self._created(self._reconciled(found, request, priority))
         if count.active >= cap:
             raise ZoneLimitReached(
@@ -299,6 +440,14 @@ class TicketService:
                 "no new ticket until one is resolved",
                 data={"max_tickets": cap, "active_tickets": count.active},
             )
+        if self.settings.DUPLICATE_TICKET_GUARD:
+            duplicate = self._open_duplicate(request, count.tickets)
+            if duplicate is not None:
+                raise TicketAlreadyOpen(
+                    f"Service {request.service_id} already has an open ticket "
+                    f"({duplicate.ticket_id}) for {request.subject!r}",
+                    data=ticket_view(duplicate),
+                )
         now = datetime.now(self.settings.tz)
         end = self.calendar.add_business_days(now, self.settings.MAX_TICKET_RESOLUTION_DAYS)
         new = NewTicket(
@@ -331,18 +480,52 @@ class TicketService:
                 "before creating another",
                 meta={"reason": "outcome_unknown"},
             )
-        await self._remember_created(zone_id, created.ticket_id, request.technician_id)
+        listed = Ticket(
+            ticket_id=created.ticket_id,
+            subject=created.subject or request.subject,
+            description=request.description,
+            state=self.states[0],
+            status_label=created.status_label or STATE_LABELS.get(self.states[0], "Nuevo"),
+            priority=created.priority or str(priority),
+            created_at=now.strftime(OUR_MOMENT),
+            end_date=end.strftime(OUR_MOMENT),
+            service_id=request.service_id,
+            zone_id=zone_id,
+            technician_id=request.technician_id,
+            technician_name=created.technician_name,
+            technician_email=created.technician_email,
+        )
+        await self._remember_created(zone_id, listed, request.technician_id)
         return self._created(
             {
-                "ticket_id": created.ticket_id,
-                "subject": created.subject or request.subject,
-                "created_at": now.strftime(OUR_MOMENT),
-                "end_date": end.strftime(OUR_MOMENT),
-                "status_ticket": created.status_label or STATE_LABELS.get(self.states[0], "Nuevo"),
-                "priority": created.priority or str(priority),
+                "ticket_id": listed.ticket_id,
+                "subject": listed.subject,
+                "created_at": listed.created_at,
+                "end_date": listed.end_date,
+                "status_ticket": listed.status_label,
+                "priority": listed.priority,
                 "answer_text": None,
             }
         )
+
+    def _same_subject(self, stored: str | None, subject: str) -> bool:
+        """A ticket's `asunto` is the catalogue subject, as is or stored as
+        "<subject> - <client name>" (UPSTREAM.md)."""
+        if stored is None:
+            return False
+        return subject in (
+            self.catalogue.canonical(stored),
+            self.catalogue.canonical(stored.split(" - ", 1)[0]),
+        )
+
+    def _open_duplicate(self, request: CreateTicketRequest, tickets: list[Ticket]) -> Ticket | None:
+        """The newest active ticket of the service with the request's subject, if any."""
+        same = [
+            t
+            for t in tickets
+            if t.service_id == request.service_id and self._same_subject(t.subject, request.subject)
+        ]
+        return max(same, key=_newest_first, default=None)
 
     @staticmethod
     def _created(ticket: dict[str, Any]) -> CreateOutcome:

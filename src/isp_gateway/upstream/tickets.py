@@ -57,6 +57,8 @@ class Ticket(BaseModel):
     zone_id: int | None = None
     technician_id: int | None = None
     technician_name: str | None = None
+    # Some accounts leave `tecnico` null and name the assignee in `email_tecnico`.
+    technician_email: str | None = None
     answer_text: str | None = None
 
 
@@ -193,17 +195,20 @@ def to_ticket(row: dict[str, Any]) -> Ticket | None:
         zone_id=zone_id,
         technician_id=technician_id,
         technician_name=technician_name,
+        technician_email=_text(row.get("email_tecnico")) or None,
         answer_text=latest_answer(row.get("respuestas")),
     )
 
 
-async def list_in_states(gateway: UpstreamGateway, states: list[int]) -> list[Ticket]:
+async def list_in_states(
+    gateway: UpstreamGateway, states: list[int], *, background: bool = False
+) -> list[Ticket]:
     """Every ticket in the given numeric states, all pages, one paginated read per state
     (the filter takes one number; a multi-value form is not documented)."""
     found: dict[int, Ticket] = {}
     wanted = set(states)
     for state in dict.fromkeys(states):
-        rows = await gateway.get_all_pages(TICKETS_PATH, {"estado": state})
+        rows = await gateway.get_all_pages(TICKETS_PATH, {"estado": state}, background=background)
         for row in rows:
             ticket = to_ticket(row)
             if ticket is None:

@@ -1,0 +1,90 @@
+"""General outages (BEYOND.md, UPSTREAM.md "Zones, routers, outages"): the router catalogue.
+
+The catalogue (`GET api/router/`, with each router's `falla_general` flag) is one cached
+resource (cache.py: refresh ahead, single flight, shared store) kept warm by a periodic job,
+with a lifetime of OUTAGE_CACHE_SECONDS. A flag a customer hears is never older than that: a
+copy past its lifetime is not served (stale-if-error does not apply here), it is loaded
+again, and a failed load is an upstream error, never "no outage".
+
+A client's router comes from its row (`ClientRecord.router_id`); on accounts whose rows do not
+carry it, from the one-client endpoint, remembered per service for CLIENT_CACHE_SECONDS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Any
+
+from isp_gateway.cache import CachedResource
+from isp_gateway.errors import UpstreamRejected
+from isp_gateway.settings import Settings
+from isp_gateway.store import Store
+from isp_gateway.upstream.gateway import UpstreamGateway
+from isp_gateway.upstream.routers import Router, fetch_client_router, fetch_routers
+
+
+def _index(value: Any) -> dict[int, Router]:
+    routers = [Router.model_validate(row) for row in value or []]
+    return {router.router_id: router for router in routers}
+
+
+class OutageService:
+    def __init__(self, settings: Settings, store: Store, gateway: UpstreamGateway) -> None:
+        self.settings = settings
+        self.store = store
+        self.gateway = gateway
+        self.ttl = float(settings.OUTAGE_CACHE_SECONDS)
+        self.catalogue: CachedResource[dict[int, Router]] = CachedResource(
+            store,
+            "routers",
+            self._load,
+            _index,
+            ttl=self.ttl,
+            # Kept a little past its lifetime only so a refresh can replace it; never served.
+            stale_ttl=self.ttl,
+        )
+        self._job: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Keep the catalogue fresh in the background (start-up does not wait)."""
+        self._job = asyncio.create_task(self.catalogue.run_periodic())
+
+    async def aclose(self) -> None:
+        if self._job is not None:
+            self._job.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._job
+        await self.catalogue.aclose()
+
+    async def _load(self, background: bool) -> list[dict[str, Any]]:
+        routers = await fetch_routers(self.gateway, background=background)
+        return [router.model_dump() for router in routers]
+
+    async def router(self, router_id: int) -> Router | None:
+        """The router with its outage flag read within OUTAGE_CACHE_SECONDS; None when the
+        catalogue does not list it. Upstream failures raise."""
+        snapshot = await self.catalogue.get()
+        if time.time() - snapshot.loaded_at >= self.ttl:
+            snapshot = await self.catalogue.load_now()
+        return snapshot.value.get(router_id)
+
+    async def router_of(self, service_id: int, from_row: int | None) -> int | None:
+        """The client's router id: from its row, else from the one-client endpoint (once per
+        CLIENT_CACHE_SECONDS per service); None when the upstream names none."""
+        if from_row is not None:
+            return from_row
+        key = f"outages:router-of:{service_id}"
+        known = await self.store.get(key)
+        if isinstance(known, dict):
+            router_id = known.get("router_id")
+            return router_id if isinstance(router_id, int) else None
+        try:
+            router_id = await fetch_client_router(self.gateway, service_id)
+        except UpstreamRejected as exc:
+            if exc.upstream_status != 404:
+                raise
+            router_id = None  # the list knew the client; this endpoint does not: no router
+        await self.store.set(key, {"router_id": router_id}, ttl=self.settings.CLIENT_CACHE_SECONDS)
+        return router_id

@@ -1,0 +1,40 @@
+"""Request and response models of diagnose (BEYOND.md "POST /clients/{id}/diagnose")."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from isp_gateway.accounts.schemas import PendingInvoiceResponse
+from isp_gateway.models import RequestModel
+from isp_gateway.network.schemas import MAX_PINGS
+from isp_gateway.tickets.schemas import OpenTicketResponse
+
+DEFAULT_PINGS = 4
+DEFAULT_WAIT_SECONDS = 20.0
+
+
+class DiagnoseRequest(RequestModel):
+    pings: int = Field(
+        default=DEFAULT_PINGS, ge=1, le=MAX_PINGS, description="ICMP packets to send (1-20)."
+    )
+
+
+class DiagnoseResponse(BaseModel):
+    """Every answer carries the first five fields; the others belong to one outcome."""
+
+    service_id: int
+    service_state: str = Field(description="active, suspended, cancelled, free or unknown")
+    zone_id: int | None
+    zone_blocked: bool = Field(description="The zone is at its cap of active tickets")
+    open_tickets: list[OpenTicketResponse] = Field(description="As /clients/{id}/tickets")
+    # service_suspended
+    balance: float | None = None
+    total_due: float | None = None
+    pending_invoices: list[PendingInvoiceResponse] | None = None
+    # zone_outage
+    outage_description: str | None = None
+    # the ping's outcomes (ping_pending: figures null)
+    task_id: str | None = None
+    sent: int | None = None
+    received: int | None = None
+    loss_percent: float | None = None

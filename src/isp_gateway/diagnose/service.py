@@ -1,0 +1,114 @@
+"""Diagnose (BEYOND.md): one call that answers "I have no internet".
+
+Checks in this order, answering the first that applies: cancelled, suspended (with what is
+owed), a general outage on the client's router, else a ping (the ping service's own task
+records and coalescing, long-polled up to `wait`). Every answer carries the client's state,
+zone figures and open tickets, so the bot knows whether to offer a ticket.
+
+Composes other features, taken as constructor arguments (ARCHITECTURE.md "Growing past the
+spec"). Once caches are warm the only upstream calls are the ping's, plus the one fresh read
+that confirms a suspended or cancelled state older than STATE_FRESH_SECONDS. An upstream
+failure in the state, debt or outage checks raises (502): never a guess that the line is fine.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from isp_gateway.accounts.service import AccountService
+from isp_gateway.clients.service import ClientService
+from isp_gateway.diagnose.outages import OutageService
+from isp_gateway.network.service import PingFailed, PingService, PingView
+from isp_gateway.tickets.service import TicketService
+
+MSG_CANCELLED = "El servicio está cancelado."
+MSG_SUSPENDED = "El servicio está suspendido por saldo pendiente."
+MSG_OUTAGE = "Hay una falla general en la zona del cliente."
+MSG_PING_REFUSED = "El sistema del proveedor no aceptó la prueba de conexión."
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """What the router renders as is (always HTTP 200): an envelope's fields, and whether a
+    cached copy it read was stale."""
+
+    view: PingView
+    stale: bool
+
+
+class DiagnoseService:
+    def __init__(
+        self,
+        clients: ClientService,
+        accounts: AccountService,
+        tickets: TicketService,
+        outages: OutageService,
+        pings: PingService,
+    ) -> None:
+        self.clients = clients
+        self.accounts = accounts
+        self.tickets = tickets
+        self.outages = outages
+        self.pings = pings
+
+    async def diagnose(self, service_id: int, pings: int, wait: float) -> Diagnosis:
+        # 404 for an unknown client (a miss asks the upstream for that one service); a
+        # suspended or cancelled state is confirmed fresh when the cached row is old.
+        record, stale = await self.clients.confirmed_record(service_id)
+        client = record["client"]
+        state = client["service_state"]
+        zone_id = client["zone_id"]
+        open_tickets, tickets_stale = await self.tickets.open_tickets(service_id)
+        blocked = False
+        if zone_id is not None:
+            zone = await self.tickets.zone_status(zone_id, fresh=False)
+            blocked = bool(zone["is_blocked"])
+        data: dict[str, Any] = {
+            "service_id": service_id,
+            "service_state": state,
+            "zone_id": zone_id,
+            "zone_blocked": blocked,
+            "open_tickets": open_tickets,
+        }
+        stale = stale or tickets_stale
+
+        def info(action: str, message: str) -> Diagnosis:
+            return Diagnosis(PingView(True, "info", action, data, message), stale)
+
+        if state == "cancelled":
+            return info("service_cancelled", MSG_CANCELLED)
+        if state == "suspended":
+            invoices, _, invoices_stale = await self.accounts.pending_of(record["username"])
+            stale = stale or invoices_stale
+            data["balance"] = client["outstanding_balance"]
+            # Summed exactly, then rounded to cents, as the account answer does.
+            data["total_due"] = round(math.fsum(i["total"] for i in invoices), 2)
+            data["pending_invoices"] = invoices
+            return info("service_suspended", MSG_SUSPENDED)
+        router_id = await self.outages.router_of(service_id, record["router_id"])
+        router = await self.outages.router(router_id) if router_id is not None else None
+        if router is not None and router.outage:
+            data["outage_description"] = router.outage_description
+            return info("zone_outage", MSG_OUTAGE)
+        return await self._ping(data, service_id, pings, wait, stale)
+
+    async def _ping(
+        self, data: dict[str, Any], service_id: int, pings: int, wait: float, stale: bool
+    ) -> Diagnosis:
+        figures: dict[str, Any] = {"task_id": None, "sent": None, "received": None}
+        figures["loss_percent"] = None
+        try:
+            task_id = await self.pings.create(service_id, pings)
+        except PingFailed as refused:
+            data.update(figures)
+            return Diagnosis(
+                PingView(False, "error", refused.action, data, MSG_PING_REFUSED), stale
+            )
+        view = await self.pings.result(task_id, wait)
+        figures["task_id"] = task_id
+        for name in ("sent", "received", "loss_percent"):
+            figures[name] = view.data.get(name)
+        data.update(figures)
+        return Diagnosis(PingView(view.ok, view.type, view.action, data, view.message), stale)

@@ -1,0 +1,207 @@
+"""POST /api/v1/clients/{id}/diagnose: the order of checks, what every answer carries, the
+upstream calls on warm caches, shared pings, fresh outage flags and states, failures."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import httpx
+
+from tests.conftest import Gateway, Simulator
+from tests.diagnose.conftest import GATEWAY_SETTINGS, PING_CALLS, upstream_calls, warm
+
+COMMON = {"service_id", "service_state", "zone_id", "zone_blocked", "open_tickets"}
+
+
+def diagnose(gw: Gateway, service_id: int | str, **params: object) -> httpx.Response:
+    body = params.pop("body", None)
+    params.setdefault("wait", 10)
+    return gw.post(f"/api/v1/clients/{service_id}/diagnose", params=params, json=body)
+
+
+def test_an_active_line_is_pinged_and_only_the_ping_reaches_the_upstream(
+    gw: Gateway, sim: Simulator
+) -> None:
+    sim.state.set_ping_outcome(101, "all_replies")
+    warm(gw, sim)
+    response = diagnose(gw, 101, body={"pings": 5})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert (body["ok"], body["type"], body["action"]) == (True, "success", "stable_connection")
+    data = body["data"]
+    assert set(data) >= COMMON
+    assert (data["service_id"], data["service_state"], data["zone_id"]) == (101, "active", 1)
+    assert data["zone_blocked"] is False
+    assert [t["ticket_id"] for t in data["open_tickets"]] == [7003, 7002, 7001]
+    assert data["sent"] == 5 and data["received"] == 5 and data["loss_percent"] == 0
+    assert isinstance(data["task_id"], str)
+    # Warm caches: no list read at all, only the ping's create and its polls.
+    calls = upstream_calls(sim)
+    assert set(calls) <= PING_CALLS and calls["POST /api/clientes/{id}/ping/"] == 1
+
+
+def test_a_diagnose_and_a_ping_within_seconds_share_one_upstream_task(
+    gw: Gateway, sim: Simulator
+) -> None:
+    warm(gw, sim)
+    created = gw.post("/api/v1/101/ping/", json={"pings": 4})
+    assert created.status_code == 200
+    data = diagnose(gw, 101).json()["data"]
+    assert data["task_id"] == created.json()["data"]["task_id"]
+    assert sim.state.calls["POST /api/clientes/{id}/ping/"] == 1
+
+
+def test_a_long_poll_that_runs_out_answers_ping_pending_with_the_common_data(
+    gw: Gateway, sim: Simulator
+) -> None:
+    sim.state.ping_duration = 30
+    response = diagnose(gw, 101, wait=0)
+    body = response.json()
+    assert (response.status_code, body["ok"], body["type"]) == (200, True, "info")
+    assert body["action"] == "ping_pending"
+    assert set(body["data"]) >= COMMON and body["data"]["task_id"]
+    assert body["data"]["sent"] is None
+
+
+def test_cancelled_comes_first_and_sends_no_ping(gw: Gateway, sim: Simulator) -> None:
+    warm(gw, sim)
+    body = diagnose(gw, 103).json()
+    assert (body["ok"], body["type"], body["action"]) == (True, "info", "service_cancelled")
+    data = body["data"]
+    assert (data["service_state"], data["zone_id"], data["zone_blocked"]) == (
+        "cancelled",
+        2,
+        True,
+    )
+    assert [t["ticket_id"] for t in data["open_tickets"]] == [7007]
+    assert upstream_calls(sim) == {}
+
+
+def test_suspended_says_what_is_owed(gw: Gateway, sim: Simulator) -> None:
+    warm(gw, sim)
+    body = diagnose(gw, 102).json()
+    assert (body["ok"], body["type"], body["action"]) == (True, "info", "service_suspended")
+    data = body["data"]
+    assert data["service_state"] == "suspended"
+    assert data["balance"] == 60000.0
+    assert data["total_due"] == 60000.5
+    assert [i["invoice_id"] for i in data["pending_invoices"]] == [9001, 9002]
+    assert data["open_tickets"] == []
+    assert upstream_calls(sim) == {}
+
+
+def test_a_suspension_lifted_upstream_is_confirmed_before_it_is_said(
+    sim: Simulator, start_gateway: Callable[..., Gateway]
+) -> None:
+    gw = start_gateway(sim.url, **{**GATEWAY_SETTINGS, "STATE_FRESH_SECONDS": 1})
+    warm(gw, sim)
+    # The cached row says suspended; the customer paid and the upstream reactivated them.
+    sim.state.set_client_fields(102, {"estado": "Activo"})
+    sim.state.set_ping_outcome(102, "all_replies")
+    time.sleep(1.2)
+    body = diagnose(gw, 102).json()
+    assert body["action"] == "stable_connection", body
+    assert body["data"]["service_state"] == "active"
+    assert sim.state.calls["GET /api/clientes/"] == 1  # the one-client confirmation
+
+
+def test_an_outage_on_the_clients_router_is_said_with_its_description(
+    sim: Simulator, start_gateway: Callable[..., Gateway]
+) -> None:
+    sim.state.set_outage(8, True, "Corte de fibra")
+    gw = start_gateway(sim.url, **GATEWAY_SETTINGS)
+    warm(gw, sim)
+    body = diagnose(gw, 104).json()
+    assert (body["ok"], body["type"], body["action"]) == (True, "info", "zone_outage")
+    assert body["data"]["outage_description"] == "Corte de fibra"
+    assert body["data"]["zone_blocked"] is True
+    assert upstream_calls(sim) == {}
+    # Router 7 (zone 1) is fine: its clients get a ping.
+    assert diagnose(gw, 101).json()["action"] != "zone_outage"
+
+
+def test_the_outage_flag_is_never_older_than_its_lifetime(
+    sim: Simulator, start_gateway: Callable[..., Gateway]
+) -> None:
+    gw = start_gateway(sim.url, **{**GATEWAY_SETTINGS, "OUTAGE_CACHE_SECONDS": 1})
+    warm(gw, sim)
+    assert diagnose(gw, 101).json()["action"] != "zone_outage"
+    # Switched on through the simulator's control API, like an operator upstream.
+    control = httpx.put(
+        f"{sim.url}/_sim/routers",
+        json={"router_id": 7, "outage": True, "description": "Mantenimiento"},
+    )
+    assert control.status_code == 200 and control.json()["outages"] == {"7": "Mantenimiento"}
+    time.sleep(1.1)
+    body = diagnose(gw, 101).json()
+    assert body["action"] == "zone_outage"
+    assert body["data"]["outage_description"] == "Mantenimiento"
+
+
+def test_an_outage_check_that_fails_is_502_never_a_guess(
+    sim: Simulator, start_gateway: Callable[..., Gateway]
+) -> None:
+    gw = start_gateway(sim.url, OUTAGE_CACHE_SECONDS=1, UPSTREAM_TIMEOUT_SECONDS=1.0)
+    warm(gw, sim)
+    sim.state.faults.update({"error_rate": 1.0, "path_prefix": "/api/router/"})
+    time.sleep(1.1)
+    response = diagnose(gw, 101)
+    assert response.status_code == 502
+    assert response.json()["action"] == "upstream_unavailable"
+    assert sim.state.calls["POST /api/clientes/{id}/ping/"] == 0
+
+
+def test_a_debt_check_that_fails_is_502_never_a_guess(
+    sim: Simulator, start_gateway: Callable[..., Gateway]
+) -> None:
+    # The pending-invoice list never loads.
+    sim.state.faults.update({"error_rate": 1.0, "path_prefix": "/api/facturas/"})
+    gw = start_gateway(sim.url, UPSTREAM_TIMEOUT_SECONDS=1.0)
+    response = diagnose(gw, 102)
+    assert response.status_code == 502
+    assert response.json()["action"] == "upstream_unavailable"
+
+
+def test_rows_without_a_router_ask_the_one_client_endpoint_once(
+    sim: Simulator, start_gateway: Callable[..., Gateway]
+) -> None:
+    # An account whose client rows carry no `router`: the one-client endpoint names it.
+    sim.state.set_client_router("absent")
+    sim.state.set_outage(7, True, "Falla eléctrica")
+    gw = start_gateway(sim.url, **GATEWAY_SETTINGS)
+    warm(gw, sim)
+    assert gw.runtime.clients.cache.local.record(105)["router_id"] is None
+    for _ in range(2):
+        body = diagnose(gw, 105).json()
+        assert body["action"] == "zone_outage", body
+        assert body["data"]["outage_description"] == "Falla eléctrica"
+    assert sim.state.calls["GET /api/clientes/{id}/"] == 1
+
+
+def test_bad_input(gw: Gateway, sim: Simulator) -> None:
+    warm(gw, sim)
+    for params in ({"wait": 26}, {"wait": -1}):
+        response = gw.post("/api/v1/clients/101/diagnose", params=params)
+        assert response.status_code == 422, params
+        assert response.json()["action"] == "validation_error"
+    for pings in (0, 21, "4"):
+        response = diagnose(gw, 101, body={"pings": pings})
+        assert response.status_code == 422, pings
+        assert response.json()["action"] == "validation_error"
+    response = diagnose(gw, "abc")
+    assert (response.status_code, response.json()["action"]) == (400, "invalid_service_id")
+    response = diagnose(gw, 999_999)
+    assert (response.status_code, response.json()["action"]) == (404, "client_not_found")
+    assert sim.state.calls["POST /api/clientes/{id}/ping/"] == 0
+
+
+def test_no_body_uses_four_pings(gw: Gateway, sim: Simulator) -> None:
+    sim.state.set_ping_outcome(101, "all_replies")
+    response = gw.post("/api/v1/clients/101/diagnose", params={"wait": 10})
+    assert response.status_code == 200
+    assert response.json()["data"]["sent"] == 4
+
+
+def test_diagnose_needs_a_token(gw: Gateway) -> None:
+    assert gw.client.post("/api/v1/clients/101/diagnose").status_code == 401
