@@ -14,7 +14,10 @@ from isp_gateway.auth.router import router as auth_router
 from isp_gateway.clients.fastpath import LookupFastPath
 from isp_gateway.clients.router import router as clients_router
 from isp_gateway.clients.service import ClientService
+from isp_gateway.docs import install_docs
 from isp_gateway.envelope import install_error_handlers
+from isp_gateway.limits import BodyLimitMiddleware
+from isp_gateway.methods import guard_fixed_paths
 from isp_gateway.middleware import (
     CORSWhenOrigin,
     RateLimitMiddleware,
@@ -23,6 +26,7 @@ from isp_gateway.middleware import (
 )
 from isp_gateway.network.router import router as network_router
 from isp_gateway.network.service import PingService
+from isp_gateway.openapi import install_openapi
 from isp_gateway.plans.router import router as plans_router
 from isp_gateway.plans.service import PlanService
 from isp_gateway.runtime import Runtime
@@ -102,6 +106,9 @@ def create_app(settings: Settings) -> FastAPI:
         openapi_tags=TAGS,
         lifespan=lifespan,
         swagger_ui_parameters={"persistAuthorization": True},
+        # Served by install_docs from the installed assets, not FastAPI's CDN pages.
+        docs_url=None,
+        redoc_url=None,
     )
     install_error_handlers(app)
     app.include_router(system.router)
@@ -110,10 +117,16 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(tickets_router)
     app.include_router(network_router)
     app.include_router(plans_router)
+    # The contract (issue 12): offline docs, 405 for every wrong method, the full OpenAPI.
+    install_docs(app)
+    guard_fixed_paths(app)
+    install_openapi(app, settings)
 
     # Added last = outermost. The order: request id and access log, the service rate
     # limit, the lookup fast path (which serves only origin-less bot calls, so it may sit
-    # outside CORS), CORS, the last-resort error envelope, then FastAPI's routing.
+    # outside CORS), CORS, the last-resort error envelope, the body limit, then FastAPI's
+    # routing.
+    app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.MAX_BODY_BYTES)
     app.add_middleware(UnhandledErrorMiddleware)
     app.add_middleware(
         CORSWhenOrigin,

@@ -52,6 +52,7 @@ log = logging.getLogger("isp_gateway.clients")
 _DOCUMENT = re.compile(r"[A-Za-z0-9]{3,20}")
 MIN_VERIFY_FIELDS = 3
 MAX_SEARCH_LIMIT = 200
+MAX_SERVICE_ID_DIGITS = 18
 
 MSG_NOT_FOUND = "Client not found"
 MSG_NOT_FOUND_ES = "Cliente no encontrado"
@@ -297,7 +298,8 @@ class ClientService:
             client = index.by_phone_number(number) if len(number) >= MIN_PHONE_DIGITS else None
         elif kind == "by-service-id":
             text = raw.strip()
-            client = index.get(int(text)) if text.isdigit() and text.isascii() else None
+            valid = text.isdigit() and text.isascii() and len(text) <= MAX_SERVICE_ID_DIGITS
+            client = index.get(int(text)) if valid else None
         else:
             return None
         return None if client is None else index.found_body(client)
@@ -346,7 +348,9 @@ class ClientService:
 
     async def by_service_id_text(self, raw: str) -> Found:
         text = raw.strip()
-        if not text.isdigit() or not text.isascii():
+        # At most 18 digits (the documented pattern): no upstream id is longer, and Python
+        # refuses to parse a number of thousands of digits.
+        if not text.isdigit() or not text.isascii() or len(text) > MAX_SERVICE_ID_DIGITS:
             raise InvalidInput("Invalid service id", action="invalid_service_id")
         return await self.by_service_id(int(text))
 
