@@ -117,10 +117,6 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(tickets_router)
     app.include_router(network_router)
     app.include_router(plans_router)
-    # The contract (issue 12): offline docs, 405 for every wrong method, the full OpenAPI.
-    install_docs(app)
-    guard_fixed_paths(app)
-    install_openapi(app, settings)
 
     # Added last = outermost. The order: request id and access log, the service rate
     # limit, the lookup fast path (which serves only origin-less bot calls, so it may sit
@@ -144,6 +140,11 @@ def create_app(settings: Settings) -> FastAPI:
         per_subject=settings.RATE_LIMIT_PER_SUBJECT_PER_MINUTE,
     )
     app.add_middleware(RequestContextMiddleware)
+    # The contract (issue 12): offline docs, 405 for every wrong method, the full OpenAPI.
+    # Kept after every include_router: the guards and the document see all routes.
+    install_docs(app)
+    guard_fixed_paths(app)
+    install_openapi(app, settings)
     # Build the OpenAPI schema now: it also makes FastAPI resolve every route's
     # dependencies here, once, instead of lazily on first requests. Done lazily, two apps
     # in one process (tests run several) raced on the module-level routers' shared state.
