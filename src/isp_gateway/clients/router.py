@@ -18,7 +18,7 @@ from isp_gateway.clients.schemas import (
     VerifyRequest,
 )
 from isp_gateway.clients.service import MSG_MISMATCH, MSG_VERIFIED, Found
-from isp_gateway.envelope import BackendResponse, error_responses, respond, success
+from isp_gateway.envelope import BackendResponse, Responses, error_responses, respond, success
 from isp_gateway.models import NON_BLANK
 from isp_gateway.runtime import RuntimeDep
 
@@ -29,6 +29,15 @@ STALE = {"stale": True}
 # Our key refused upstream: spec 5.2's CLIENT_NOT_FOUND (502) on every client endpoint.
 UPSTREAM = ["upstream_unavailable", "CLIENT_NOT_FOUND"]
 NOT_FOUND = "client_not_found"
+
+
+def _lookup_responses(invalid: str) -> Responses:
+    """A lookup's errors: the value's own 400 action, then not found and the upstream's."""
+    return error_responses(
+        400, 404, 502, 503, actions={400: invalid, 404: NOT_FOUND, 502: UPSTREAM}
+    )
+
+
 # The search parameter is read by the route itself: a missing `q` is 400 `error` (spec 4.3),
 # not the 422 FastAPI gives a missing required parameter; the document still declares it.
 Q_PARAMETER = {
@@ -90,9 +99,7 @@ async def search_clients(
 @router.get(
     "/by-document/{document}",
     response_model=BackendResponse[ClientResponse],
-    responses=error_responses(
-        400, 404, 502, 503, actions={400: "invalid_document", 404: NOT_FOUND, 502: UPSTREAM}
-    ),
+    responses=_lookup_responses("invalid_document"),
 )
 async def get_client_by_document(
     document: Annotated[
@@ -111,9 +118,7 @@ async def get_client_by_document(
 @router.get(
     "/by-phone/{phone}",
     response_model=BackendResponse[ClientResponse],
-    responses=error_responses(
-        400, 404, 502, 503, actions={400: "invalid_phone", 404: NOT_FOUND, 502: UPSTREAM}
-    ),
+    responses=_lookup_responses("invalid_phone"),
 )
 async def get_client_by_phone(
     phone: Annotated[
@@ -133,9 +138,7 @@ async def get_client_by_phone(
 @router.get(
     "/by-service-id/{service_id}",
     response_model=BackendResponse[ClientResponse],
-    responses=error_responses(
-        400, 404, 502, 503, actions={400: "invalid_service_id", 404: NOT_FOUND, 502: UPSTREAM}
-    ),
+    responses=_lookup_responses("invalid_service_id"),
 )
 async def get_client_by_service_id(
     service_id: Annotated[
