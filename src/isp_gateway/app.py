@@ -19,7 +19,10 @@ from isp_gateway.clients.service import ClientService
 from isp_gateway.diagnose.outages import OutageService
 from isp_gateway.diagnose.router import router as diagnose_router
 from isp_gateway.diagnose.service import DiagnoseService
+from isp_gateway.docs import install_docs
 from isp_gateway.envelope import install_error_handlers
+from isp_gateway.limits import BodyLimitMiddleware
+from isp_gateway.methods import guard_fixed_paths
 from isp_gateway.middleware import (
     CORSWhenOrigin,
     RateLimitMiddleware,
@@ -28,6 +31,7 @@ from isp_gateway.middleware import (
 )
 from isp_gateway.network.router import router as network_router
 from isp_gateway.network.service import PingService
+from isp_gateway.openapi import install_openapi
 from isp_gateway.plans.router import router as plans_router
 from isp_gateway.plans.service import PlanService
 from isp_gateway.runtime import Runtime
@@ -117,6 +121,9 @@ def create_app(settings: Settings) -> FastAPI:
         openapi_tags=TAGS,
         lifespan=lifespan,
         swagger_ui_parameters={"persistAuthorization": True},
+        # Served by install_docs from the installed assets, not FastAPI's CDN pages.
+        docs_url=None,
+        redoc_url=None,
     )
     install_error_handlers(app)
     app.include_router(system.router)
@@ -131,7 +138,9 @@ def create_app(settings: Settings) -> FastAPI:
 
     # Added last = outermost. The order: request id and access log, the service rate
     # limit, the lookup fast path (which serves only origin-less bot calls, so it may sit
-    # outside CORS), CORS, the last-resort error envelope, then FastAPI's routing.
+    # outside CORS), CORS, the last-resort error envelope, the body limit, then FastAPI's
+    # routing.
+    app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.MAX_BODY_BYTES)
     app.add_middleware(UnhandledErrorMiddleware)
     app.add_middleware(
         CORSWhenOrigin,
@@ -149,6 +158,11 @@ def create_app(settings: Settings) -> FastAPI:
         per_subject=settings.RATE_LIMIT_PER_SUBJECT_PER_MINUTE,
     )
     app.add_middleware(RequestContextMiddleware)
+    # The contract (issue 12): offline docs, 405 for every wrong method, the full OpenAPI.
+    # Kept after every include_router: the guards and the document see all routes.
+    install_docs(app)
+    guard_fixed_paths(app)
+    install_openapi(app, settings)
     # Build the OpenAPI schema now: it also makes FastAPI resolve every route's
     # dependencies here, once, instead of lazily on first requests. Done lazily, two apps
     # in one process (tests run several) raced on the module-level routers' shared state.

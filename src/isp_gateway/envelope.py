@@ -6,7 +6,8 @@ Auth errors are the exception: they keep FastAPI's `{"detail": ...}` shape (spec
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
 from fastapi import FastAPI, Request
@@ -16,6 +17,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from isp_gateway.errors import ServiceError
+from isp_gateway.methods import allowed_methods
 
 log = logging.getLogger("isp_gateway")
 
@@ -29,6 +31,109 @@ class BackendResponse(BaseModel, Generic[T]):
     data: T | None = None
     message: str | None = None
     meta: dict[str, Any] | None = None
+
+
+class ErrorResponse(BaseModel):
+    """The envelope of every answer that is not a success (`ok` false); `action` says which."""
+
+    ok: Literal[False]
+    type: Literal["error", "info"]
+    action: str
+    data: Any = None
+    message: str | None
+    meta: dict[str, Any] | None = None
+
+
+class AuthError(BaseModel):
+    """The OAuth2-style answer of the token endpoint and of a missing or bad token (spec 7)."""
+
+    detail: str
+
+
+# -- documenting error answers (OpenAPI `responses=`) ---------------------------------------
+
+Responses = dict[int | str, dict[str, Any]]
+
+PAYLOAD_TOO_LARGE = "payload_too_large"
+_RETRY_AFTER = {"description": "Seconds to wait before trying again", "schema": {"type": "integer"}}
+_ALLOW = {"description": "The methods this path supports", "schema": {"type": "string"}}
+
+
+@dataclass(frozen=True)
+class _Status:
+    title: str
+    actions: tuple[str, ...] = ()
+    headers: tuple[tuple[str, dict[str, Any]], ...] = ()
+
+
+# What each status means in this API and the `action` values it carries unless a route says
+# otherwise. 429 `rate_limited` is the service's own limit (off by default): any /api/v1 route.
+STATUSES: dict[int, _Status] = {
+    400: _Status("The request is well formed but its values are not acceptable"),
+    404: _Status("Not found"),
+    405: _Status("Method not allowed for this path", ("error",), (("Allow", _ALLOW),)),
+    409: _Status("Conflict with the current state"),
+    413: _Status("Request body too large (MAX_BODY_BYTES)", (PAYLOAD_TOO_LARGE,)),
+    422: _Status(
+        "Malformed request: `meta.errors` lists `{field, message}`", ("validation_error",)
+    ),
+    429: _Status("Too many requests", (), (("Retry-After", _RETRY_AFTER),)),
+    500: _Status("The service failed", ("error",)),
+    502: _Status(
+        "The ISP backend is down, timed out, answered an error, or refused the service's key",
+        ("upstream_unavailable", "upstream_unauthorized"),
+    ),
+    503: _Status(
+        "The ISP backend is rate limiting the service; retry after `Retry-After`",
+        ("upstream_rate_limited",),
+        (("Retry-After", _RETRY_AFTER),),
+    ),
+}
+# Appended to whatever a route lists for the status.
+ALWAYS: dict[int, tuple[str, ...]] = {429: ("rate_limited",)}
+
+
+def error_response_doc(
+    status: int, actions: Sequence[str] | None = None, model: type[BaseModel] = ErrorResponse
+) -> dict[str, Any]:
+    """One documented error answer: the envelope model, the `action` values (listed in the
+    description and pinned as an enum in the schema) and the headers the status carries."""
+    known = STATUSES.get(status, _Status("Error"))
+    values = list(dict.fromkeys([*(actions or known.actions), *ALWAYS.get(status, ())]))
+    listed = ", ".join(f"`{a}`" for a in values)
+    doc: dict[str, Any] = {
+        "model": model,
+        "description": f"{known.title}. `action`: {listed}." if values else known.title,
+    }
+    if values:
+        enum = {"properties": {"action": {"enum": values}}}
+        doc["content"] = {"application/json": {"schema": enum}}
+    if known.headers:
+        doc["headers"] = {name: dict(spec) for name, spec in known.headers}
+    return doc
+
+
+def error_responses(
+    *statuses: int,
+    actions: Mapping[int, str | Sequence[str]] | None = None,
+    models: Mapping[int, type[BaseModel]] | None = None,
+) -> Responses:
+    """`responses=` for a route: every error status it can answer, each in the envelope.
+
+        @router.get("/x/{id}", responses=error_responses(404, 502, 503,
+                                                          actions={404: "x_not_found"}))
+
+    `actions` replaces a status's default action list (STATUSES) for this route; `models`
+    gives a status a more precise envelope (e.g. `BackendResponse[ZoneLimitData]` for 409).
+    401, 405, 413, 422 and the service's 429 are added to every route where they apply by
+    `isp_gateway.openapi`; list them here only to give them other actions."""
+    chosen = actions or {}
+    out: Responses = {}
+    for status in statuses:
+        given = chosen.get(status)
+        values = [given] if isinstance(given, str) else given
+        out[status] = error_response_doc(status, values, (models or {}).get(status, ErrorResponse))
+    return out
 
 
 def envelope(
@@ -87,6 +192,10 @@ def error_response(
     return JSONResponse(body, status_code=status_code, headers=headers)
 
 
+MALFORMED_JSON = "Malformed JSON body"
+_FASTAPI_BODY_ERROR = "There was an error parsing the body"
+
+
 def _field_path(loc: tuple[Any, ...] | list[Any]) -> str:
     return ".".join(str(part) for part in loc)
 
@@ -119,7 +228,7 @@ async def handle_validation_error(request: Request, exc: Exception) -> JSONRespo
     for err in exc.errors():
         msg = str(err.get("msg", "invalid value"))
         if err.get("type") == "json_invalid":
-            msg = "Malformed JSON body"
+            msg = MALFORMED_JSON
         errors.append({"field": _field_path(err.get("loc", ())), "message": msg})
     first = errors[0] if errors else {"field": "request", "message": "invalid"}
     message = f"Invalid request: {first['field']}: {first['message']}"
@@ -136,13 +245,28 @@ async def handle_http_error(request: Request, exc: Exception) -> JSONResponse:
         return JSONResponse(
             {"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers
         )
+    if exc.status_code == 400 and exc.detail == _FASTAPI_BODY_ERROR:
+        # A body FastAPI could not even decode (not UTF-8): malformed JSON, 422 like the rest.
+        error = {"field": "body", "message": MALFORMED_JSON}
+        return error_response(
+            422,
+            "validation_error",
+            f"Invalid request: body: {MALFORMED_JSON}",
+            meta={"errors": [error]},
+        )
+    action = "error"
+    headers = dict(exc.headers or {})
     if exc.status_code == 404:
         message = "Not found"
     elif exc.status_code == 405:
         message = "Method not allowed"
+        # Every method of the path, not only those of the first route Starlette tried.
+        headers["Allow"] = ", ".join(allowed_methods(request.app.router.routes, request.scope))
     else:
         message = str(exc.detail) if exc.detail else "Request failed"
-    return error_response(exc.status_code, "error", message, headers=exc.headers)
+        if exc.status_code == 413:
+            action = PAYLOAD_TOO_LARGE
+    return error_response(exc.status_code, action, message, headers=headers)
 
 
 async def handle_unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -115,6 +115,8 @@ class Settings(BaseSettings):
     RATE_LIMIT_PER_SUBJECT_PER_MINUTE: int = Field(default=0, ge=0)  # per token subject
     REDIS_URL: SecretStr | None = None
     LOG_LEVEL: str = "INFO"
+    # Request bodies: the largest accepted, in bytes (413 payload_too_large above it).
+    MAX_BODY_BYTES: int = Field(default=65536, ge=1024)
 
     @field_validator(
         "ACTIVE_TICKET_STATES",

@@ -9,7 +9,8 @@ from fastapi.responses import Response
 
 from isp_gateway.accounts.schemas import AccountResponse, PaymentMethodResponse
 from isp_gateway.auth.dependencies import current_user
-from isp_gateway.envelope import BackendResponse, respond, success
+from isp_gateway.clients.schemas import ServiceIdPath
+from isp_gateway.envelope import BackendResponse, error_responses, respond, success
 from isp_gateway.runtime import RuntimeDep
 
 # Under the spec's "Clients" tag: the explorer's tags are the spec's five.
@@ -20,15 +21,34 @@ def _meta(stale: bool) -> dict[str, Any] | None:
     return {"stale": True} if stale else None
 
 
-@router.get("/clients/{service_id}/account", response_model=BackendResponse[AccountResponse])
-async def get_client_account(service_id: str, runtime: RuntimeDep) -> Response:
+# Our key refused upstream: on the client read it is spec 5.2's CLIENT_NOT_FOUND, on the
+# invoice list `upstream_unauthorized`.
+UPSTREAM = ["upstream_unavailable", "upstream_unauthorized", "CLIENT_NOT_FOUND"]
+
+
+@router.get(
+    "/clients/{service_id}/account",
+    response_model=BackendResponse[AccountResponse],
+    responses=error_responses(
+        400,
+        404,
+        502,
+        503,
+        actions={400: "invalid_service_id", 404: "client_not_found", 502: UPSTREAM},
+    ),
+)
+async def get_client_account(service_id: ServiceIdPath, runtime: RuntimeDep) -> Response:
     """What the customer owes (pending invoices, oldest due first) and the service state."""
     account = await runtime.accounts.account(service_id)
     # A Response skips FastAPI's re-validation of a dict built here; the model documents it.
     return respond(200, success("account_found", account.data, meta=_meta(account.stale)))
 
 
-@router.get("/payment-methods", response_model=BackendResponse[list[PaymentMethodResponse]])
+@router.get(
+    "/payment-methods",
+    response_model=BackendResponse[list[PaymentMethodResponse]],
+    responses=error_responses(502, 503),
+)
 async def list_payment_methods(runtime: RuntimeDep) -> Response:
     """The ISP's payment methods (cached; `meta.stale` when served from an old copy)."""
     listing = await runtime.accounts.payment_methods()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hmac
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio.to_thread
 from fastapi import APIRouter, Form, HTTPException, Request, status
@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from isp_gateway.auth.passwords import dummy_hash, verify_password
 from isp_gateway.auth.tokens import issue_token
+from isp_gateway.envelope import AuthError
 from isp_gateway.runtime import RuntimeDep
 
 router = APIRouter(prefix="/api/v1/auth", tags=["system"])
@@ -24,7 +25,28 @@ class TokenResponse(BaseModel):
     token_type: str = "bearer"  # noqa: S105 - the OAuth2 token type, not a secret
 
 
-@router.post("/token", response_model=TokenResponse)
+_AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {
+        "model": AuthError,
+        "description": f"Wrong username or password: `{{detail: '{LOGIN_ERROR}'}}`",
+        "headers": {"WWW-Authenticate": {"description": "Bearer", "schema": {"type": "string"}}},
+    },
+    422: {
+        "model": AuthError,
+        "description": "`username` or `password` missing: `{detail}` naming the form fields",
+    },
+    429: {
+        "model": AuthError,
+        "description": f"Too many failed logins for this username or address: "
+        f"`{{detail: '{THROTTLED}'}}`; or the service's request limit",
+        "headers": {
+            "Retry-After": {"description": "Seconds to wait", "schema": {"type": "integer"}}
+        },
+    },
+}
+
+
+@router.post("/token", response_model=TokenResponse, responses=_AUTH_RESPONSES)
 async def issue_access_token(
     request: Request,
     runtime: RuntimeDep,

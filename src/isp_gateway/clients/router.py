@@ -4,23 +4,49 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import Response
 
 from isp_gateway.auth.dependencies import current_user
 from isp_gateway.clients.schemas import (
+    DOCUMENT_PATTERN,
+    PHONE_PATTERN,
     ClientResponse,
+    ServiceIdPath,
     UpdateClientRequest,
     VerificationResult,
     VerifyRequest,
 )
 from isp_gateway.clients.service import MSG_MISMATCH, MSG_VERIFIED, Found
-from isp_gateway.envelope import BackendResponse, respond, success
+from isp_gateway.envelope import BackendResponse, Responses, error_responses, respond, success
+from isp_gateway.models import NON_BLANK
 from isp_gateway.runtime import RuntimeDep
 
 router = APIRouter(prefix="/api/v1/clients", tags=["Clients"], dependencies=[Depends(current_user)])
 
 STALE = {"stale": True}
+
+# Our key refused upstream: spec 5.2's CLIENT_NOT_FOUND (502) on every client endpoint.
+UPSTREAM = ["upstream_unavailable", "CLIENT_NOT_FOUND"]
+NOT_FOUND = "client_not_found"
+
+
+def _lookup_responses(invalid: str) -> Responses:
+    """A lookup's errors: the value's own 400 action, then not found and the upstream's."""
+    return error_responses(
+        400, 404, 502, 503, actions={400: invalid, 404: NOT_FOUND, 502: UPSTREAM}
+    )
+
+
+# The search parameter is read by the route itself: a missing `q` is 400 `error` (spec 4.3),
+# not the 422 FastAPI gives a missing required parameter; the document still declares it.
+Q_PARAMETER = {
+    "name": "q",
+    "in": "query",
+    "required": True,
+    "description": "Words to find (all must match); not blank",
+    "schema": {"type": "string", "minLength": 1, "pattern": NON_BLANK},
+}
 
 
 def _meta(stale: bool) -> dict[str, Any] | None:
@@ -33,7 +59,11 @@ def _found(found: Found) -> Response:
     return respond(200, success("client_found", found.client, meta=_meta(found.stale)))
 
 
-@router.get("/", response_model=BackendResponse[list[ClientResponse]])
+@router.get(
+    "/",
+    response_model=BackendResponse[list[ClientResponse]],
+    responses=error_responses(500, 502, 503, actions={502: "CLIENT_NOT_FOUND"}),
+)
 async def list_clients(runtime: RuntimeDep) -> Response:
     """List every active client (served from the client cache)."""
     payload, stale = await runtime.clients.list_active()
@@ -49,37 +79,94 @@ async def list_clients(runtime: RuntimeDep) -> Response:
     return Response(body, media_type="application/json")
 
 
-@router.get("/search", response_model=BackendResponse[list[ClientResponse]])
+@router.get(
+    "/search",
+    response_model=BackendResponse[list[ClientResponse]],
+    responses=error_responses(400, 502, 503, actions={400: "error", 502: UPSTREAM}),
+    openapi_extra={"parameters": [Q_PARAMETER]},
+)
 async def search_clients(
+    request: Request,
     runtime: RuntimeDep,
-    q: Annotated[str | None, Query(description="Words to find (all must match)")] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> Response:
     """Search clients by name, address, document, phone, city or locality."""
-    found, stale = await runtime.clients.search(q, limit)
+    found, stale = await runtime.clients.search(request.query_params.get("q"), limit)
     action = "clients_listed" if found else "client_not_found"
     return respond(200, success(action, found, meta=_meta(stale)))
 
 
-@router.get("/by-document/{document}", response_model=BackendResponse[ClientResponse])
-async def get_client_by_document(document: str, runtime: RuntimeDep) -> Response:
+@router.get(
+    "/by-document/{document}",
+    response_model=BackendResponse[ClientResponse],
+    responses=_lookup_responses("invalid_document"),
+)
+async def get_client_by_document(
+    document: Annotated[
+        str,
+        Path(
+            description="3 to 20 ASCII letters or digits (no dots or dashes)",
+            json_schema_extra={"pattern": DOCUMENT_PATTERN},
+        ),
+    ],
+    runtime: RuntimeDep,
+) -> Response:
     """Find a client by identity document."""
     return _found(await runtime.clients.by_document(document))
 
 
-@router.get("/by-phone/{phone}", response_model=BackendResponse[ClientResponse])
-async def get_client_by_phone(phone: str, runtime: RuntimeDep) -> Response:
+@router.get(
+    "/by-phone/{phone}",
+    response_model=BackendResponse[ClientResponse],
+    responses=_lookup_responses("invalid_phone"),
+)
+async def get_client_by_phone(
+    phone: Annotated[
+        str,
+        Path(
+            description="At least 7 digits, the first not 0; a country code, spaces, "
+            "'+' (URL-encoded as %2B), '(', ')', '.' and '-' are allowed",
+            json_schema_extra={"pattern": PHONE_PATTERN},
+        ),
+    ],
+    runtime: RuntimeDep,
+) -> Response:
     """Find a client by phone number (country code and symbols are ignored; URL-encode '+')."""
     return _found(await runtime.clients.by_phone(phone))
 
 
-@router.get("/by-service-id/{service_id}", response_model=BackendResponse[ClientResponse])
-async def get_client_by_service_id(service_id: str, runtime: RuntimeDep) -> Response:
+@router.get(
+    "/by-service-id/{service_id}",
+    response_model=BackendResponse[ClientResponse],
+    responses=_lookup_responses("invalid_service_id"),
+)
+async def get_client_by_service_id(
+    service_id: ServiceIdPath,
+    runtime: RuntimeDep,
+) -> Response:
     """Find a client by service id."""
     return _found(await runtime.clients.by_service_id_text(service_id))
 
 
-@router.post("/resolve", response_model=BackendResponse[ClientResponse])
+@router.post(
+    "/resolve",
+    response_model=BackendResponse[ClientResponse],
+    responses=error_responses(
+        400,
+        404,
+        409,
+        429,
+        502,
+        503,
+        actions={
+            400: "client_verification_failed",
+            404: [NOT_FOUND, "client_verification_failed"],
+            409: "client_ambiguous",
+            429: "client_verification_locked",
+            502: UPSTREAM,
+        },
+    ),
+)
 async def resolve_client(body: VerifyRequest, runtime: RuntimeDep) -> Response:
     """Identify and verify a client without a service id (at least 3 of the 4 fields)."""
     found = await runtime.clients.resolve(body)
@@ -89,7 +176,23 @@ async def resolve_client(body: VerifyRequest, runtime: RuntimeDep) -> Response:
     )
 
 
-@router.post("/{service_id}/verify", response_model=BackendResponse[VerificationResult])
+@router.post(
+    "/{service_id}/verify",
+    response_model=BackendResponse[VerificationResult],
+    responses=error_responses(
+        400,
+        404,
+        429,
+        502,
+        503,
+        actions={
+            400: "client_verification_failed",
+            404: NOT_FOUND,
+            429: "client_verification_locked",
+            502: UPSTREAM,
+        },
+    ),
+)
 async def verify_client(service_id: int, body: VerifyRequest, runtime: RuntimeDep) -> Response:
     """Verify a client's identity from billing data (at least 3 of the 4 fields)."""
     result = await runtime.clients.verify(service_id, body)
@@ -100,7 +203,24 @@ async def verify_client(service_id: int, body: VerifyRequest, runtime: RuntimeDe
     return respond(200, success("client_verification_failed", data, message=MSG_MISMATCH))
 
 
-@router.put("/{service_id}", response_model=BackendResponse[None])
+@router.put(
+    "/{service_id}",
+    response_model=BackendResponse[None],
+    responses=error_responses(
+        400,
+        404,
+        500,
+        502,
+        503,
+        actions={
+            400: ["client_update_failed", "invalid_document", "invalid_phone"],
+            404: NOT_FOUND,
+            # Spec 4.6 rule 5: the upstream refused or failed the update.
+            500: "client_update_failed",
+            502: "CLIENT_NOT_FOUND",
+        },
+    ),
+)
 async def update_client(
     service_id: int, body: UpdateClientRequest, runtime: RuntimeDep
 ) -> dict[str, Any]:

@@ -2,9 +2,29 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from itertools import combinations
+from typing import Annotated
 
-from isp_gateway.models import RequestModel
+from fastapi import Path
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from isp_gateway.models import NON_BLANK, RequestModel
+
+# Patterns of the OpenAPI document; each accepts only what the service accepts (whitespace
+# is ASCII `[\t-\r ]` so every regex dialect reads the pattern the same way).
+# DECISIONS.md: after trimming, 3 to 20 ASCII letters or digits.
+DOCUMENT_PATTERN = r"^[\t-\r ]*[A-Za-z0-9]{3,20}[\t-\r ]*$"
+# At least 7 digits, the first not 0 (a leading `00` is dropped as an international prefix),
+# with spaces, `+`, `(`, `)`, `.` or `-` anywhere between.
+_PHONE_SEP = r"[\t-\r +().-]"
+PHONE_PATTERN = rf"^{_PHONE_SEP}*[1-9](?:{_PHONE_SEP}*[0-9]){{6,}}{_PHONE_SEP}*$"
+SERVICE_ID_PATTERN = r"^[\t-\r ]*[0-9]{1,18}[\t-\r ]*$"
+_BLANK = r"^[\t-\r ]*$"
+
+# A service id in a path, read by `parse_service_id` (400 `invalid_service_id` otherwise).
+ServiceIdPath = Annotated[
+    str, Path(description="1 to 18 digits", json_schema_extra={"pattern": SERVICE_ID_PATTERN})
+]
 
 
 class ClientResponse(BaseModel):
@@ -32,8 +52,28 @@ class ClientResponse(BaseModel):
     )
 
 
+VERIFY_FIELDS = ("name", "address", "internet_plan_name", "internet_plan_price")
+
+
+def _present(name: str) -> JsonValue:
+    """A field that counts: a number, or a string that is not blank."""
+    if name == "internet_plan_price":
+        return {"type": "number"}
+    return {"type": "string", "pattern": NON_BLANK}
+
+
+def _at_least(count: int, names: tuple[str, ...]) -> list[JsonValue]:
+    """JSON Schema for "at least `count` of `names` present (not null, not blank)"."""
+    return [
+        {"required": list(chosen), "properties": {n: _present(n) for n in chosen}}
+        for chosen in combinations(names, count)
+    ]
+
+
 class VerifyRequest(RequestModel):
-    """At least 3 of the 4 fields; null or empty values do not count."""
+    """At least 3 of the 4 fields; null or blank values do not count (400 otherwise)."""
+
+    model_config = ConfigDict(json_schema_extra={"anyOf": _at_least(3, VERIFY_FIELDS)})
 
     name: str | None = None
     address: str | None = None
@@ -54,5 +94,24 @@ class VerificationResult(BaseModel):
 
 
 class UpdateClientRequest(RequestModel):
-    document: str | None = None
-    phone: str | None = None
+    """At least one of the two, not null and not blank; a blank one is left unchanged."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"required": [name], "properties": {name: {"type": "string", "pattern": NON_BLANK}}}
+                for name in ("document", "phone")
+            ]
+        }
+    )
+
+    document: str | None = Field(
+        default=None,
+        description="3 to 20 ASCII letters or digits (surrounding spaces are ignored)",
+        json_schema_extra={"pattern": f"{_BLANK}|{DOCUMENT_PATTERN}"},
+    )
+    phone: str | None = Field(
+        default=None,
+        description="At least 7 digits, the first not 0; spaces, +, (, ), . and - are ignored",
+        json_schema_extra={"pattern": f"{_BLANK}|{PHONE_PATTERN}"},
+    )

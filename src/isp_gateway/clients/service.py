@@ -53,6 +53,7 @@ log = logging.getLogger("isp_gateway.clients")
 _DOCUMENT = re.compile(r"[A-Za-z0-9]{3,20}")
 MIN_VERIFY_FIELDS = 3
 MAX_SEARCH_LIMIT = 200
+MAX_SERVICE_ID_DIGITS = 18
 
 MSG_NOT_FOUND = "Client not found"
 MSG_NOT_FOUND_ES = "Cliente no encontrado"
@@ -77,9 +78,11 @@ def _gc_paused() -> Iterator[None]:
 
 
 def parse_service_id(raw: str) -> int:
-    """A service id from a path: ASCII digits only (no sign, no decimals); else 400."""
+    """A service id from a path: ASCII digits only (no sign, no decimals), at most 18 of
+    them (the documented pattern: no upstream id is longer, and Python refuses to parse a
+    number of thousands of digits); else 400."""
     text = raw.strip()
-    if not text.isdigit() or not text.isascii():
+    if not text.isdigit() or not text.isascii() or len(text) > MAX_SERVICE_ID_DIGITS:
         raise InvalidInput("Invalid service id", action="invalid_service_id")
     return int(text)
 
@@ -316,7 +319,8 @@ class ClientService:
             client = index.by_phone_number(number) if len(number) >= MIN_PHONE_DIGITS else None
         elif kind == "by-service-id":
             text = raw.strip()
-            client = index.get(int(text)) if text.isdigit() and text.isascii() else None
+            valid = text.isdigit() and text.isascii() and len(text) <= MAX_SERVICE_ID_DIGITS
+            client = index.get(int(text)) if valid else None
         else:
             return None
         return None if client is None else index.found_body(client)

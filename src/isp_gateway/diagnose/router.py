@@ -6,18 +6,33 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
 from isp_gateway.auth.dependencies import current_user
+from isp_gateway.clients.schemas import ServiceIdPath
 from isp_gateway.clients.service import parse_service_id
 from isp_gateway.diagnose.schemas import DEFAULT_WAIT_SECONDS, DiagnoseRequest, DiagnoseResponse
-from isp_gateway.envelope import BackendResponse, envelope, respond
+from isp_gateway.envelope import BackendResponse, envelope, error_responses, respond
 from isp_gateway.network.router import WaitQuery
 from isp_gateway.runtime import RuntimeDep
 
 router = APIRouter(prefix="/api/v1/clients", tags=["network"], dependencies=[Depends(current_user)])
 
 
-@router.post("/{service_id}/diagnose", response_model=BackendResponse[DiagnoseResponse])
+@router.post(
+    "/{service_id}/diagnose",
+    response_model=BackendResponse[DiagnoseResponse],
+    responses=error_responses(
+        400,
+        404,
+        502,
+        503,
+        actions={
+            400: "invalid_service_id",
+            404: "client_not_found",
+            502: ["upstream_unavailable", "upstream_unauthorized", "CLIENT_NOT_FOUND"],
+        },
+    ),
+)
 async def diagnose_client(
-    service_id: str,
+    service_id: ServiceIdPath,
     runtime: RuntimeDep,
     body: DiagnoseRequest | None = None,
     wait: WaitQuery = DEFAULT_WAIT_SECONDS,

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query
 
 from isp_gateway.auth.dependencies import current_user
-from isp_gateway.envelope import BackendResponse, envelope, success
+from isp_gateway.envelope import BackendResponse, envelope, error_responses, success
 from isp_gateway.network.schemas import (
     MAX_WAIT_SECONDS,
     PingCreated,
@@ -30,7 +30,19 @@ WaitQuery = Annotated[
 
 
 # Both spellings answer directly: a redirect would make a bot's POST lose its body.
-@router.post("/{service_id}/ping/", response_model=BackendResponse[PingCreated])
+@router.post(
+    "/{service_id}/ping/",
+    response_model=BackendResponse[PingCreated],
+    responses=error_responses(
+        404,
+        502,
+        503,
+        actions={
+            404: "client_not_found",
+            502: ["ping_failed", "upstream_unavailable", "upstream_unauthorized"],
+        },
+    ),
+)
 @router.post("/{service_id}/ping", include_in_schema=False)
 async def create_ping(service_id: int, body: PingRequest, runtime: RuntimeDep) -> dict[str, Any]:
     """Start a remote ping of the customer's device; poll the result with the task id."""
@@ -38,7 +50,11 @@ async def create_ping(service_id: int, body: PingRequest, runtime: RuntimeDep) -
     return success("ping_created", {"task_id": task_id})
 
 
-@router.get("/ping/{task_id}/", response_model=BackendResponse[PingPending | PingFigures])
+@router.get(
+    "/ping/{task_id}/",
+    response_model=BackendResponse[PingPending | PingFigures],
+    responses=error_responses(404, 502, 503, actions={404: "ping_failed"}),
+)
 @router.get("/ping/{task_id}", include_in_schema=False)
 async def get_ping_result(task_id: str, runtime: RuntimeDep, wait: WaitQuery = 0) -> dict[str, Any]:
     """Result of a ping task (`ping_pending` while it runs); `wait` long-polls up to 25 s."""

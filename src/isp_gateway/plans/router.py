@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Depends
 
 from isp_gateway.auth.dependencies import current_user
-from isp_gateway.envelope import BackendResponse, success
+from isp_gateway.envelope import BackendResponse, error_responses, success
 from isp_gateway.plans.schemas import InternetPlan, InternetPlanDetail
 from isp_gateway.runtime import RuntimeDep
 
@@ -22,7 +22,9 @@ def _meta(stale: bool) -> dict[str, Any] | None:
 
 
 # Both spellings answer directly, without a redirect.
-@router.get("/", response_model=BackendResponse[list[InternetPlan]])
+@router.get(
+    "/", response_model=BackendResponse[list[InternetPlan]], responses=error_responses(502, 503)
+)
 @router.get("", include_in_schema=False)
 async def list_internet_plans(runtime: RuntimeDep) -> dict[str, Any]:
     """The ISP's internet plans (cached; `meta.stale` when served from an old copy)."""
@@ -38,7 +40,11 @@ async def list_internet_plans(runtime: RuntimeDep) -> dict[str, Any]:
     return success("internet_plans_listed", data, meta=_meta(listing.stale))
 
 
-@router.get("/{plan_id}", response_model=BackendResponse[InternetPlanDetail])
+@router.get(
+    "/{plan_id}",
+    response_model=BackendResponse[InternetPlanDetail],
+    responses=error_responses(404, 502, 503, actions={404: "internet_plan_not_found"}),
+)
 @router.get("/{plan_id}/", include_in_schema=False)
 async def get_internet_plan(plan_id: int, runtime: RuntimeDep) -> dict[str, Any]:
     """One plan with price and speeds in Mbps (PCQ plans: basic information only)."""

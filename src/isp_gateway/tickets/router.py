@@ -8,10 +8,11 @@ from fastapi import APIRouter, Depends, Header
 from fastapi.responses import JSONResponse
 
 from isp_gateway.auth.dependencies import current_user
-from isp_gateway.envelope import BackendResponse, respond, success
+from isp_gateway.envelope import BackendResponse, error_responses, respond, success
 from isp_gateway.runtime import RuntimeDep
 from isp_gateway.tickets.schemas import (
     CreateTicketRequest,
+    OpenTicketResponse,
     SubjectsResponse,
     TicketDetailResponse,
     TicketResponse,
@@ -30,17 +31,24 @@ IdempotencyKey = Annotated[
     ),
 ]
 
-_CREATE_RESPONSES: dict[int | str, dict[str, Any]] = {
-    400: {"model": BackendResponse[None], "description": "Subject not in the catalogue"},
-    409: {
-        "model": BackendResponse[ZoneLimitData],
-        "description": "Zone at its limit (type info, zone_ticket_limit_reached), or the "
-        "Idempotency-Key is still in use (idempotency_key_in_progress)",
+_CREATE_RESPONSES = error_responses(
+    400,
+    404,
+    409,
+    422,
+    502,
+    503,
+    actions={
+        400: "ticket_creation_failed",
+        404: "client_not_found",
+        409: ["zone_ticket_limit_reached", "ticket_already_open", "idempotency_key_in_progress"],
+        422: ["validation_error", "idempotency_key_reused"],
+        502: "ticket_creation_failed",
+        503: "ticket_creation_failed",
     },
-    422: {"model": BackendResponse[None], "description": "Invalid body, or key reused"},
-    502: {"model": BackendResponse[None], "description": "The upstream refused or failed"},
-    503: {"model": BackendResponse[None], "description": "Upstream rate limit or zone busy"},
-}
+    # The zone cap's 409 carries the counts; the duplicate guard's the open ticket.
+    models={409: BackendResponse[ZoneLimitData | OpenTicketResponse]},
+)
 
 
 # Declared before /{ticket_id} so these paths are never read as an id.
@@ -51,7 +59,11 @@ async def list_ticket_subjects(runtime: RuntimeDep) -> dict[str, Any]:
     return success("ticket_subjects_listed", runtime.tickets.subjects())
 
 
-@router.get("/zone-blocked/{zone_id}", response_model=BackendResponse[ZoneStatusResponse])
+@router.get(
+    "/zone-blocked/{zone_id}",
+    response_model=BackendResponse[ZoneStatusResponse],
+    responses=error_responses(502, 503),
+)
 @router.get("/zone-blocked/{zone_id}/", include_in_schema=False)
 async def get_zone_status(zone_id: int, runtime: RuntimeDep) -> dict[str, Any]:
     """Whether a zone has reached its cap of active tickets."""
@@ -73,7 +85,11 @@ async def create_ticket(
     return respond(outcome.status_code, outcome.body, outcome.headers)
 
 
-@router.get("/{ticket_id}", response_model=BackendResponse[TicketDetailResponse])
+@router.get(
+    "/{ticket_id}",
+    response_model=BackendResponse[TicketDetailResponse],
+    responses=error_responses(404, 502, 503, actions={404: "ticket_not_found"}),
+)
 @router.get("/{ticket_id}/", include_in_schema=False)
 async def get_ticket(ticket_id: int, runtime: RuntimeDep) -> dict[str, Any]:
     """One ticket with its latest answer."""

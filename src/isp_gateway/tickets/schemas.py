@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from isp_gateway.models import RequestModel
+from isp_gateway.models import NON_BLANK, RequestModel
 
 
 class CreateTicketRequest(RequestModel):
     service_id: int = Field(ge=1, description="Service the ticket belongs to")
     subject: str = Field(min_length=1, max_length=200, description="One subject of 4.7, as is")
-    description: str = Field(min_length=1, max_length=5000, description="What is wrong")
+    description: str = Field(
+        min_length=1, max_length=5000, pattern=NON_BLANK, description="What is wrong (not blank)"
+    )
     technician_id: int = Field(ge=1, description="Assigned technician (upstream staff id)")
     zone_id: int = Field(description="Zone of the customer; the per-zone cap applies to it")
 
