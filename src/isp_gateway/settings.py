@@ -103,6 +103,8 @@ class Settings(BaseSettings):
     RATE_LIMIT_PER_SUBJECT_PER_MINUTE: int = Field(default=0, ge=0)  # per token subject
     REDIS_URL: SecretStr | None = None
     LOG_LEVEL: str = "INFO"
+    # Operating endpoints (BEYOND.md): GET /metrics and the request metrics; off = no route.
+    METRICS_ENABLED: bool = True
 
     @field_validator(
         "ACTIVE_TICKET_STATES",

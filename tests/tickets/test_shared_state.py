@@ -18,7 +18,7 @@ import redis
 from tests.conftest import Gateway, Simulator
 from tests.tickets.conftest import ZONE_SERVICES, build_dataset, post_calls, ticket_body
 
-REDIS_URL = "redis://127.0.0.1:6379/12"
+REDIS_DB = 12
 
 
 class Run:
@@ -26,7 +26,8 @@ class Run:
     this Redis at the same time, and zone locks, recent-ticket lists and technician records
     are keyed by those numbers. Its keys are deleted at the end (no FLUSHDB)."""
 
-    def __init__(self) -> None:
+    def __init__(self, redis_url: str) -> None:
+        self.redis_url = redis_url
         self.zone_base = random.randrange(1_000, 1_000_000) * 1_000
         self.id_base = random.randrange(1_000, 1_000_000) * 10_000
         self.key_digests: list[str] = []
@@ -49,11 +50,12 @@ class Run:
 
 
 @pytest.fixture
-def run() -> Iterator[Run]:
+def run(redis_url: Callable[[int], str]) -> Iterator[Run]:
     # No skip: a missing Redis must fail these tests, since the guarantee depends on it.
-    client = redis.Redis.from_url(REDIS_URL)
+    url = redis_url(REDIS_DB)
+    client = redis.Redis.from_url(url)
     client.ping()
-    this = Run()
+    this = Run(url)
     try:
         yield this
     finally:
@@ -77,7 +79,7 @@ def test_two_workers_sharing_redis_create_one_ticket_for_one_slot(
     run: Run, run_sim: Simulator, start_gateway: Callable[..., Gateway]
 ) -> None:
     workers = [
-        start_gateway(run_sim.url, REDIS_URL=REDIS_URL, UPSTREAM_PAGE_SIZE=2) for _ in range(2)
+        start_gateway(run_sim.url, REDIS_URL=run.redis_url, UPSTREAM_PAGE_SIZE=2) for _ in range(2)
     ]
 
     def create(n: int) -> httpx.Response:
@@ -94,7 +96,7 @@ def test_two_workers_sharing_redis_create_one_ticket_for_one_slot(
 def test_two_workers_share_idempotency_records(
     run: Run, run_sim: Simulator, start_gateway: Callable[..., Gateway]
 ) -> None:
-    workers = [start_gateway(run_sim.url, REDIS_URL=REDIS_URL) for _ in range(2)]
+    workers = [start_gateway(run_sim.url, REDIS_URL=run.redis_url) for _ in range(2)]
     key = {"Idempotency-Key": run.idempotency_key()}
 
     def create(n: int) -> httpx.Response:
