@@ -264,10 +264,26 @@ class MetricsMiddleware:
         self.app = app
         self.metrics = metrics
         self.routes = routes
+        self._flat: list[BaseRoute] | None = None
+
+    @staticmethod
+    def _flatten(routes: Sequence[BaseRoute]) -> list[BaseRoute]:
+        """The endpoint routes. FastAPI wraps each included router in a route that matches
+        without naming the endpoint; its own routes carry the templates."""
+        flat: list[BaseRoute] = []
+        for route in routes:
+            included = getattr(route, "original_router", None)
+            if included is not None:
+                flat.extend(MetricsMiddleware._flatten(included.routes))
+            else:
+                flat.append(route)
+        return flat
 
     def _match(self, scope: Scope) -> str:
+        if self._flat is None:  # built on first use: every router is included by then
+            self._flat = self._flatten(self.routes)
         partial = None
-        for route in self.routes:
+        for route in self._flat:
             match, _ = route.matches(scope)
             if match is Match.FULL:
                 return str(getattr(route, "path", UNMATCHED))
