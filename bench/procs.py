@@ -84,10 +84,10 @@ def gateway_env(upstream: str) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def gateway(upstream: str) -> Iterator[str]:
+def gateway(upstream: str, **env: str) -> Iterator[str]:
     port = free_port()
     args = [sys.executable, "-m", "isp_gateway", "serve", "--port", str(port)]
-    with process(args, gateway_env(upstream)):
+    with process(args, {**gateway_env(upstream), **env}):
         url = f"http://127.0.0.1:{port}"
         wait_until(f"{url}/health")
         yield url
