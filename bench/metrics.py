@@ -47,9 +47,7 @@ def run(*, clients: int, duration: int, connections: int, rounds: int = 3) -> No
                 results.append(lookups.wrk(url, script, duration, connections))
         counted = httpx.get(f"{on}/metrics").text
     on_result, off_result = lookups._median(on_runs), lookups._median(off_runs)
-    print(f"    {'':22}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'non-2xx':>10}")
-    for name, r in (("metrics on", on_result), ("metrics off", off_result)):
-        print(f"    {name:22}{r.rps:>10.0f}{r.p50_ms:>10.2f}{r.p99_ms:>10.2f}{r.non_2xx:>10}")
+    lookups.print_table([("metrics on", on_result), ("metrics off", off_result)])
     print(
         "    per round req/s, on: "
         + ", ".join(f"{r.rps:.0f}" for r in on_runs)

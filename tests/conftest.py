@@ -145,6 +145,16 @@ REDIS_MISSING = (
 )
 
 
+def start_redis_server() -> RedisServer:
+    """A throwaway redis-server of the caller's own, or the test fails with one line."""
+    server = RedisServer()
+    try:
+        server.start()
+    except FileNotFoundError:
+        pytest.fail(REDIS_MISSING, pytrace=False)
+    return server
+
+
 @pytest.fixture(scope="session")
 def redis_base_url() -> Iterator[str]:
     """The Redis of this test run: REDIS_URL when set, else a throwaway redis-server on a free
@@ -154,11 +164,7 @@ def redis_base_url() -> Iterator[str]:
     if configured:
         yield configured
         return
-    server = RedisServer()
-    try:
-        server.start()
-    except FileNotFoundError:
-        pytest.fail(REDIS_MISSING, pytrace=False)
+    server = start_redis_server()
     try:
         yield server.url
     finally:

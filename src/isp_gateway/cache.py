@@ -30,7 +30,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from isp_gateway.errors import UpstreamError
+from isp_gateway.errors import StoreUnavailable, UpstreamError
 from isp_gateway.store import Store
 
 if TYPE_CHECKING:
@@ -379,7 +379,8 @@ class CachedResource(Generic[D]):
             await asyncio.sleep(delay)
             try:
                 delay = await self._periodic_step()
-            except UpstreamError as exc:
+            except (UpstreamError, StoreUnavailable) as exc:
+                # An outage of the upstream or the store: one line, not a traceback a time.
                 log.warning("refresh of %s failed (%s); retrying soon", self._key, exc.action)
                 delay = min(30.0, self.refresh_after)
             except Exception:

@@ -12,18 +12,14 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import PASSWORD, REDIS_MISSING, USERNAME, Gateway, Simulator
+from tests.conftest import PASSWORD, USERNAME, Gateway, Simulator, start_redis_server
 from tests.support import RedisServer, free_port
 from tests.tickets.conftest import build_dataset, post_calls, ticket_body
 
 
 @pytest.fixture
 def own_redis() -> Iterator[RedisServer]:
-    server = RedisServer()
-    try:
-        server.start()
-    except FileNotFoundError:
-        pytest.fail(REDIS_MISSING, pytrace=False)
+    server = start_redis_server()
     try:
         yield server
     finally:
