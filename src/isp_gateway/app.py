@@ -89,7 +89,8 @@ def create_app(settings: Settings) -> FastAPI:
             )
             if metrics is not None:
                 metrics.watch_budget(budget)
-                stack.callback(metrics.close)
+                await metrics.start()
+                stack.push_async_callback(metrics.aclose)
             runtime = Runtime(
                 settings=settings,
                 store=store,

@@ -13,12 +13,16 @@ value best read at scrape time register an async callback with `on_scrape`.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import os
 import re
 import time
+from bisect import bisect_left
 from collections.abc import Awaitable, Callable, Sequence
+from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request, Response
@@ -51,7 +55,9 @@ _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"
 REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 UPSTREAM_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
-UPSTREAM_OUTCOMES = ("ok", "error", "timeout", "rate_limited", "unauthorized", "rejected")
+# Request counts are added up in plain Python and handed to prometheus-client this often
+# (and before each scrape): its per-call locking cost more than a fast-path lookup's share.
+FLUSH_SECONDS = 1.0
 # The envelope action of a ticket creation's answer, as the outcome counted.
 TICKET_OUTCOMES = {
     "ticket_created": "created",
@@ -165,7 +171,9 @@ class Metrics:
             self.tickets.labels(outcome)
         for kind in (*THROTTLE_KINDS.values(), RATE_LIMIT):
             self.throttled.labels(kind)
-        self._request_children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+        # (route, method, status) -> [count, seconds, per-bucket counts], not yet flushed.
+        self._pending: dict[tuple[str, str, int], list[Any]] = {}
+        self._flusher: asyncio.Task[None] | None = None
         self._caches: list[CachedResource[Any]] = []
         self._budgets: list[RateBudget] = []
         self._scrape_hooks: list[Callable[[], Awaitable[None]]] = []
@@ -173,17 +181,38 @@ class Metrics:
     # -- recording -------------------------------------------------------------------
 
     def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
+        """The hot path: a few operations on plain Python values (see `flush`)."""
         key = (route, method, status)
-        children = self._request_children.get(key)
-        if children is None:
-            # `.labels()` takes a lock and builds a key each time; the hot path reuses them.
-            children = (
-                self.requests.labels(route, method, str(status)),
-                self.request_seconds.labels(route),
-            )
-            self._request_children[key] = children
-        children[0].inc()
-        children[1].observe(seconds)
+        pending = self._pending.get(key)
+        if pending is None:
+            pending = self._pending[key] = [0, 0.0, [0] * (len(REQUEST_BUCKETS) + 1)]
+        pending[0] += 1
+        pending[1] += seconds
+        # Prometheus buckets are `le`: the first bound >= the value (the last one is +Inf).
+        pending[2][bisect_left(REQUEST_BUCKETS, seconds)] += 1
+
+    def flush(self) -> None:
+        """Hand the requests counted since the last flush to prometheus-client (in
+        multiprocess mode: to this process's files, where any worker's scrape reads them)."""
+        pending, self._pending = self._pending, {}
+        for (route, method, status), (count, seconds, buckets) in pending.items():
+            self.requests.labels(route, method, str(status)).inc(count)
+            histogram = self.request_seconds.labels(route)
+            # prometheus-client has no bulk observe; these are the values `observe` adds to.
+            histogram._sum.inc(seconds)
+            for index, hits in enumerate(buckets):
+                if hits:
+                    histogram._buckets[index].inc(hits)
+
+    async def start(self) -> None:
+        """Start the periodic flush (lifespan)."""
+
+        async def run() -> None:
+            while True:
+                await asyncio.sleep(FLUSH_SECONDS)
+                self.flush()
+
+        self._flusher = asyncio.create_task(run())
 
     def observe_upstream(self, method: str, path: str, outcome: str, seconds: float) -> None:
         endpoint = upstream_endpoint(method, path)
@@ -229,6 +258,7 @@ class Metrics:
                 self.budget_limit.labels(window).set(limit)
 
     async def render(self) -> bytes:
+        self.flush()
         for hook in (self._update_gauges, *self._scrape_hooks):
             try:
                 await hook()
@@ -243,8 +273,14 @@ class Metrics:
         multiprocess.MultiProcessCollector(registry, path=self.directory)  # type: ignore[no-untyped-call]
         return generate_latest(registry)
 
-    def close(self) -> None:
-        """At this process's end: its live gauges leave the sums (the client's bookkeeping)."""
+    async def aclose(self) -> None:
+        """At this app's end: flush, and in multiprocess mode do the client's bookkeeping for
+        a process that ends (its live gauges leave the sums)."""
+        if self._flusher is not None:
+            self._flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher
+        self.flush()
         if self.directory is not None:
             multiprocess.mark_process_dead(os.getpid(), self.directory)  # type: ignore[no-untyped-call]
 
@@ -295,7 +331,7 @@ class MetricsMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started = time.perf_counter()
+        started = perf_counter()
         status = 500
         body: list[bytes] | None = None
         replayed = False
@@ -304,8 +340,10 @@ class MetricsMiddleware:
             nonlocal status, body, replayed
             if message["type"] == "http.response.start":
                 status = message["status"]
-                route = scope.get("route")
-                if scope["method"] == "POST" and getattr(route, "path", None) in TICKET_ROUTES:
+                if (
+                    scope["method"] == "POST"
+                    and getattr(scope.get("route"), "path", None) in TICKET_ROUTES
+                ):
                     body = []
                     replayed = any(n == b"idempotent-replayed" for n, _ in message["headers"])
             elif body is not None:
@@ -315,29 +353,31 @@ class MetricsMiddleware:
         try:
             await self.app(scope, receive, send_wrapper)
         finally:
-            self._record(scope, status, time.perf_counter() - started, body, replayed)
+            seconds = perf_counter() - started
+            route = scope.get("route")
+            if route is not None:
+                template = getattr(route, "path", UNMATCHED)
+            else:
+                template = scope.get(ROUTE_TEMPLATE) or self._match(scope)
+            method = scope["method"]
+            self.metrics.observe_request(
+                template, method if method in _METHODS else "OTHER", status, seconds
+            )
+            if status == 429:
+                self.metrics.throttle(
+                    THROTTLE_KINDS.get(template, "other") if route is not None else RATE_LIMIT
+                )
+            if body is not None and not replayed:
+                # A replayed answer is not a new outcome; the first one was counted.
+                self._ticket(body)
 
-    def _record(
-        self, scope: Scope, status: int, seconds: float, body: list[bytes] | None, replayed: bool
-    ) -> None:
-        route = scope.get("route")
-        routed = route is not None
-        template = getattr(route, "path", None) or scope.get(ROUTE_TEMPLATE)
-        if template is None:
-            template = self._match(scope)
-        method = scope["method"] if scope["method"] in _METHODS else "OTHER"
-        self.metrics.observe_request(template, method, status, seconds)
-        if status == 429:
-            kind = THROTTLE_KINDS.get(template, "other") if routed else RATE_LIMIT
-            self.metrics.throttle(kind)
-        if body is not None and not replayed:
-            # A replayed answer is not a new outcome; the first one was counted.
-            try:
-                action = json.loads(b"".join(body)).get("action")
-            except (ValueError, AttributeError):
-                action = None
-            if isinstance(action, str):
-                self.metrics.ticket(action)
+    def _ticket(self, body: list[bytes]) -> None:
+        try:
+            action = json.loads(b"".join(body)).get("action")
+        except (ValueError, AttributeError):
+            return
+        if isinstance(action, str):
+            self.metrics.ticket(action)
 
 
 # -- GET /metrics ----------------------------------------------------------------------
