@@ -265,7 +265,7 @@ class CachedResource(Generic[D]):
         async def run() -> None:
             try:
                 await self.refresh()
-            except UpstreamError as exc:
+            except (UpstreamError, StoreUnavailable) as exc:
                 log.warning("background refresh of %s failed: %s", self._key, exc.action)
             except Exception:
                 log.exception("background refresh of %s crashed", self._key)
