@@ -99,10 +99,24 @@ def test_upstream_calls_by_endpoint_template_and_outcome(
     assert gw.get("/api/v1/clients/by-service-id/987654").status_code in (502, 503)
     simulator.state.faults.update({"error_rate": 0.0, "force_429": True})
     assert gw.get("/api/v1/clients/by-service-id/987655").status_code in (502, 503)
+    simulator.state.faults.update({"force_429": False, "force_403": True})
+    assert gw.get("/api/v1/clients/by-service-id/987656").status_code == 502
     simulator.state.faults.reset()
+    # An unknown ticket: the upstream's JSON 404 is an answer about the request, not a failure.
+    assert gw.get("/api/v1/tickets/987657").status_code == 404
     _, samples = scrape(gw)
     assert total(samples, "isp_gateway_upstream_requests_total", outcome="error") >= 1
     assert total(samples, "isp_gateway_upstream_requests_total", outcome="rate_limited") >= 1
+    assert total(samples, "isp_gateway_upstream_requests_total", outcome="unauthorized") >= 1
+    assert (
+        value(
+            samples,
+            "isp_gateway_upstream_requests_total",
+            endpoint="GET /api/tickets/{id}/",
+            outcome="rejected",
+        )
+        == 1
+    )
     endpoints = {
         dict(ls)["endpoint"] for (n, ls) in samples if n == "isp_gateway_upstream_requests_total"
     }

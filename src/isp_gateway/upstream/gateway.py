@@ -53,16 +53,14 @@ def _retry_after(response: httpx.Response) -> float:
 
 
 def _outcome(status: int) -> str:
-    """The metrics outcome of an upstream answer; `rejected` is a 4xx about the request
-    (an unknown ticket), not a failure of the upstream."""
+    """The metrics outcome of an upstream answer other than a 4xx about the request (those
+    are `rejected`, e.g. an unknown ticket: not a failure of the upstream)."""
     if 200 <= status < 300:
         return "ok"
     if status in (401, 403):
         return "unauthorized"
     if status == 429:
         return "rate_limited"
-    if 400 <= status < 500:
-        return "rejected"
     return "error"
 
 
@@ -138,7 +136,8 @@ class UpstreamGateway:
                 log.warning("upstream %s %s: %s", method, url, type(exc).__name__)
                 raise UpstreamUnavailable() from None
         status = response.status_code
-        self._count(method, url, _outcome(status), started)
+        if not 400 <= status < 500 or status in (401, 403, 429):
+            self._count(method, url, _outcome(status), started)
         if 200 <= status < 300:
             return response
         if status in (401, 403):
@@ -162,7 +161,9 @@ class UpstreamGateway:
             # the upstream is unusable, which must never read as "that customer/ticket
             # does not exist".
             log.error("upstream %s %s: 404 without a JSON body (is the host right?)", method, url)
+            self._count(method, url, "error", started)
             raise UpstreamUnavailable()
+        self._count(method, url, "rejected", started)
         raise UpstreamRejected(status, body)
 
     async def get_json(
