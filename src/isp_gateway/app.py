@@ -148,7 +148,8 @@ def create_app(settings: Settings) -> FastAPI:
         per_address=settings.RATE_LIMIT_PER_MINUTE,
         per_subject=settings.RATE_LIMIT_PER_SUBJECT_PER_MINUTE,
     )
-    app.add_middleware(readiness.StoreUnavailableMiddleware)
+    if settings.REDIS_URL is not None:  # the memory store cannot be away
+        app.add_middleware(readiness.StoreUnavailableMiddleware)
     app.add_middleware(RequestContextMiddleware)
     if metrics is not None:
         from isp_gateway.observability.metrics import MetricsMiddleware
