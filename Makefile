@@ -23,7 +23,9 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
 
+# The Redis tests use REDIS_URL when set, else start a throwaway redis-server (tests/conftest.py).
 test: lint
+	@test -n "$$REDIS_URL" || command -v redis-server >/dev/null || { echo "make test needs redis-server on PATH (Debian/Ubuntu: apt-get install redis-server) or REDIS_URL set"; exit 1; }
 	$(BIN)/pytest --cov --cov-report=term:skip-covered
 
 bench: $(STAMP)

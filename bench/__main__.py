@@ -9,6 +9,7 @@
     time, and the account answer's p50/p99 in-process once warm;
 (e) a bot's "no internet" conversation on warm caches (find by phone, verify, account,
     diagnose, open a ticket) with the upstream calls of each step.
+(f) the cost of metrics: workload (a) with METRICS_ENABLED on and off, alternating.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench import accounts, conversation, indexing, lookups
+from bench import accounts, conversation, indexing, lookups, metrics
 
 
 def main() -> int:
@@ -26,7 +27,9 @@ def main() -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--only", choices=["lookups", "search", "load", "accounts", "conversation"], default=None
+        "--only",
+        choices=["lookups", "search", "load", "accounts", "conversation", "metrics"],
+        default=None,
     )
     parser.add_argument("--duration", type=int, default=10, help="seconds per wrk run")
     parser.add_argument("--connections", type=int, default=32)
@@ -49,6 +52,10 @@ def main() -> int:
         accounts.run(clients=ns.index_clients)
     if ns.only in (None, "conversation"):
         conversation.run()
+    if ns.only in (None, "metrics"):
+        metrics.run(
+            clients=ns.clients, duration=ns.duration, connections=ns.connections, rounds=ns.rounds
+        )
     return 0
 
 

@@ -90,6 +90,12 @@ def _median(results: list[WrkResult]) -> WrkResult:
     )
 
 
+def print_table(rows: list[tuple[str, WrkResult]]) -> None:
+    print(f"    {'':22}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'non-2xx':>10}")
+    for name, r in rows:
+        print(f"    {name:22}{r.rps:>10.0f}{r.p50_ms:>10.2f}{r.p99_ms:>10.2f}{r.non_2xx:>10}")
+
+
 def run(*, clients: int, duration: int, connections: int, rounds: int = 3) -> None:
     if shutil.which("wrk") is None:
         print("(a) skipped: wrk is not installed (Debian/Ubuntu: apt-get install wrk)")
@@ -128,9 +134,7 @@ def run(*, clients: int, duration: int, connections: int, rounds: int = 3) -> No
     gateway_result, bare_result = _median(gateway_runs), _median(bare_runs)
 
     print(f"    body size {len(sample.content)} bytes (same body for the bare app)")
-    print(f"    {'':22}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'non-2xx':>10}")
-    for name, r in (("gateway", gateway_result), ("bare Starlette", bare_result)):
-        print(f"    {name:22}{r.rps:>10.0f}{r.p50_ms:>10.2f}{r.p99_ms:>10.2f}{r.non_2xx:>10}")
+    print_table([("gateway", gateway_result), ("bare Starlette", bare_result)])
     print(
         "    per round req/s, gateway: "
         + ", ".join(f"{r.rps:.0f}" for r in gateway_runs)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -84,13 +85,26 @@ def gateway_env(upstream: str) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def gateway(upstream: str) -> Iterator[str]:
+def gateway_process(upstream: str, **env: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """`isp-gateway serve` (one process) with extra settings: its URL and the process."""
     port = free_port()
     args = [sys.executable, "-m", "isp_gateway", "serve", "--port", str(port)]
-    with process(args, gateway_env(upstream)):
+    with process(args, {**gateway_env(upstream), **env}) as proc:
         url = f"http://127.0.0.1:{port}"
         wait_until(f"{url}/health")
+        yield url, proc
+
+
+@contextlib.contextmanager
+def gateway(upstream: str, **env: str) -> Iterator[str]:
+    with gateway_process(upstream, **env) as (url, _):
         yield url
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @contextlib.contextmanager

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +16,7 @@ from isp_gateway.auth.passwords import hash_password
 from isp_gateway.auth.tokens import issue_token
 from isp_gateway.settings import Settings, load_settings
 from isp_gateway.simulator import SimulatorConfig, create_simulator_app
-from tests.support import run_server
+from tests.support import RedisServer, redis_db_url, run_server
 
 API_KEY = "test-upstream-key-0123456789"
 USERNAME = "bot"
@@ -134,3 +135,48 @@ def start_gateway(password_hash: str) -> Iterator[Callable[..., Gateway]]:
 @pytest.fixture
 def gateway(simulator: Simulator, start_gateway: Callable[..., Gateway]) -> Gateway:
     return start_gateway(simulator.url)
+
+
+# -- Redis: the tests bring their own ---------------------------------------------------
+
+REDIS_MISSING = (
+    "the Redis tests need redis-server on PATH (apt-get install redis-server) "
+    "or REDIS_URL set to a Redis they may use"
+)
+
+
+def start_redis_server() -> RedisServer:
+    """A throwaway redis-server of the caller's own, or the test fails with one line."""
+    server = RedisServer()
+    try:
+        server.start()
+    except FileNotFoundError:
+        pytest.fail(REDIS_MISSING, pytrace=False)
+    return server
+
+
+@pytest.fixture(scope="session")
+def redis_base_url() -> Iterator[str]:
+    """The Redis of this test run: REDIS_URL when set, else a throwaway redis-server on a free
+    loopback port (no persistence) stopped at the end, so parallel runs and other users of
+    the machine's Redis never share databases. With neither, the test fails with one line."""
+    configured = os.environ.get("REDIS_URL", "").strip()
+    if configured:
+        yield configured
+        return
+    server = start_redis_server()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_url(redis_base_url: str) -> Callable[[int], str]:
+    """Factory: `redis_url(13)` is the URL of database 13 of this run's Redis. Tests keep
+    their own database numbers and key prefixes, and delete only their own keys."""
+
+    def url(db: int) -> str:
+        return redis_db_url(redis_base_url, db)
+
+    return url

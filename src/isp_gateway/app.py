@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 
@@ -31,6 +31,7 @@ from isp_gateway.middleware import (
 )
 from isp_gateway.network.router import router as network_router
 from isp_gateway.network.service import PingService
+from isp_gateway.observability import readiness
 from isp_gateway.openapi import install_openapi
 from isp_gateway.plans.router import router as plans_router
 from isp_gateway.plans.service import PlanService
@@ -43,6 +44,9 @@ from isp_gateway.tickets.router import router as tickets_router
 from isp_gateway.tickets.service import TicketService
 from isp_gateway.upstream.budget import RateBudget
 from isp_gateway.upstream.gateway import UpstreamGateway, build_http_client
+
+if TYPE_CHECKING:
+    from isp_gateway.observability.metrics import Metrics
 
 log = logging.getLogger("isp_gateway")
 
@@ -74,6 +78,14 @@ async def build_store(settings: Settings) -> Store:
 
 
 def create_app(settings: Settings) -> FastAPI:
+    metrics: Metrics | None = None
+    if settings.METRICS_ENABLED:
+        # Imported here, not at the top: prometheus_client must first be imported after
+        # `serve` has set its multiprocess directory (observability/workers.py).
+        from isp_gateway.observability.metrics import Metrics
+
+        metrics = Metrics()
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
         async with AsyncExitStack() as stack:
@@ -85,14 +97,19 @@ def create_app(settings: Settings) -> FastAPI:
             budget = RateBudget(
                 store, settings.UPSTREAM_RATE_PER_MINUTE, settings.UPSTREAM_RATE_PER_HOUR
             )
+            if metrics is not None:
+                metrics.watch_budget(budget)
+                await metrics.start()
+                stack.push_async_callback(metrics.aclose)
             runtime = Runtime(
                 settings=settings,
                 store=store,
                 http=http,
-                gateway=UpstreamGateway(settings, http, budget),
+                gateway=UpstreamGateway(settings, http, budget, metrics),
                 login_throttle=FailureThrottle(
                     store, "login", settings.LOGIN_MAX_FAILURES, settings.LOGIN_LOCKOUT_SECONDS
                 ),
+                metrics=metrics,
             )
             runtime.plans = PlanService(runtime)
             runtime.clients = ClientService(runtime)
@@ -101,10 +118,12 @@ def create_app(settings: Settings) -> FastAPI:
             for service in (runtime.plans, runtime.clients, runtime.tickets, runtime.pings):
                 await service.start()
                 stack.push_async_callback(service.aclose)
-            runtime.accounts = AccountService(settings, store, runtime.gateway, runtime.clients)
+            runtime.accounts = AccountService(
+                settings, store, runtime.gateway, runtime.clients, runtime.metrics
+            )
             await runtime.accounts.start()
             stack.push_async_callback(runtime.accounts.aclose)
-            runtime.outages = OutageService(settings, store, runtime.gateway)
+            runtime.outages = OutageService(settings, store, runtime.gateway, runtime.metrics)
             await runtime.outages.start()
             stack.push_async_callback(runtime.outages.aclose)
             runtime.diagnose = DiagnoseService(
@@ -135,6 +154,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(accounts_router)
     app.include_router(client_tickets_router)
     app.include_router(diagnose_router)
+    app.include_router(readiness.router)
 
     # Added last = outermost. The order: request id and access log, the service rate
     # limit, the lookup fast path (which serves only origin-less bot calls, so it may sit
@@ -157,7 +177,17 @@ def create_app(settings: Settings) -> FastAPI:
         per_address=settings.RATE_LIMIT_PER_MINUTE,
         per_subject=settings.RATE_LIMIT_PER_SUBJECT_PER_MINUTE,
     )
+    if settings.REDIS_URL is not None:  # the memory store cannot be away
+        app.add_middleware(readiness.StoreUnavailableMiddleware)
     app.add_middleware(RequestContextMiddleware)
+    if metrics is not None:
+        from isp_gateway.observability.metrics import MetricsMiddleware
+        from isp_gateway.observability.metrics import router as metrics_router
+
+        app.state.metrics = metrics
+        app.include_router(metrics_router)
+        # Outermost: it sees every answer, the rate limiter's and the fast path's too.
+        app.add_middleware(MetricsMiddleware, metrics=metrics, routes=app.routes)
     # The contract (issue 12): offline docs, 405 for every wrong method, the full OpenAPI.
     # Kept after every include_router: the guards and the document see all routes.
     install_docs(app)

@@ -28,10 +28,13 @@ import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from isp_gateway.errors import UpstreamError
+from isp_gateway.errors import StoreUnavailable, UpstreamError
 from isp_gateway.store import Store
+
+if TYPE_CHECKING:
+    from isp_gateway.observability.metrics import Metrics
 
 log = logging.getLogger("isp_gateway.cache")
 
@@ -82,7 +85,9 @@ class CachedResource(Generic[D]):
         stale_ttl: float,
         refresh_ratio: float = 0.8,
         patch: Callable[[D, Any], D] | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
+        self.name = key
         self._store = store
         self._key = f"cache:{key}"
         self._stamp_key = f"cache:{key}:at"
@@ -99,6 +104,10 @@ class CachedResource(Generic[D]):
         self._background: asyncio.Task[None] | None = None
         self.loads = 0  # upstream loads made by this process, for tests and metrics
         self.derives = 0  # full builds of the derived structure in this process
+        # Counts stale copies served; reads `loaded_at` for the age gauge when scraped.
+        self._metrics = metrics
+        if metrics is not None:
+            metrics.watch_cache(self)
 
     # -- this process's view ---------------------------------------------------------
 
@@ -158,6 +167,21 @@ class CachedResource(Generic[D]):
 
     async def _read_stamp(self) -> Stamp | None:
         return _stamp(await self._store.get(self._stamp_key))
+
+    async def loaded_at(self) -> float | None:
+        """Load time of the copy in the store (whichever worker loaded it); None when
+        nothing is cached. One small store read."""
+        stamp = await self._read_stamp()
+        return None if stamp is None else stamp[0]
+
+    def _served(self, loaded_at: float, derived: D) -> Snapshot[D]:
+        age = time.time() - loaded_at
+        if age >= self.refresh_after:
+            self._refresh_soon()
+        stale = age >= self.ttl
+        if stale and self._metrics is not None:
+            self._metrics.stale(self.name)
+        return Snapshot(derived, loaded_at, stale)
 
     def _patch_lock(self) -> AbstractAsyncContextManager[None]:
         return self._store.lock(f"lock:{self._log_key}", timeout=30)
@@ -241,7 +265,7 @@ class CachedResource(Generic[D]):
         async def run() -> None:
             try:
                 await self.refresh()
-            except UpstreamError as exc:
+            except (UpstreamError, StoreUnavailable) as exc:
                 log.warning("background refresh of %s failed: %s", self._key, exc.action)
             except Exception:
                 log.exception("background refresh of %s crashed", self._key)
@@ -275,11 +299,7 @@ class CachedResource(Generic[D]):
         if current is None:
             loaded_at, derived = await self._loaded(background=False)
             return Snapshot(derived, loaded_at, False)
-        loaded_at, derived = current
-        age = time.time() - loaded_at
-        if age >= self.refresh_after:
-            self._refresh_soon()
-        return Snapshot(derived, loaded_at, age >= self.ttl)
+        return self._served(*current)
 
     async def fresh_local(self) -> D | None:
         """The derived value when this process holds the store's current base and revision
@@ -299,11 +319,7 @@ class CachedResource(Generic[D]):
         current = await self._current()
         if current is None:
             return None
-        loaded_at, derived = current
-        age = time.time() - loaded_at
-        if age >= self.refresh_after:
-            self._refresh_soon()
-        return Snapshot(derived, loaded_at, age >= self.ttl)
+        return self._served(*current)
 
     # -- writing ---------------------------------------------------------------------
 
@@ -370,7 +386,8 @@ class CachedResource(Generic[D]):
             await asyncio.sleep(delay)
             try:
                 delay = await self._periodic_step()
-            except UpstreamError as exc:
+            except (UpstreamError, StoreUnavailable) as exc:
+                # An outage of the upstream or the store: one line, not a traceback a time.
                 log.warning("refresh of %s failed (%s); retrying soon", self._key, exc.action)
                 delay = min(30.0, self.refresh_after)
             except Exception:

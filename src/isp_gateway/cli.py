@@ -65,11 +65,13 @@ def cmd_serve(ns: argparse.Namespace) -> int:
     import uvicorn
 
     from isp_gateway.app import create_app
+    from isp_gateway.observability import workers as metrics_workers
 
     settings = _load_settings_or_exit()
     _configure_logging(settings.LOG_LEVEL)
     if settings.REDIS_URL is not None:
         _check_redis_or_exit(settings.REDIS_URL.get_secret_value())
+    metrics_workers.prepare_metrics_dir(settings, ns.workers)  # before any worker starts
     if ns.workers > 1:
         # Each worker builds its own app from the environment; with several workers,
         # REDIS_URL makes locks, caches and throttles shared.

@@ -202,6 +202,12 @@ def _field_path(loc: tuple[Any, ...] | list[Any]) -> str:
 
 async def handle_service_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ServiceError)
+    if request.url.path.startswith("/api/v1/auth"):
+        # The token endpoint is outside the envelope (spec 4.2), e.g. its 503 while the
+        # store that holds the login throttle is away.
+        return JSONResponse(
+            {"detail": exc.message}, status_code=exc.status_code, headers=exc.headers
+        )
     return error_response(
         exc.status_code,
         exc.action,

@@ -101,3 +101,15 @@ class UpstreamRejected(UpstreamError):
         super().__init__(message or f"The ISP backend refused the request ({status})")
         self.upstream_status = status
         self.body = body
+
+
+class StoreUnavailable(ServiceError):
+    """The shared store (Redis) does not answer. Locks, throttles and caps live there, so a
+    request that needs it is refused rather than served without those guards."""
+
+    status_code = 503
+    action = "store_unavailable"
+    default_message = "The service's shared store is not available right now, try again shortly"
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message, headers={"Retry-After": "5"})

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from isp_gateway.diagnose.outages import OutageService
     from isp_gateway.diagnose.service import DiagnoseService
     from isp_gateway.network.service import PingService
+    from isp_gateway.observability.metrics import Metrics
     from isp_gateway.plans.service import PlanService
     from isp_gateway.tickets.service import TicketService
 
@@ -32,6 +33,7 @@ class Runtime:
     gateway: UpstreamGateway
     login_throttle: FailureThrottle
     token_cache: TokenCache = field(default_factory=TokenCache)
+    metrics: Metrics | None = None  # None when METRICS_ENABLED is false
     # Feature services, built in the lifespan after the parts above.
     plans: PlanService = field(init=False)
     clients: ClientService = field(init=False)

@@ -117,6 +117,8 @@ class Settings(BaseSettings):
     LOG_LEVEL: str = "INFO"
     # Request bodies: the largest accepted, in bytes (413 payload_too_large above it).
     MAX_BODY_BYTES: int = Field(default=65536, ge=1024)
+    # Operating endpoints (BEYOND.md): GET /metrics and the request metrics; off = no route.
+    METRICS_ENABLED: bool = True
 
     @field_validator(
         "ACTIVE_TICKET_STATES",

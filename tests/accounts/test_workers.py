@@ -17,7 +17,7 @@ from tests.clients.conftest import warm
 from tests.conftest import Gateway, Simulator
 
 # A database of its own; only the keys of this module's gateways live there.
-REDIS_URL = "redis://127.0.0.1:6379/10"
+REDIS_DB = 10
 
 
 def _until(condition: Callable[[], bool], what: str, timeout: float = 15) -> None:
@@ -33,9 +33,14 @@ def _delete_ours(client: redis.Redis) -> None:
 
 
 @pytest.fixture
-def shared_redis() -> Iterator[redis.Redis]:
+def redis_db_url(redis_url: Callable[[int], str]) -> str:
+    return redis_url(REDIS_DB)
+
+
+@pytest.fixture
+def shared_redis(redis_db_url: str) -> Iterator[redis.Redis]:
     # No skip: a missing Redis must fail this test, since the guarantee depends on it.
-    client = redis.Redis.from_url(REDIS_URL)
+    client = redis.Redis.from_url(redis_db_url)
     _delete_ours(client)
     try:
         yield client
@@ -49,13 +54,14 @@ def test_workers_share_one_pending_list_load(
     start_gateway: Callable[..., Gateway],
     account_data: Path,
     shared_redis: redis.Redis,
+    redis_db_url: str,
 ) -> None:
     sim = start_simulator(data_file=account_data)
-    first = start_gateway(sim.url, REDIS_URL=REDIS_URL, UPSTREAM_PAGE_SIZE=2)
+    first = start_gateway(sim.url, REDIS_URL=redis_db_url, UPSTREAM_PAGE_SIZE=2)
     warm(first)
     warm_invoices(first)
     assert sim.state.calls["GET /api/facturas/"] == 4  # one load of four pages
-    second = start_gateway(sim.url, REDIS_URL=REDIS_URL, UPSTREAM_PAGE_SIZE=2)
+    second = start_gateway(sim.url, REDIS_URL=redis_db_url, UPSTREAM_PAGE_SIZE=2)
     # The second worker adopts the stored lists instead of loading them again.
     _until(
         lambda: second.runtime.accounts.invoices.local is not None,
@@ -80,10 +86,11 @@ def test_a_confirmation_on_one_worker_serves_the_other(
     start_gateway: Callable[..., Gateway],
     account_data: Path,
     shared_redis: redis.Redis,
+    redis_db_url: str,
 ) -> None:
     sim = start_simulator(data_file=account_data)
-    first = start_gateway(sim.url, REDIS_URL=REDIS_URL, STATE_FRESH_SECONDS=1)
-    second = start_gateway(sim.url, REDIS_URL=REDIS_URL, STATE_FRESH_SECONDS=1)
+    first = start_gateway(sim.url, REDIS_URL=redis_db_url, STATE_FRESH_SECONDS=1)
+    second = start_gateway(sim.url, REDIS_URL=redis_db_url, STATE_FRESH_SECONDS=1)
     _until(
         lambda: all(w.runtime.clients.cache.local is not None for w in (first, second)),
         "client list not loaded",
@@ -103,6 +110,7 @@ def test_a_client_list_cached_by_an_older_release_still_answers(
     start_gateway: Callable[..., Gateway],
     account_data: Path,
     shared_redis: redis.Redis,
+    redis_db_url: str,
 ) -> None:
     # The shared store outlives a deploy: its cached records lack the new extras.
     sim = start_simulator(data_file=account_data)
@@ -117,7 +125,7 @@ def test_a_client_list_cached_by_an_older_release_still_answers(
         "ispgw:cache:clients", json.dumps({"loaded_at": now, "value": {"records": old}}), px=600_000
     )
     shared_redis.set("ispgw:cache:clients:at", json.dumps({"at": now, "rev": 0}), px=600_000)
-    gw = start_gateway(sim.url, REDIS_URL=REDIS_URL)
+    gw = start_gateway(sim.url, REDIS_URL=redis_db_url)
     _until(lambda: gw.runtime.clients.cache.local is not None, "the old copy was not adopted")
     assert gw.runtime.clients.cache.loads == 0  # the old copy serves
     found = gw.get("/api/v1/clients/by-service-id/202").json()["data"]

@@ -28,7 +28,7 @@ from isp_gateway.upstream.clients import map_clients
 from tests.clients.conftest import CLIENTS, calls, warm
 from tests.conftest import Gateway, Simulator
 
-REDIS_URL = "redis://127.0.0.1:6379/15"
+REDIS_DB = 15
 BASE_KEY = "ispgw:cache:clients"
 STAMP_KEY = "ispgw:cache:clients:at"
 LOG_KEY = "ispgw:cache:clients:patches"
@@ -41,8 +41,13 @@ def _clear(client: redis.Redis) -> None:
 
 
 @pytest.fixture
-def redis_db() -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(REDIS_URL)
+def db_url(redis_url: Callable[[int], str]) -> str:
+    return redis_url(REDIS_DB)
+
+
+@pytest.fixture
+def redis_db(db_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(db_url)
     lock = client.lock("isp-gateway-tests:clients-patch-log", timeout=600, blocking_timeout=600)
     assert lock.acquire(), "another run of this module kept Redis db 15"
     try:
@@ -113,12 +118,13 @@ def workers(
     start_gateway: Callable[..., Gateway],
     data_file: Path,
     redis_db: redis.Redis,
+    db_url: str,
 ) -> Workers:
     """Two workers on one Redis: A loaded the list, B adopted A's load."""
     sim = start_simulator(data_file=data_file)
-    first = start_gateway(sim.url, REDIS_URL=REDIS_URL)
+    first = start_gateway(sim.url, REDIS_URL=db_url)
     warm(first)
-    second = start_gateway(sim.url, REDIS_URL=REDIS_URL)
+    second = start_gateway(sim.url, REDIS_URL=db_url)
     in_step(second, redis_db)
     sim.state.reset_stats()
     return sim, first, second
@@ -193,6 +199,7 @@ def test_a_new_customer_found_on_one_worker_is_patched_into_the_other(
     start_gateway: Callable[..., Gateway],
     data_file: Path,
     redis_db: redis.Redis,
+    db_url: str,
 ) -> None:
     # A list loaded before customer 107 existed upstream, still fresh in the shared store.
     at = time.time()
@@ -200,8 +207,8 @@ def test_a_new_customer_found_on_one_worker_is_patched_into_the_other(
     redis_db.set(BASE_KEY, json.dumps({"loaded_at": at, "value": {"records": records}}), ex=600)
     redis_db.set(STAMP_KEY, json.dumps({"at": at, "rev": 0}), ex=600)
     sim = start_simulator(data_file=data_file)
-    a = start_gateway(sim.url, REDIS_URL=REDIS_URL)
-    b = start_gateway(sim.url, REDIS_URL=REDIS_URL)
+    a = start_gateway(sim.url, REDIS_URL=db_url)
+    b = start_gateway(sim.url, REDIS_URL=db_url)
     in_step(a, redis_db)
     in_step(b, redis_db)
     cache_a, cache_b = a.runtime.clients.cache, b.runtime.clients.cache
@@ -255,6 +262,7 @@ def test_an_update_landing_during_a_reload_is_kept(
     workers: Workers,
     start_gateway: Callable[..., Gateway],
     redis_db: redis.Redis,
+    db_url: str,
 ) -> None:
     sim, a, b = workers
     held = HeldLoads(a)
@@ -274,7 +282,7 @@ def test_an_update_landing_during_a_reload_is_kept(
     assert [i["item"]["client"]["document"] for i in log["items"]] == ["55554444"]
 
     sim.state.reset_stats()
-    c = start_gateway(sim.url, REDIS_URL=REDIS_URL)  # a worker starting now
+    c = start_gateway(sim.url, REDIS_URL=db_url)  # a worker starting now
     in_step(c, redis_db)
     for gw in (a, b, c):
         assert data(gw.get("/api/v1/clients/by-document/55554444"))["service_id"] == 105

@@ -14,16 +14,17 @@ from tests.clients.conftest import StartPair, calls, warm
 from tests.clients.test_verify_update import GOOD, verify
 from tests.conftest import Gateway, Simulator
 
-REDIS_URL = "redis://127.0.0.1:6379/14"
+REDIS_DB = 14
 
 
 @pytest.fixture
-def shared_redis() -> Iterator[str]:
+def shared_redis(redis_url: Callable[[int], str]) -> Iterator[str]:
     # No skip: a missing Redis must fail this test, since the guarantee depends on it.
-    client = redis.Redis.from_url(REDIS_URL)
+    url = redis_url(REDIS_DB)
+    client = redis.Redis.from_url(url)
     client.flushdb()
     try:
-        yield REDIS_URL
+        yield url
     finally:
         client.flushdb()
         client.close()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -19,7 +19,7 @@ import redis.asyncio as aioredis
 from isp_gateway.store import LockTimeout, MemoryStore, Store
 from isp_gateway.store.redis import RedisStore
 
-REDIS_URL = "redis://127.0.0.1:6379/11"
+REDIS_DB = 11
 RUN = uuid.uuid4().hex[:12]
 
 
@@ -31,8 +31,8 @@ def k(name: str) -> str:
 pytestmark = pytest.mark.anyio
 
 
-async def _flush() -> None:
-    client = aioredis.Redis.from_url(REDIS_URL)
+async def _flush(url: str) -> None:
+    client = aioredis.Redis.from_url(url)
     try:
         async for key in client.scan_iter(match=f"ispgw:{RUN}:*"):
             await client.delete(key)
@@ -47,23 +47,29 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
         yield memory
         await memory.close()
         return
-    await _flush()
-    redis_store = RedisStore(REDIS_URL)
+    url = request.getfixturevalue("redis_url")(REDIS_DB)
+    await _flush(url)
+    redis_store = RedisStore(url)
     await redis_store.ping()
     yield redis_store
     await redis_store.close()
-    await _flush()
+    await _flush(url)
 
 
 @pytest.fixture
-async def redis_pair() -> AsyncIterator[tuple[RedisStore, RedisStore]]:
+def db_url(redis_url: Callable[[int], str]) -> str:
+    return redis_url(REDIS_DB)
+
+
+@pytest.fixture
+async def redis_pair(db_url: str) -> AsyncIterator[tuple[RedisStore, RedisStore]]:
     """Two stores on one Redis: two workers' view of the shared state."""
-    await _flush()
-    first, second = RedisStore(REDIS_URL), RedisStore(REDIS_URL)
+    await _flush(db_url)
+    first, second = RedisStore(db_url), RedisStore(db_url)
     yield first, second
     await first.close()
     await second.close()
-    await _flush()
+    await _flush(db_url)
 
 
 @pytest.mark.parametrize(
@@ -237,10 +243,12 @@ async def test_redis_state_is_shared_between_workers(
                 pass
 
 
-async def test_redis_keys_are_prefixed(redis_pair: tuple[RedisStore, RedisStore]) -> None:
+async def test_redis_keys_are_prefixed(
+    redis_pair: tuple[RedisStore, RedisStore], db_url: str
+) -> None:
     first, _ = redis_pair
     await first.set(k("mine"), 1)
-    client = aioredis.Redis.from_url(REDIS_URL)
+    client = aioredis.Redis.from_url(db_url)
     try:
         assert await client.keys(f"*{RUN}*") == [f"ispgw:{RUN}:mine".encode()]
     finally:

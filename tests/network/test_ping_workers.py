@@ -13,14 +13,19 @@ import redis
 from tests.conftest import Gateway, Simulator
 from tests.network.test_ping_api import PING_CREATES, TASK_READS, create, poll, service_ids
 
-REDIS_URL = "redis://127.0.0.1:6379/13"
+REDIS_DB = 13
 
 
 @pytest.fixture
-def made_keys() -> Iterator[list[str]]:
+def db_url(redis_url: Callable[[int], str]) -> str:
+    return redis_url(REDIS_DB)
+
+
+@pytest.fixture
+def made_keys(db_url: str) -> Iterator[list[str]]:
     """Store keys the test creates, deleted at the end. No FLUSHDB: other suites may share
     this Redis at the same time. Fails, never skips, without Redis (the guarantee needs it)."""
-    client = redis.Redis.from_url(REDIS_URL)
+    client = redis.Redis.from_url(db_url)
     client.ping()
     keys: list[str] = []
     try:
@@ -32,13 +37,14 @@ def made_keys() -> Iterator[list[str]]:
 
 
 def test_workers_share_tasks_and_fan_in(
+    db_url: str,
     made_keys: list[str],
     start_simulator: Callable[..., Simulator],
     start_gateway: Callable[..., Gateway],
 ) -> None:
     sim = start_simulator(ping_duration=1.5)
     interval = 0.5
-    settings = {"REDIS_URL": REDIS_URL, "PING_POLL_INTERVAL_SECONDS": interval}
+    settings = {"REDIS_URL": db_url, "PING_POLL_INTERVAL_SECONDS": interval}
     first, second = start_gateway(sim.url, **settings), start_gateway(sim.url, **settings)
     # A random service: a concurrent run of this test must not join our task.
     sid = random.choice(service_ids(sim, 200))

@@ -19,7 +19,7 @@ import redis
 from tests.conftest import Gateway, Simulator
 from tests.tickets.conftest import ZONE_SERVICES, build_dataset, post_calls, ticket_body
 
-REDIS_URL = "redis://127.0.0.1:6379/12"
+REDIS_DB = 12
 
 
 class Run:
@@ -27,7 +27,8 @@ class Run:
     this Redis at the same time, and zone locks, recent-ticket lists and technician records
     are keyed by those numbers. Its keys are deleted at the end (no FLUSHDB)."""
 
-    def __init__(self) -> None:
+    def __init__(self, redis_url: str) -> None:
+        self.redis_url = redis_url
         self.zone_base = random.randrange(1_000, 1_000_000) * 1_000
         self.id_base = random.randrange(1_000, 1_000_000) * 10_000
         self.key_digests: list[str] = []
@@ -50,11 +51,12 @@ class Run:
 
 
 @pytest.fixture
-def run() -> Iterator[Run]:
+def run(redis_url: Callable[[int], str]) -> Iterator[Run]:
     # No skip: a missing Redis must fail these tests, since the guarantee depends on it.
-    client = redis.Redis.from_url(REDIS_URL)
+    url = redis_url(REDIS_DB)
+    client = redis.Redis.from_url(url)
     client.ping()
-    this = Run()
+    this = Run(url)
     try:
         yield this
     finally:
@@ -81,7 +83,7 @@ def test_two_workers_sharing_redis_create_one_ticket_for_one_slot(
     run: Run, run_sim: Simulator, start_gateway: Callable[..., Gateway]
 ) -> None:
     workers = [
-        start_gateway(run_sim.url, REDIS_URL=REDIS_URL, UPSTREAM_PAGE_SIZE=2) for _ in range(2)
+        start_gateway(run_sim.url, REDIS_URL=run.redis_url, UPSTREAM_PAGE_SIZE=2) for _ in range(2)
     ]
 
     def create(n: int) -> httpx.Response:
@@ -98,7 +100,7 @@ def test_two_workers_sharing_redis_create_one_ticket_for_one_slot(
 def test_two_workers_share_idempotency_records(
     run: Run, run_sim: Simulator, start_gateway: Callable[..., Gateway]
 ) -> None:
-    workers = [start_gateway(run_sim.url, REDIS_URL=REDIS_URL) for _ in range(2)]
+    workers = [start_gateway(run_sim.url, REDIS_URL=run.redis_url) for _ in range(2)]
     key = {"Idempotency-Key": run.idempotency_key()}
 
     def create(n: int) -> httpx.Response:
@@ -144,7 +146,7 @@ def _wait_for_sweep(worker: Gateway) -> None:
 def test_ten_identical_requests_across_two_workers_open_one_ticket(
     run: Run, run_sim: Simulator, start_gateway: Callable[..., Gateway]
 ) -> None:
-    workers = [start_gateway(run_sim.url, REDIS_URL=REDIS_URL) for _ in range(2)]
+    workers = [start_gateway(run_sim.url, REDIS_URL=run.redis_url) for _ in range(2)]
     body = ticket_body(zone_id=run.zone(3), service_id=301)
 
     def create(n: int) -> httpx.Response:
@@ -164,7 +166,7 @@ def test_ten_identical_requests_across_two_workers_open_one_ticket(
 def test_a_ticket_created_on_one_worker_is_listed_at_once_by_the_other(
     run: Run, run_sim: Simulator, start_gateway: Callable[..., Gateway]
 ) -> None:
-    first, second = (start_gateway(run_sim.url, REDIS_URL=REDIS_URL) for _ in range(2))
+    first, second = (start_gateway(run_sim.url, REDIS_URL=run.redis_url) for _ in range(2))
     for worker in (first, second):
         _wait_for_sweep(worker)
     assert second.get("/api/v1/clients/302/tickets").json()["data"] == []

@@ -18,7 +18,7 @@ import contextlib
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from isp_gateway.cache import CachedResource
 from isp_gateway.clients.service import ClientService, parse_service_id
@@ -33,6 +33,9 @@ from isp_gateway.store import Store
 from isp_gateway.upstream.gateway import UpstreamGateway
 from isp_gateway.upstream.invoices import PendingInvoice, fetch_pending
 from isp_gateway.upstream.payments import PaymentMethod, fetch_payment_methods
+
+if TYPE_CHECKING:
+    from isp_gateway.observability.metrics import Metrics
 
 MSG_BALANCE_UNCONFIRMED = "Cannot confirm the balance right now; please try again shortly"
 _NO_DUE_DATE = "9999-99-99"  # sorts invoices without a readable due date last
@@ -91,6 +94,7 @@ class AccountService:
         store: Store,
         gateway: UpstreamGateway,
         clients: ClientService,
+        metrics: Metrics | None = None,
     ) -> None:
         self.settings = settings
         self.gateway = gateway
@@ -103,6 +107,7 @@ class AccountService:
             build_invoice_index,
             ttl=float(settings.INVOICE_CACHE_SECONDS),
             stale_ttl=stale_ttl,
+            metrics=metrics,
         )
         self.payment_methods_cache: CachedResource[list[PaymentMethod]] = CachedResource(
             store,
@@ -111,6 +116,7 @@ class AccountService:
             list,
             ttl=float(settings.PAYMENT_METHODS_CACHE_SECONDS),
             stale_ttl=stale_ttl,
+            metrics=metrics,
         )
         self._job: asyncio.Task[None] | None = None
 

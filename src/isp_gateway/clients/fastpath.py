@@ -13,10 +13,17 @@ from collections.abc import Callable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from isp_gateway.observability import ROUTE_TEMPLATE
 from isp_gateway.runtime import Runtime
 
 PREFIX = "/api/v1/clients/"
 KINDS = frozenset({"by-document", "by-phone", "by-service-id"})
+# The regular routes' templates, named in the scope for the request metrics.
+TEMPLATES = {
+    "by-document": PREFIX + "by-document/{document}",
+    "by-phone": PREFIX + "by-phone/{phone}",
+    "by-service-id": PREFIX + "by-service-id/{service_id}",
+}
 _HEADERS = [(b"content-type", b"application/json")]
 
 
@@ -31,6 +38,7 @@ class LookupFastPath:
             if path.startswith(PREFIX):
                 body = await self._answer(scope, path[len(PREFIX) :])
                 if body is not None:
+                    scope[ROUTE_TEMPLATE] = TEMPLATES[path[len(PREFIX) :].partition("/")[0]]
                     await send(
                         {
                             "type": "http.response.start",

@@ -128,6 +128,7 @@ class ClientService:
             ttl=settings.CLIENT_CACHE_SECONDS,
             stale_ttl=settings.STALE_IF_ERROR_SECONDS,
             patch=self._patch,
+            metrics=runtime.metrics,
         )
         self.verify_throttle = FailureThrottle(
             runtime.store, "verify", settings.VERIFY_MAX_FAILURES, settings.VERIFY_LOCKOUT_SECONDS

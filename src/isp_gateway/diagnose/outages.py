@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from isp_gateway.cache import CachedResource
 from isp_gateway.errors import UpstreamRejected
@@ -24,6 +24,9 @@ from isp_gateway.store import Store
 from isp_gateway.upstream.gateway import UpstreamGateway
 from isp_gateway.upstream.routers import Router, fetch_client_router, fetch_routers
 
+if TYPE_CHECKING:
+    from isp_gateway.observability.metrics import Metrics
+
 
 def _index(value: Any) -> dict[int, Router]:
     routers = [Router.model_validate(row) for row in value or []]
@@ -31,7 +34,13 @@ def _index(value: Any) -> dict[int, Router]:
 
 
 class OutageService:
-    def __init__(self, settings: Settings, store: Store, gateway: UpstreamGateway) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        gateway: UpstreamGateway,
+        metrics: Metrics | None = None,
+    ) -> None:
         self.settings = settings
         self.store = store
         self.gateway = gateway
@@ -44,6 +53,7 @@ class OutageService:
             ttl=self.ttl,
             # Kept a little past its lifetime only so a refresh can replace it; never served.
             stale_ttl=self.ttl,
+            metrics=metrics,
         )
         self._job: asyncio.Task[None] | None = None
 

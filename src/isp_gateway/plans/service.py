@@ -81,6 +81,7 @@ class PlanService:
             _index,
             ttl=self._ttl,
             stale_ttl=self._stale_ttl,
+            metrics=runtime.metrics,
         )
         self._details: dict[tuple[int, str], CachedResource[PlanDetail | None]] = {}
         self._job: asyncio.Task[None] | None = None
@@ -120,6 +121,7 @@ class PlanService:
                 _detail,
                 ttl=self._ttl,
                 stale_ttl=self._stale_ttl,
+                metrics=self.runtime.metrics,
             )
             self._details[key] = resource
         return resource

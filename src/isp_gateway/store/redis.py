@@ -1,16 +1,25 @@
-"""Redis store: the same Protocol, shared by every worker and replica (REDIS_URL)."""
+"""Redis store: the same Protocol, shared by every worker and replica (REDIS_URL).
+
+A Redis that does not answer surfaces as one error, `StoreUnavailable` (503
+`store_unavailable`), raised here and nowhere else: callers never see redis-py's exceptions.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import LockError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from isp_gateway.errors import StoreUnavailable
 from isp_gateway.store.base import LockTimeout
 
 PREFIX = "ispgw:"
@@ -22,9 +31,25 @@ def _px(ttl: float | None) -> int | None:
     return None if ttl is None else max(1, int(ttl * 1000))
 
 
+@contextlib.contextmanager
+def _answering() -> Iterator[None]:
+    """Map a Redis that is down, unreachable or too slow to `StoreUnavailable`."""
+    try:
+        yield
+    except (RedisConnectionError, RedisTimeoutError):
+        # redis-py's message names host and port only; the URL (and its password) stays out.
+        raise StoreUnavailable() from None
+
+
 class RedisStore:
     def __init__(self, url: str) -> None:
-        self._redis: aioredis.Redis = aioredis.Redis.from_url(url, decode_responses=False)
+        self._redis: aioredis.Redis = aioredis.Redis.from_url(
+            url,
+            decode_responses=False,
+            # A short blip is retried; an outage answers within about half a second
+            # (redis-py's default, ten retries up to 1 s apart, held every request ~5 s).
+            retry=Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.2), retries=3),
+        )
 
     @staticmethod
     def _k(key: str) -> str:
@@ -34,35 +59,41 @@ class RedisStore:
         await self._redis.ping()
 
     async def get(self, key: str) -> Any | None:
-        raw = await self._redis.get(self._k(key))
+        with _answering():
+            raw = await self._redis.get(self._k(key))
         return None if raw is None else json.loads(raw)
 
     async def set(self, key: str, value: Any, ttl: float | None = None) -> None:
         px = _px(ttl)
-        await self._redis.set(self._k(key), json.dumps(value, separators=(",", ":")), px=px)
+        with _answering():
+            await self._redis.set(self._k(key), json.dumps(value, separators=(",", ":")), px=px)
 
     async def set_if_absent(self, key: str, value: Any, ttl: float | None = None) -> bool:
         px = _px(ttl)
-        done = await self._redis.set(
-            self._k(key), json.dumps(value, separators=(",", ":")), px=px, nx=True
-        )
+        with _answering():
+            done = await self._redis.set(
+                self._k(key), json.dumps(value, separators=(",", ":")), px=px, nx=True
+            )
         return bool(done)
 
     async def delete(self, key: str) -> None:
-        await self._redis.delete(self._k(key))
+        with _answering():
+            await self._redis.delete(self._k(key))
 
     async def incr(self, key: str, amount: int = 1, ttl: float | None = None) -> int:
         name = self._k(key)
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.incrby(name, amount)
-            if ttl is not None:
-                # NX: the window's expiry is set once, when the counter is created.
-                pipe.pexpire(name, max(1, int(ttl * 1000)), nx=True)
-            result = await pipe.execute()
+        with _answering():
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.incrby(name, amount)
+                if ttl is not None:
+                    # NX: the window's expiry is set once, when the counter is created.
+                    pipe.pexpire(name, max(1, int(ttl * 1000)), nx=True)
+                result = await pipe.execute()
         return int(result[0])
 
     async def ttl(self, key: str) -> float | None:
-        ms = await self._redis.pttl(self._k(key))
+        with _answering():
+            ms = await self._redis.pttl(self._k(key))
         return None if ms is None or ms < 0 else ms / 1000
 
     @asynccontextmanager
@@ -74,14 +105,16 @@ class RedisStore:
         lock = self._redis.lock(
             self._k("lock:" + name), timeout=timeout, blocking_timeout=blocking_timeout
         )
-        acquired = await lock.acquire()
+        with _answering():
+            acquired = await lock.acquire()
         if not acquired:
             raise LockTimeout(name)
         try:
             yield
         finally:
-            # It may have expired while held; then there is nothing left to release.
-            with contextlib.suppress(LockError):
+            # It may have expired while held; then there is nothing left to release. A
+            # Redis gone meanwhile expires it by `timeout`: the work done under it stands.
+            with contextlib.suppress(LockError, RedisConnectionError, RedisTimeoutError):
                 await lock.release()
 
     async def close(self) -> None:

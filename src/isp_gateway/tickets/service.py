@@ -172,6 +172,7 @@ class TicketService:
             ttl=settings.ACTIVE_TICKETS_CACHE_SECONDS,
             stale_ttl=settings.STALE_IF_ERROR_SECONDS,
             patch=ActiveTickets.patch,
+            metrics=runtime.metrics,
         )
         self._job: asyncio.Task[None] | None = None
         self.catalogue = SubjectCatalogue.load(settings.TICKET_SUBJECTS_FILE)

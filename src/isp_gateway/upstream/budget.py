@@ -40,6 +40,16 @@ class RateBudget:
                 return (window + 1) * length - now
         return 0.0
 
+    async def remaining(self) -> dict[str, tuple[int, int]]:
+        """Calls left in each current window and its limit, `minute` and `hour` (metrics)."""
+        now = time.time()
+        left: dict[str, tuple[int, int]] = {}
+        for length, limit in self._windows:
+            used = await self._store.get(f"budget:{length}:{int(now // length)}")
+            name = "minute" if length == 60 else "hour"
+            left[name] = (max(0, limit - int(used or 0)), limit)
+        return left
+
     async def acquire(self, *, background: bool = False, max_wait: float = 0.0) -> None:
         """Spend one upstream call. A user request raises UpstreamRateLimited at once when
         the budget is gone (a bot cannot wait a minute); a background job waits."""

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+import time
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -22,6 +23,9 @@ from isp_gateway.errors import (
 )
 from isp_gateway.settings import Settings
 from isp_gateway.upstream.budget import RateBudget
+
+if TYPE_CHECKING:
+    from isp_gateway.observability.metrics import Metrics
 
 log = logging.getLogger("isp_gateway.upstream")
 
@@ -48,11 +52,34 @@ def _retry_after(response: httpx.Response) -> float:
         return 60.0
 
 
+def _outcome(status: int) -> str:
+    """The metrics outcome of an upstream answer other than a 4xx about the request (those
+    are `rejected`, e.g. an unknown ticket: not a failure of the upstream)."""
+    if 200 <= status < 300:
+        return "ok"
+    if status in (401, 403):
+        return "unauthorized"
+    if status == 429:
+        return "rate_limited"
+    return "error"
+
+
 class UpstreamGateway:
-    def __init__(self, settings: Settings, http: httpx.AsyncClient, budget: RateBudget) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        http: httpx.AsyncClient,
+        budget: RateBudget,
+        metrics: Metrics | None = None,
+    ) -> None:
         self.settings = settings
         self.http = http
         self.budget = budget
+        self.metrics = metrics
+
+    def _count(self, method: str, url: str, outcome: str, started: float) -> None:
+        if self.metrics is not None:
+            self.metrics.observe_upstream(method, url, outcome, time.perf_counter() - started)
 
     @staticmethod
     def _path(path: str) -> str:
@@ -84,12 +111,14 @@ class UpstreamGateway:
         attempts = 2 if retry_refused else 1
         for attempt in range(attempts):
             await self.budget.acquire(background=background)
+            started = time.perf_counter()
             try:
                 response = await self.http.request(
                     method, url, params=params, json=json, data=data, files=files
                 )
                 break
             except httpx.ConnectError as exc:
+                self._count(method, url, "error", started)
                 if attempt + 1 < attempts:
                     await asyncio.sleep(0.05)
                     continue
@@ -98,13 +127,17 @@ class UpstreamGateway:
                 )
                 raise UpstreamUnavailable() from None
             except httpx.TimeoutException:
+                self._count(method, url, "timeout", started)
                 # A timed-out call is not retried: the request would outlive the bot's window.
                 log.warning("upstream %s %s: timed out", method, url)
                 raise UpstreamUnavailable() from None
             except httpx.HTTPError as exc:
+                self._count(method, url, "error", started)
                 log.warning("upstream %s %s: %s", method, url, type(exc).__name__)
                 raise UpstreamUnavailable() from None
         status = response.status_code
+        if not 400 <= status < 500 or status in (401, 403, 429):
+            self._count(method, url, _outcome(status), started)
         if 200 <= status < 300:
             return response
         if status in (401, 403):
@@ -128,7 +161,9 @@ class UpstreamGateway:
             # the upstream is unusable, which must never read as "that customer/ticket
             # does not exist".
             log.error("upstream %s %s: 404 without a JSON body (is the host right?)", method, url)
+            self._count(method, url, "error", started)
             raise UpstreamUnavailable()
+        self._count(method, url, "rejected", started)
         raise UpstreamRejected(status, body)
 
     async def get_json(

@@ -1,0 +1,392 @@
+"""Prometheus metrics (BEYOND.md "Operating endpoints"): the metric set, the request
+middleware and `GET /metrics`.
+
+Labels carry route templates and fixed words only, never a raw path, document or phone.
+Outcomes are counted where they are rendered: request, throttle and ticket outcomes from the
+response in `MetricsMiddleware`; upstream calls in the gateway; stale copies where the cache
+serves them. Gauges that describe shared state (budget left, cache age) are read from the store
+when scraped, so they are right whichever worker answers.
+
+Extending it: add a metric in `Metrics.__init__` (with `registry=self.registry`), and for a
+value best read at scrape time register an async callback with `on_scrape`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import re
+import time
+from bisect import bisect_left
+from collections.abc import Awaitable, Callable, Sequence
+from time import perf_counter
+from typing import TYPE_CHECKING, Any
+
+from fastapi import APIRouter, Request, Response
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+from starlette.routing import BaseRoute, Match
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from isp_gateway.errors import StoreUnavailable
+from isp_gateway.observability import ROUTE_TEMPLATE
+from isp_gateway.observability.workers import multiprocess_dir
+
+if TYPE_CHECKING:
+    from isp_gateway.cache import CachedResource
+    from isp_gateway.upstream.budget import RateBudget
+
+log = logging.getLogger("isp_gateway.metrics")
+
+UNMATCHED = "unmatched"
+_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
+
+# Lookups answer in about a millisecond; upstream calls take up to the upstream timeout.
+REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+UPSTREAM_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+# Request counts are added up in plain Python and handed to prometheus-client this often
+# (and before each scrape): its per-call locking cost more than a fast-path lookup's share.
+FLUSH_SECONDS = 1.0
+# The envelope action of a ticket creation's answer, as the outcome counted.
+TICKET_OUTCOMES = {
+    "ticket_created": "created",
+    "zone_ticket_limit_reached": "zone_limit",
+    "ticket_already_open": "duplicate",
+    "ticket_creation_failed": "failed",
+    "store_unavailable": "failed",
+}
+TICKET_ROUTES = frozenset({"/api/v1/tickets", "/api/v1/tickets/"})
+# A 429 from a route is that route's failure throttle; one answered before routing is the
+# service's own rate limit (RateLimitMiddleware).
+THROTTLE_KINDS = {
+    "/api/v1/auth/token": "login",
+    "/api/v1/clients/{service_id}/verify": "verify",
+    "/api/v1/clients/resolve": "resolve",
+}
+RATE_LIMIT = "rate_limit"
+
+# Upstream path segments that name one object (ids, task ids) become `{id}`.
+_ID_SEGMENT = re.compile(r"^(?=.*\d)[^/]+$|^[^/]{33,}$")
+
+
+def upstream_endpoint(method: str, path: str) -> str:
+    """`GET /api/clientes/{id}/perfil/` for `api/clientes/17/perfil/`: the label of a call."""
+    parts = ["{id}" if _ID_SEGMENT.match(p) else p for p in path.strip("/").split("/")]
+    return f"{method} /{'/'.join(parts)}/"
+
+
+def resource_label(key: str) -> str:
+    """A cached resource's label: its name up to two parts (`plans:detail:pppoe:3` counts
+    as `plans:detail`), so one label per kind of list however many items it holds."""
+    return ":".join(key.split(":")[:2])
+
+
+class Metrics:
+    """One app's metrics. Each instance has its own registry (tests run several apps in
+    one process); in multiprocess mode the samples also go to the shared directory."""
+
+    def __init__(self) -> None:
+        self.directory = multiprocess_dir()
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "isp_gateway_requests",
+            "HTTP requests answered, by route template, method and status",
+            ["route", "method", "status"],
+            registry=r,
+        )
+        self.request_seconds = Histogram(
+            "isp_gateway_request_duration_seconds",
+            "Time to answer a request, by route template",
+            ["route"],
+            buckets=REQUEST_BUCKETS,
+            registry=r,
+        )
+        self.upstream_requests = Counter(
+            "isp_gateway_upstream_requests",
+            "Calls to the upstream, by endpoint template and outcome",
+            ["endpoint", "outcome"],
+            registry=r,
+        )
+        self.upstream_seconds = Histogram(
+            "isp_gateway_upstream_request_duration_seconds",
+            "Duration of upstream calls, by endpoint template",
+            ["endpoint"],
+            buckets=UPSTREAM_BUCKETS,
+            registry=r,
+        )
+        # `mostrecent`: the value the last writer (the worker answering the scrape) set.
+        self.budget_remaining = Gauge(
+            "isp_gateway_upstream_budget_remaining",
+            "Upstream calls left in the current rate window",
+            ["window"],
+            multiprocess_mode="mostrecent",
+            registry=r,
+        )
+        self.budget_limit = Gauge(
+            "isp_gateway_upstream_budget_limit",
+            "Upstream calls allowed per rate window",
+            ["window"],
+            multiprocess_mode="mostrecent",
+            registry=r,
+        )
+        self.cache_age = Gauge(
+            "isp_gateway_cache_age_seconds",
+            "Age of the cached copy of an upstream list (the oldest of its kind)",
+            ["resource"],
+            multiprocess_mode="mostrecent",
+            registry=r,
+        )
+        self.stale_served = Counter(
+            "isp_gateway_stale_served",
+            "Answers served from a cached copy past its freshness (stale-if-error)",
+            ["resource"],
+            registry=r,
+        )
+        self.tickets = Counter(
+            "isp_gateway_tickets",
+            "Ticket creations, by outcome",
+            ["outcome"],
+            registry=r,
+        )
+        self.throttled = Counter(
+            "isp_gateway_throttled",
+            "Requests refused by a throttle (login, verify, resolve, rate_limit)",
+            ["kind"],
+            registry=r,
+        )
+        # Zero series from the start, so rates and alerts have something to read.
+        for outcome in sorted(set(TICKET_OUTCOMES.values())):
+            self.tickets.labels(outcome)
+        for kind in (*THROTTLE_KINDS.values(), RATE_LIMIT):
+            self.throttled.labels(kind)
+        # (route, method, status) -> [count, seconds, per-bucket counts], not yet flushed.
+        self._pending: dict[tuple[str, str, int], list[Any]] = {}
+        self._flusher: asyncio.Task[None] | None = None
+        self._caches: list[CachedResource[Any]] = []
+        self._budgets: list[RateBudget] = []
+        self._scrape_hooks: list[Callable[[], Awaitable[None]]] = []
+
+    # -- recording -------------------------------------------------------------------
+
+    def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
+        """The hot path: a few operations on plain Python values (see `flush`)."""
+        key = (route, method, status)
+        pending = self._pending.get(key)
+        if pending is None:
+            pending = self._pending[key] = [0, 0.0, [0] * (len(REQUEST_BUCKETS) + 1)]
+        pending[0] += 1
+        pending[1] += seconds
+        # Prometheus buckets are `le`: the first bound >= the value (the last one is +Inf).
+        pending[2][bisect_left(REQUEST_BUCKETS, seconds)] += 1
+
+    def flush(self) -> None:
+        """Hand the requests counted since the last flush to prometheus-client (in
+        multiprocess mode: to this process's files, where any worker's scrape reads them)."""
+        pending, self._pending = self._pending, {}
+        for (route, method, status), (count, seconds, buckets) in pending.items():
+            self.requests.labels(route, method, str(status)).inc(count)
+            histogram = self.request_seconds.labels(route)
+            # prometheus-client has no bulk observe; these are the values `observe` adds to.
+            histogram._sum.inc(seconds)
+            for index, hits in enumerate(buckets):
+                if hits:
+                    histogram._buckets[index].inc(hits)
+
+    async def start(self) -> None:
+        """Start the periodic flush (lifespan)."""
+
+        async def run() -> None:
+            while True:
+                await asyncio.sleep(FLUSH_SECONDS)
+                self.flush()
+
+        self._flusher = asyncio.create_task(run())
+
+    def observe_upstream(self, method: str, path: str, outcome: str, seconds: float) -> None:
+        endpoint = upstream_endpoint(method, path)
+        self.upstream_requests.labels(endpoint, outcome).inc()
+        self.upstream_seconds.labels(endpoint).observe(seconds)
+
+    def stale(self, key: str) -> None:
+        self.stale_served.labels(resource_label(key)).inc()
+
+    def ticket(self, action: str) -> None:
+        outcome = TICKET_OUTCOMES.get(action)
+        if outcome is not None:
+            self.tickets.labels(outcome).inc()
+
+    def throttle(self, kind: str) -> None:
+        self.throttled.labels(kind).inc()
+
+    # -- values read when scraped ------------------------------------------------------
+
+    def watch_cache(self, resource: CachedResource[Any]) -> None:
+        self._caches.append(resource)
+
+    def watch_budget(self, budget: RateBudget) -> None:
+        self._budgets.append(budget)
+
+    def on_scrape(self, hook: Callable[[], Awaitable[None]]) -> None:
+        """Run `hook` before each scrape is rendered (to set gauges read from shared state)."""
+        self._scrape_hooks.append(hook)
+
+    async def _update_gauges(self) -> None:
+        now = time.time()
+        ages: dict[str, float] = {}
+        for resource in self._caches:
+            at = await resource.loaded_at()
+            if at is not None:
+                label = resource_label(resource.name)
+                ages[label] = max(ages.get(label, 0.0), now - at)
+        for label, age in ages.items():
+            self.cache_age.labels(label).set(age)
+        for budget in self._budgets:
+            for window, (remaining, limit) in (await budget.remaining()).items():
+                self.budget_remaining.labels(window).set(remaining)
+                self.budget_limit.labels(window).set(limit)
+
+    async def render(self) -> bytes:
+        self.flush()
+        for hook in (self._update_gauges, *self._scrape_hooks):
+            try:
+                await hook()
+            except StoreUnavailable:
+                # The scrape still answers (with the last values) while the store is away.
+                log.warning("metrics: the store is unavailable; shared gauges not updated")
+        if self.directory is None:
+            return generate_latest(self.registry)
+        # Every worker's samples, summed, from the shared directory (a fresh registry each
+        # time, as the client's documentation prescribes).
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry, path=self.directory)  # type: ignore[no-untyped-call]
+        return generate_latest(registry)
+
+    async def aclose(self) -> None:
+        """At this app's end: flush, and in multiprocess mode do the client's bookkeeping for
+        a process that ends (its live gauges leave the sums)."""
+        if self._flusher is not None:
+            self._flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher
+        self.flush()
+        if self.directory is not None:
+            multiprocess.mark_process_dead(os.getpid(), self.directory)  # type: ignore[no-untyped-call]
+
+
+# -- the request middleware ------------------------------------------------------------
+
+
+class MetricsMiddleware:
+    """Counts every answer by route template, method and status, and its duration; also
+    throttle refusals (429s) and ticket outcomes (the action of the creation's answer).
+
+    Outermost, so it sees the rate limiter's and the lookup fast path's answers too. The
+    template comes from the route FastAPI matched, or the one the fast path names; an answer
+    given before routing is matched against the routes here (a 404 is `unmatched`)."""
+
+    def __init__(self, app: ASGIApp, *, metrics: Metrics, routes: Sequence[BaseRoute]) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.routes = routes
+        self._flat: list[BaseRoute] | None = None
+
+    @staticmethod
+    def _flatten(routes: Sequence[BaseRoute]) -> list[BaseRoute]:
+        """The endpoint routes. FastAPI wraps each included router in a route that matches
+        without naming the endpoint; its own routes carry the templates."""
+        flat: list[BaseRoute] = []
+        for route in routes:
+            included = getattr(route, "original_router", None)
+            if included is not None:
+                flat.extend(MetricsMiddleware._flatten(included.routes))
+            else:
+                flat.append(route)
+        return flat
+
+    def _match(self, scope: Scope) -> str:
+        if self._flat is None:  # built on first use: every router is included by then
+            self._flat = self._flatten(self.routes)
+        partial = None
+        for route in self._flat:
+            match, _ = route.matches(scope)
+            if match is Match.FULL:
+                return str(getattr(route, "path", UNMATCHED))
+            if match is Match.PARTIAL and partial is None:
+                partial = str(getattr(route, "path", UNMATCHED))
+        return partial or UNMATCHED
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = perf_counter()
+        status = 500
+        body: list[bytes] | None = None
+        replayed = False
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status, body, replayed
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                if (
+                    scope["method"] == "POST"
+                    and getattr(scope.get("route"), "path", None) in TICKET_ROUTES
+                ):
+                    body = []
+                    replayed = any(n == b"idempotent-replayed" for n, _ in message["headers"])
+            elif body is not None:
+                body.append(message.get("body", b""))
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            seconds = perf_counter() - started
+            route = scope.get("route")
+            if route is not None:
+                template = getattr(route, "path", UNMATCHED)
+            else:
+                template = scope.get(ROUTE_TEMPLATE) or self._match(scope)
+            method = scope["method"]
+            self.metrics.observe_request(
+                template, method if method in _METHODS else "OTHER", status, seconds
+            )
+            if status == 429:
+                self.metrics.throttle(
+                    THROTTLE_KINDS.get(template, "other") if route is not None else RATE_LIMIT
+                )
+            if body is not None and not replayed:
+                # A replayed answer is not a new outcome; the first one was counted.
+                self._ticket(body)
+
+    def _ticket(self, body: list[bytes]) -> None:
+        try:
+            action = json.loads(b"".join(body)).get("action")
+        except (ValueError, AttributeError):
+            return
+        if isinstance(action, str):
+            self.metrics.ticket(action)
+
+
+# -- GET /metrics ----------------------------------------------------------------------
+
+router = APIRouter(tags=["system"])
+
+
+@router.get("/metrics", response_class=Response, include_in_schema=False)
+async def get_metrics(request: Request) -> Response:
+    """Prometheus metrics of this replica (all its workers); no token."""
+    metrics: Metrics = request.app.state.metrics
+    return Response(await metrics.render(), media_type=CONTENT_TYPE_LATEST)
