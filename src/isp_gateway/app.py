@@ -15,6 +15,7 @@ from isp_gateway.clients.fastpath import LookupFastPath
 from isp_gateway.clients.router import router as clients_router
 from isp_gateway.clients.service import ClientService
 from isp_gateway.envelope import install_error_handlers
+from isp_gateway.logs import AccessLog
 from isp_gateway.middleware import (
     CORSWhenOrigin,
     RateLimitMiddleware,
@@ -130,7 +131,9 @@ def create_app(settings: Settings) -> FastAPI:
         per_address=settings.RATE_LIMIT_PER_MINUTE,
         per_subject=settings.RATE_LIMIT_PER_SUBJECT_PER_MINUTE,
     )
-    app.add_middleware(RequestContextMiddleware)
+    app.add_middleware(
+        RequestContextMiddleware, access_log=AccessLog() if settings.ACCESS_LOG else None
+    )
     # Build the OpenAPI schema now: it also makes FastAPI resolve every route's
     # dependencies here, once, instead of lazily on first requests. Done lazily, two apps
     # in one process (tests run several) raced on the module-level routers' shared state.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -103,6 +103,10 @@ class Settings(BaseSettings):
     RATE_LIMIT_PER_SUBJECT_PER_MINUTE: int = Field(default=0, ge=0)  # per token subject
     REDIS_URL: SecretStr | None = None
     LOG_LEVEL: str = "INFO"
+    # Serving and logs: the server `isp-gateway serve` runs, the access log, the log format.
+    SERVER: Literal["granian", "uvicorn"] = "granian"
+    ACCESS_LOG: bool = True
+    LOG_FORMAT: Literal["text", "json"] = "text"
 
     @field_validator(
         "ACTIVE_TICKET_STATES",

@@ -229,6 +229,10 @@ def children(pid: int) -> list[int]:
     return [int(p) for p in path.read_text().split()]
 
 
+def cmdline(pid: int) -> bytes:
+    return Path(f"/proc/{pid}/cmdline").read_bytes()
+
+
 def gone(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -285,7 +289,9 @@ def test_demo_runs_and_stops_cleanly(
         assert shell.returncode == 0, shell.stderr
         assert json.loads(shell.stdout)["action"] == "client_found", shell.stdout
 
-    (simulator_pid,) = children(proc.pid)
+    # The simulator, and under granian the server's worker process.
+    started = children(proc.pid)
+    (simulator_pid,) = [pid for pid in started if b"simulator" in cmdline(pid)]
     if interrupt == "process":
         proc.send_signal(signal.SIGINT)  # `kill -INT <demo>`: the demo stops its simulator
     else:
@@ -294,9 +300,10 @@ def test_demo_runs_and_stops_cleanly(
     assert proc.returncode in (0, 130)
     assert "Traceback" not in err, err
     deadline = time.monotonic() + 10
-    while not gone(simulator_pid) and time.monotonic() < deadline:
+    while not all(map(gone, started)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert gone(simulator_pid)
+    assert all(map(gone, started))
 
 
 def test_demo_on_a_taken_port_stops_before_printing_credentials(tmp_path: Path) -> None:
