@@ -7,6 +7,7 @@ settings, sets up logging and calls `create_app`. Nothing is built in the parent
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
@@ -32,13 +33,15 @@ class WorkerApp:
     (the demo's generated secrets); they travel to the worker in the process pipe."""
 
     overrides: dict[str, Any] = field(default_factory=dict)
+    # The app factory, `module:function` taking the settings (a test adds probe routes).
+    factory: str = "isp_gateway.app:create_app"
     # Trust X-Forwarded-For / -Proto from these addresses (uvicorn's FORWARDED_ALLOW_IPS).
     proxy_headers: bool = False
     forwarded_allow_ips: str = "127.0.0.1"
 
     def __call__(self) -> Any:
-        from isp_gateway.app import create_app
-
+        module, _, name = self.factory.partition(":")
+        create_app = getattr(importlib.import_module(module), name)
         try:
             settings = load_settings(**self.overrides)
         except ConfigurationError as exc:
@@ -61,10 +64,12 @@ def run(
     workers: int = 1,
     proxy_headers: bool = False,
     overrides: dict[str, Any] | None = None,
+    factory: str = WorkerApp.factory,
 ) -> None:
     """Serve until SIGINT/SIGTERM; the lifespan starts and stops in every worker."""
     worker_app = WorkerApp(
         overrides=overrides or {},
+        factory=factory,
         proxy_headers=proxy_headers,
         forwarded_allow_ips=os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1"),
     )
