@@ -27,6 +27,9 @@ _GRANIAN_LOGS: dict[str, Any] = {
 }
 
 
+WORKERS_KILL_SECONDS = 20
+
+
 @dataclass(frozen=True)
 class WorkerApp:
     """Builds the app in a worker process. `overrides` are settings beyond the environment
@@ -98,6 +101,9 @@ def _run_granian(
         # Like uvicorn's supervisor with several workers: a worker that dies is replaced.
         # One process exits instead, so a broken start-up is seen, not retried forever.
         respawn_failed_workers=workers > 1,
+        # A stop signal that reaches a worker still starting up is lost, and granian would
+        # wait for it forever; past this many seconds the worker is killed.
+        workers_kill_timeout=WORKERS_KILL_SECONDS,
     )
     # Granian's dictConfig replaced the handlers; put ours back for the parent's lines.
     configure_logging(settings.LOG_LEVEL, settings.LOG_FORMAT)
