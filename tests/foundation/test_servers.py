@@ -4,6 +4,7 @@ app with the probe routes in its own process as `serve` runs it: request bodies,
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -172,3 +173,22 @@ def test_lifespan_and_graceful_stop(password_hash: str, server: str) -> None:
     # ...and at shutdown: the access log's last batch is written there.
     assert "GET /_probe/slow 200" in output, output
     assert "Traceback" not in output
+
+
+def test_json_error_line_carries_the_request_id(password_hash: str) -> None:
+    handle = start_served(password_hash, "granian", LOG_FORMAT="json")
+    try:
+        response = httpx.get(
+            f"{handle.url}/api/v1/_probe/crash",
+            headers={**handle.auth, "X-Request-ID": "crash-json-1"},
+        )
+        assert response.status_code == 500
+    finally:
+        output = handle.stop()
+    lines = [json.loads(line) for line in output.splitlines()]
+    (error,) = [line for line in lines if line["level"] == "ERROR"]
+    assert error["logger"] == "isp_gateway"
+    assert error["request_id"] == "crash-json-1"
+    assert "RuntimeError: boom" in error["exception"]  # the traceback stays in the log
+    access = [line for line in lines if line["logger"] == "isp_gateway.access"]
+    assert any(line["request_id"] == "crash-json-1" and line["status"] == 500 for line in access)
