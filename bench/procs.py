@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -40,9 +41,15 @@ def wait_until(url: str, headers: dict[str, str] | None = None, timeout: float =
 
 @contextlib.contextmanager
 def process(
-    args: list[str], env: dict[str, str], output: IO[bytes] | int | None = None
+    args: list[str],
+    env: dict[str, str],
+    output: IO[bytes] | int | None = None,
+    *,
+    drop: frozenset[str] = frozenset(),
+    cwd: str | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(args, env={**os.environ, **env}, stdout=output, stderr=output)
+    inherited = {k: v for k, v in os.environ.items() if k not in drop}
+    proc = subprocess.Popen(args, env={**inherited, **env}, stdout=output, stderr=output, cwd=cwd)
     try:
         yield proc
     finally:
@@ -118,9 +125,16 @@ def gateway(
 ) -> Iterator[Served]:
     """`isp-gateway serve` exactly as a user starts it; its logs go to `log` (a file, as
     under a process supervisor) so the access log is really written."""
+    from isp_gateway.settings import Settings
+
     port = free_port()
     args = [sys.executable, "-m", "isp_gateway", "serve", "--port", str(port), *serve_args]
-    with process(args, {**gateway_env(upstream), **env}, log) as proc:
+    # The shipped defaults: no setting from the caller's shell, and no `.env` (another cwd).
+    settings_names = frozenset(Settings.model_fields)
+    with (
+        tempfile.TemporaryDirectory() as cwd,
+        process(args, {**gateway_env(upstream), **env}, log, drop=settings_names, cwd=cwd) as proc,
+    ):
         url = f"http://127.0.0.1:{port}"
         wait_until(f"{url}/health")
         yield Served(url, proc.pid)
