@@ -1,23 +1,44 @@
 """`make bench` / `python -m bench`: the gateway's performance figures, with baselines.
 
-(a) by-document lookups, 32 connections for 10 s (wrk), gateway vs a bare Starlette app
-    serving a same-sized body from memory, both under uvicorn with the same settings, with
-    the upstream calls the gateway made during the run (read from the simulator);
-(b) search latency over 50,000 clients, single- and multi-token queries;
-(c) time and peak memory to load and index 50,000 clients, beside the upstream's own time;
-(d) accounts: the pending-invoice list (20,000 invoices) loaded beside the upstream's own
-    time, and the account answer's p50/p99 in-process once warm;
-(e) a bot's "no internet" conversation on warm caches (find by phone, verify, account,
-    diagnose, open a ticket) with the upstream calls of each step.
-(f) the cost of metrics: workload (a) with METRICS_ENABLED on and off, alternating.
+(a)  by-document lookups, 32 connections for 10 s a run (wrk): the gateway exactly as
+     `isp-gateway serve` ships, beside a bare Starlette app on uvicorn and on the same
+     server, alternating; the upstream calls made while measured; the server time of an
+     unknown route, a bad token and a malformed JSON body;
+(a2) `serve --workers 2` on a throwaway Redis, the same lookups;
+(b)  search latency over 50,000 clients, single- and multi-token queries;
+(c)  time and peak memory to load and index 50,000 clients, beside the upstream's own time;
+(d)  accounts: the pending-invoice list (20,000 invoices) loaded beside the upstream's own
+     time, and the account answer's p50/p99 in-process once warm;
+(e)  a bot's "no internet" conversation on warm caches (find by phone, verify, account,
+     diagnose, open a ticket) with the upstream calls of each step;
+(f)  the cost of metrics: workload (a) with METRICS_ENABLED on and off, alternating.
+
+A new part: a module in bench/ with a `run(ns)` function, added to PARTS below.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 
 from bench import accounts, conversation, indexing, lookups, metrics
+
+PARTS: dict[str, Callable[[argparse.Namespace], None]] = {
+    "lookups": lambda ns: lookups.run(
+        clients=ns.clients, duration=ns.duration, connections=ns.connections, rounds=ns.rounds
+    ),
+    "workers": lambda ns: lookups.run_workers(
+        clients=ns.clients, duration=ns.duration, connections=ns.connections
+    ),
+    "search": lambda ns: indexing.run_search(clients=ns.index_clients),
+    "load": lambda ns: indexing.run_load(clients=ns.index_clients),
+    "accounts": lambda ns: accounts.run(clients=ns.index_clients),
+    "conversation": lambda ns: conversation.run(),
+    "metrics": lambda ns: metrics.run(
+        clients=ns.clients, duration=ns.duration, connections=ns.connections, rounds=ns.rounds
+    ),
+}
 
 
 def main() -> int:
@@ -26,36 +47,16 @@ def main() -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--only",
-        choices=["lookups", "search", "load", "accounts", "conversation", "metrics"],
-        default=None,
-    )
+    parser.add_argument("--only", choices=list(PARTS), action="append", default=None)
     parser.add_argument("--duration", type=int, default=10, help="seconds per wrk run")
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3, help="alternating wrk runs for (a)")
     parser.add_argument("--clients", type=int, default=20_000, help="clients for (a)")
     parser.add_argument("--index-clients", type=int, default=50_000, help="clients for (b)/(c)")
     ns = parser.parse_args()
-    if ns.only in (None, "lookups"):
-        lookups.run(
-            clients=ns.clients,
-            duration=ns.duration,
-            connections=ns.connections,
-            rounds=ns.rounds,
-        )
-    if ns.only in (None, "search"):
-        indexing.run_search(clients=ns.index_clients)
-    if ns.only in (None, "load"):
-        indexing.run_load(clients=ns.index_clients)
-    if ns.only in (None, "accounts"):
-        accounts.run(clients=ns.index_clients)
-    if ns.only in (None, "conversation"):
-        conversation.run()
-    if ns.only in (None, "metrics"):
-        metrics.run(
-            clients=ns.clients, duration=ns.duration, connections=ns.connections, rounds=ns.rounds
-        )
+    for name, part in PARTS.items():
+        if ns.only is None or name in ns.only:
+            part(ns)
     return 0
 
 

@@ -70,11 +70,11 @@ def run(*, clients: int = 5_000) -> None:
         customer = _customer(upstream)
         service_id = customer["id_servicio"]
         token = httpx.post(
-            f"{gw}/api/v1/auth/token",
+            f"{gw.url}/api/v1/auth/token",
             data={"username": procs.USERNAME, "password": procs.PASSWORD},
         ).json()["access_token"]
         auth = {"Authorization": f"Bearer {token}"}
-        with httpx.Client(base_url=gw, headers=auth, timeout=60) as bot:
+        with httpx.Client(base_url=gw.url, headers=auth, timeout=60) as bot:
             # Warm-up, as a running service is: every cache loads once (the list endpoint
             # waits for the client list; a diagnose of another customer loads the rest).
             bot.get("/api/v1/clients/").raise_for_status()

@@ -1,24 +1,36 @@
-"""(a) by-document lookups under load: the gateway beside a bare app, measured by wrk."""
+"""(a) by-document lookups under load, measured by wrk: the gateway as `isp-gateway serve`
+ships (no setting changed but the upstream and the secrets: access log on, INFO, the
+default server) beside a bare Starlette app under uvicorn and under the same server; then
+`serve --workers 2` on a throwaway Redis; then the server time of three kinds of bad input.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import httpx
 
 from bench import procs
 
 _LATENCY = re.compile(r"^\s+(50|75|90|99)%\s+([\d.]+)(us|ms|s)\s*$", re.MULTILINE)
+_MEAN = re.compile(r"^\s+Latency\s+([\d.]+)(us|ms|s)", re.MULTILINE)
 _RPS = re.compile(r"^Requests/sec:\s+([\d.]+)", re.MULTILINE)
 _NON2XX = re.compile(r"Non-2xx or 3xx responses:\s+(\d+)")
+_SOCKET_ERRORS = re.compile(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)")
+_REQUESTS = re.compile(r"^\s+(\d+) requests in", re.MULTILINE)
 _UNIT = {"us": 0.001, "ms": 1.0, "s": 1000.0}
+
+SERVER = "granian"  # the shipped default of SERVER (settings.py)
 
 
 @dataclass
@@ -27,6 +39,10 @@ class WrkResult:
     p50_ms: float
     p99_ms: float
     non_2xx: int
+    errors: int = 0
+    mean_ms: float = 0.0
+    requests: int = 0
+    cpu_us: float = 0.0  # the server's CPU time per request: steady on a busy machine
 
 
 def _lua(documents: list[str], token: str) -> str:
@@ -42,24 +58,47 @@ end
 """
 
 
-def wrk(url: str, script: str, duration: int, connections: int) -> WrkResult:
+def _lua_one(method: str, path: str, headers: dict[str, str], body: str | None = None) -> str:
+    lines = [f"wrk.method = {json.dumps(method)}", f"wrk.path = {json.dumps(path)}"]
+    lines += [f"wrk.headers[{json.dumps(k)}] = {json.dumps(v)}" for k, v in headers.items()]
+    if body is not None:
+        lines.append(f"wrk.body = {json.dumps(body)}")
+    return "\n".join(lines) + "\n"
+
+
+def wrk(
+    target: procs.Served, script: str, duration: int, connections: int, threads: int = 2
+) -> WrkResult:
+    cpu_before = target.cpu_seconds()
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as handle:
         handle.write(script)
     out = subprocess.run(
-        ["wrk", "-t2", f"-c{connections}", f"-d{duration}s", "--latency", "-s", handle.name, url],
+        [
+            *("wrk", f"-t{min(threads, connections)}", f"-c{connections}", f"-d{duration}s"),
+            *("--latency", "-s", handle.name, target.url),
+        ],
         check=True,
         capture_output=True,
         text=True,
     ).stdout
+    cpu = target.cpu_seconds() - cpu_before
     Path(handle.name).unlink()
     lat = {p: float(v) * _UNIT[u] for p, v, u in _LATENCY.findall(out)}
     rps = _RPS.search(out)
     non2xx = _NON2XX.search(out)
+    errors = _SOCKET_ERRORS.search(out)
+    mean = _MEAN.search(out)
+    count = _REQUESTS.search(out)
+    requests = int(count.group(1)) if count else 0
     return WrkResult(
         float(rps.group(1)) if rps else 0.0,
         lat.get("50", 0.0),
         lat.get("99", 0.0),
         int(non2xx.group(1)) if non2xx else 0,
+        sum(int(n) for n in errors.groups()) if errors else 0,
+        float(mean.group(1)) * _UNIT[mean.group(2)] if mean else 0.0,
+        requests,
+        cpu / requests * 1e6 if requests else 0.0,
     )
 
 
@@ -87,13 +126,64 @@ def _median(results: list[WrkResult]) -> WrkResult:
         mid([r.p50_ms for r in results]),
         mid([r.p99_ms for r in results]),
         sum(r.non_2xx for r in results),
+        sum(r.errors for r in results),
+        mid([r.mean_ms for r in results]),
+        sum(r.requests for r in results),
+        mid([r.cpu_us for r in results]),
     )
 
 
-def print_table(rows: list[tuple[str, WrkResult]]) -> None:
-    print(f"    {'':22}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'non-2xx':>10}")
-    for name, r in rows:
-        print(f"    {name:22}{r.rps:>10.0f}{r.p50_ms:>10.2f}{r.p99_ms:>10.2f}{r.non_2xx:>10}")
+def _token(gw: procs.Served) -> str:
+    form = {"username": procs.USERNAME, "password": procs.PASSWORD}
+    token: str = httpx.post(f"{gw.url}/api/v1/auth/token", data=form).json()["access_token"]
+    return token
+
+
+def _warm(gw: procs.Served, token: str, document: str, connections: int = 1) -> bytes:
+    """The list endpoint waits for the full load: after it the index is warm. With several
+    workers, fresh connections land on each of them."""
+    auth = {"Authorization": f"Bearer {token}"}
+    for _ in range(connections):
+        with httpx.Client(headers=auth, timeout=120) as client:
+            client.get(f"{gw.url}/api/v1/clients/").raise_for_status()
+    sample = httpx.get(f"{gw.url}/api/v1/clients/by-document/{document}", headers=auth)
+    sample.raise_for_status()
+    return sample.content
+
+
+def _upstream_calls(upstream: str) -> int:
+    return int(httpx.get(f"{upstream}/_sim/stats").json().get("total", 0))
+
+
+def _access_lines(log: Path) -> int:
+    with log.open("rb") as handle:
+        return sum(1 for line in handle if b"isp_gateway.access" in line)
+
+
+@contextlib.contextmanager
+def _log_file() -> Iterator[tuple[Path, IO[bytes]]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "gateway.log"
+        with path.open("wb") as handle:
+            yield path, handle
+
+
+def _row(name: str, r: WrkResult) -> str:
+    return (
+        f"    {name:34}{r.rps:>9.0f}{r.p50_ms:>9.2f}{r.p99_ms:>9.2f}"
+        f"{r.non_2xx:>9}{r.errors:>8}{r.cpu_us:>12.0f}"
+    )
+
+
+def _header() -> str:
+    return (
+        f"    {'':34}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'non-2xx':>9}{'errors':>8}"
+        f"{'CPU us/req':>12}"
+    )
+
+
+def _check(label: str, ok: bool) -> str:
+    return f"{label}: {'OK' if ok else 'MISSED'}"
 
 
 def run(*, clients: int, duration: int, connections: int, rounds: int = 3) -> None:
@@ -101,46 +191,144 @@ def run(*, clients: int, duration: int, connections: int, rounds: int = 3) -> No
         print("(a) skipped: wrk is not installed (Debian/Ubuntu: apt-get install wrk)")
         return
     print(
-        f"(a) by-document lookups: {connections} connections, {duration} s a run, "
-        f"{rounds} rounds alternating gateway and bare app (medians), "
+        f"(a) by-document lookups: {connections} connections, {duration} s a run, {rounds} "
+        "rounds alternating the three (medians), 2,000 documents, "
         f"{clients:,} clients upstream"
     )
-    with procs.simulator(clients) as upstream, procs.gateway(upstream) as gw:
-        documents = _documents(upstream, 2000)
-        token = httpx.post(
-            f"{gw}/api/v1/auth/token",
-            data={"username": procs.USERNAME, "password": procs.PASSWORD},
-        ).json()["access_token"]
-        auth = {"Authorization": f"Bearer {token}"}
-        # The list endpoint waits for the full load: after it the index is warm.
-        httpx.get(f"{gw}/api/v1/clients/", headers=auth, timeout=120).raise_for_status()
-        sample = httpx.get(f"{gw}/api/v1/clients/by-document/{documents[0]}", headers=auth)
-        sample.raise_for_status()
-        script = _lua(documents, token)
-        with tempfile.NamedTemporaryFile("wb", suffix=".json", delete=False) as body:
-            body.write(sample.content)
-        with procs.bare(body.name) as base:
-            wrk(gw, script, 2, connections)  # warm-up
-            wrk(base, script, 2, connections)
-            httpx.post(f"{upstream}/_sim/reset-stats").raise_for_status()
-            gateway_runs: list[WrkResult] = []
-            bare_runs: list[WrkResult] = []
-            for _ in range(rounds):
-                gateway_runs.append(wrk(gw, script, duration, connections))
-                bare_runs.append(wrk(base, script, duration, connections))
-            stats = httpx.get(f"{upstream}/_sim/stats").json()
-            upstream_calls = int(stats.get("total", 0))
-        Path(body.name).unlink()
-    gateway_result, bare_result = _median(gateway_runs), _median(bare_runs)
-
-    print(f"    body size {len(sample.content)} bytes (same body for the bare app)")
-    print_table([("gateway", gateway_result), ("bare Starlette", bare_result)])
     print(
-        "    per round req/s, gateway: "
-        + ", ".join(f"{r.rps:.0f}" for r in gateway_runs)
-        + "; bare: "
-        + ", ".join(f"{r.rps:.0f}" for r in bare_runs)
+        f"    gateway = `isp-gateway serve` as shipped (SERVER={SERVER}, 1 process, INFO, "
+        "access log on, written to a file); bare = Starlette returning the same body"
     )
-    ratio = gateway_result.rps / bare_result.rps if bare_result.rps else 0.0
-    print(f"    ratio gateway/bare: {ratio:.2f}x (target >= 0.60x)")
-    print(f"    upstream calls during the measured runs: {upstream_calls} (target 0)")
+    with procs.simulator(clients) as upstream, _log_file() as (log_path, log):
+        documents = _documents(upstream, 2000)
+        with procs.gateway(upstream, log=log) as gw:
+            token = _token(gw)
+            body = _warm(gw, token, documents[0])
+            script = _lua(documents, token)
+            with tempfile.NamedTemporaryFile("wb", suffix=".json", delete=False) as handle:
+                handle.write(body)
+            try:
+                with (
+                    procs.bare(handle.name, "uvicorn") as bare_uv,
+                    procs.bare(handle.name, SERVER) as bare_srv,
+                ):
+                    targets = {
+                        "gateway (serve, shipped default)": gw,
+                        "bare Starlette, uvicorn": bare_uv,
+                        f"bare Starlette, {SERVER}": bare_srv,
+                    }
+                    for target in targets.values():
+                        wrk(target, script, 2, connections)  # warm-up
+                    httpx.post(f"{upstream}/_sim/reset-stats").raise_for_status()
+                    lines_before = _access_lines(log_path)
+                    runs: dict[str, list[WrkResult]] = {name: [] for name in targets}
+                    for _ in range(rounds):
+                        for name, target in targets.items():
+                            runs[name].append(wrk(target, script, duration, connections))
+                    upstream_calls = _upstream_calls(upstream)
+                    logged = _access_lines(log_path) - lines_before
+            finally:
+                Path(handle.name).unlink()
+            bad_input = _bad_input(gw, token, documents[0], connections)
+    results = {name: _median(r) for name, r in runs.items()}
+    gw_r, uv_r, srv_r = results.values()
+    print(f"    body size {len(body)} bytes")
+    print(_header())
+    for name, r in results.items():
+        print(_row(name, r))
+    for name, r_list in runs.items():
+        print(f"    per round req/s, {name}: " + ", ".join(f"{r.rps:.0f}" for r in r_list))
+    to_uv = gw_r.rps / uv_r.rps if uv_r.rps else 0.0
+    to_srv = gw_r.rps / srv_r.rps if srv_r.rps else 0.0
+    served = sum(r.rps for r in runs[next(iter(runs))]) * duration
+    clean = all(r.non_2xx == 0 and r.errors == 0 for r in results.values())
+    print(
+        f"    ratio gateway / bare on uvicorn: {to_uv:.2f}x "
+        f"({_check('target >= 1.2x', to_uv >= 1.2)})"
+    )
+    print(
+        f"    ratio gateway / bare on {SERVER}: {to_srv:.2f}x "
+        f"({_check('target >= 0.9x', to_srv >= 0.9)})"
+    )
+    print(f"    gateway p99 {gw_r.p99_ms:.2f} ms ({_check('target < 10 ms', gw_r.p99_ms < 10)})")
+    print(
+        f"    upstream calls while measured: {upstream_calls} "
+        f"({_check('target 0', upstream_calls == 0)})"
+    )
+    print(f"    non-2xx or socket errors, all runs: {_check('target none', clean)}")
+    print(
+        f"    access-log lines the gateway wrote while measured: {logged:,} "
+        f"(~{served:,.0f} requests)"
+    )
+    print(
+        f"  bad input on the gateway, {connections} connections, 3 s each "
+        "(server time = the server's CPU time / requests answered):"
+    )
+    for line in bad_input:
+        print(line)
+
+
+def _bad_input(gw: procs.Served, token: str, document: str, connections: int) -> list[str]:
+    cases = [
+        ("unknown route", "GET", "/api/v1/no-such-route", {}, None),
+        (
+            "bad token",
+            "GET",
+            f"/api/v1/clients/by-document/{document}",
+            {"Authorization": "Bearer not-a-valid-token"},
+            None,
+        ),
+        (
+            "malformed JSON body",
+            "POST",
+            "/api/v1/clients/resolve",
+            {"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+            '{"document": "123',
+        ),
+    ]
+    lines = []
+    for name, method, path, headers, body in cases:
+        status = httpx.request(method, f"{gw.url}{path}", headers=headers, content=body).status_code
+        r = wrk(gw, _lua_one(method, path, headers, body), 3, connections)
+        lines.append(
+            f"    {name:20} {status}  {r.cpu_us / 1000:.3f} ms of server CPU a request "
+            f"({r.rps:.0f} req/s, p50 {r.p50_ms:.2f} ms; "
+            f"{_check('target < 1 ms', r.cpu_us < 1000)})"
+        )
+    return lines
+
+
+def run_workers(*, clients: int, duration: int, connections: int, workers: int = 2) -> None:
+    if shutil.which("wrk") is None or shutil.which("redis-server") is None:
+        print("(a2) skipped: needs wrk and redis-server")
+        return
+    print(
+        f"(a2) `serve --workers {workers}` on a throwaway Redis, same lookups, "
+        f"{connections} connections, {duration} s (on 2 cores: nothing breaks, not scaling)"
+    )
+    with (
+        procs.simulator(clients) as upstream,
+        procs.redis_server() as redis_url,
+        _log_file() as (_, log),
+        procs.gateway(
+            upstream,
+            "--workers",
+            str(workers),
+            log=log,
+            REDIS_URL=redis_url,
+        ) as gw,
+    ):
+        documents = _documents(upstream, 2000)
+        token = _token(gw)
+        _warm(gw, token, documents[0], connections=4 * workers)
+        script = _lua(documents, token)
+        wrk(gw, script, 3, connections)  # warm-up: each worker verifies the token once
+        httpx.post(f"{upstream}/_sim/reset-stats").raise_for_status()
+        result = wrk(gw, script, duration, connections)
+        upstream_calls = _upstream_calls(upstream)
+    print(_header())
+    print(_row(f"gateway, {workers} workers, Redis", result))
+    print(
+        f"    upstream calls while measured: {upstream_calls}; non-2xx {result.non_2xx}, "
+        f"socket errors {result.errors}"
+    )

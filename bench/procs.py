@@ -7,10 +7,12 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 
@@ -38,8 +40,16 @@ def wait_until(url: str, headers: dict[str, str] | None = None, timeout: float =
 
 
 @contextlib.contextmanager
-def process(args: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(args, env={**os.environ, **env})
+def process(
+    args: list[str],
+    env: dict[str, str],
+    output: IO[bytes] | int | None = None,
+    *,
+    drop: frozenset[str] = frozenset(),
+    cwd: str | None = None,
+) -> Iterator[subprocess.Popen[bytes]]:
+    inherited = {k: v for k, v in os.environ.items() if k not in drop}
+    proc = subprocess.Popen(args, env={**inherited, **env}, stdout=output, stderr=output, cwd=cwd)
     try:
         yield proc
     finally:
@@ -48,6 +58,31 @@ def process(args: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[b
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@dataclass(frozen=True)
+class Served:
+    """A server under test: its URL, and its process for reading the CPU it spends."""
+
+    url: str
+    pid: int
+
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) of the process and its live descendants (workers)."""
+        total = 0.0
+        pending = [self.pid]
+        while pending:
+            pid = pending.pop()
+            with contextlib.suppress(OSError):
+                stat = Path(f"/proc/{pid}/stat").read_text()
+                fields = stat[stat.rindex(")") + 2 :].split()
+                total += (int(fields[11]) + int(fields[12])) / _TICKS
+                for task in Path(f"/proc/{pid}/task").iterdir():
+                    pending += [int(c) for c in (task / "children").read_text().split()]
+        return total
+
+
+_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @contextlib.contextmanager
@@ -72,6 +107,7 @@ def simulator(clients: int, **extra: Any) -> Iterator[str]:
 
 
 def gateway_env(upstream: str) -> dict[str, str]:
+    """The upstream and the secrets; every other setting keeps its shipped default."""
     from isp_gateway.auth.passwords import hash_password
 
     return {
@@ -80,51 +116,65 @@ def gateway_env(upstream: str) -> dict[str, str]:
         "JWT_SECRET_KEY": JWT_SECRET,
         "API_USERNAME": USERNAME,
         "API_PASSWORD_HASH": hash_password(PASSWORD),
-        "LOG_LEVEL": "WARNING",
     }
 
 
 @contextlib.contextmanager
-def gateway_process(upstream: str, **env: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """`isp-gateway serve` (one process) with extra settings: its URL and the process."""
+def gateway(
+    upstream: str, *serve_args: str, log: IO[bytes] | None = None, **env: str
+) -> Iterator[Served]:
+    """`isp-gateway serve` exactly as a user starts it; its logs go to `log` (a file, as
+    under a process supervisor) so the access log is really written."""
+    from isp_gateway.settings import Settings
+
     port = free_port()
-    args = [sys.executable, "-m", "isp_gateway", "serve", "--port", str(port)]
-    with process(args, {**gateway_env(upstream), **env}) as proc:
+    args = [sys.executable, "-m", "isp_gateway", "serve", "--port", str(port), *serve_args]
+    # The shipped defaults: no setting from the caller's shell, and no `.env` (another cwd).
+    settings_names = frozenset(Settings.model_fields)
+    with (
+        tempfile.TemporaryDirectory() as cwd,
+        process(args, {**gateway_env(upstream), **env}, log, drop=settings_names, cwd=cwd) as proc,
+    ):
         url = f"http://127.0.0.1:{port}"
         wait_until(f"{url}/health")
-        yield url, proc
+        yield Served(url, proc.pid)
 
 
 @contextlib.contextmanager
-def gateway(upstream: str, **env: str) -> Iterator[str]:
-    with gateway_process(upstream, **env) as (url, _):
-        yield url
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time a process has used so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-@contextlib.contextmanager
-def bare(body_file: str) -> Iterator[str]:
+def bare(body_file: str, server: str = "uvicorn") -> Iterator[Served]:
+    """The bare Starlette app under uvicorn or granian, one worker, the server's default
+    event loop (uvloop when installed), its access log off."""
     port = free_port()
-    # The same server settings as `isp-gateway serve`: one uvicorn worker, uvloop and
-    # httptools when installed, access log off.
-    args = [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        "bench.bare:create_app",
-        "--factory",
-        "--port",
-        str(port),
-        "--log-level",
-        "warning",
-        "--no-access-log",
-    ]
-    with process(args, {"BENCH_BODY_FILE": body_file}):
+    if server == "granian":
+        args = [
+            *(sys.executable, "-m", "granian", "--interface", "asgi", "--factory"),
+            *("--port", str(port), "--log-level", "warning", "--no-access-log"),
+            "bench.bare:create_app",
+        ]
+    else:
+        args = [
+            *(sys.executable, "-m", "uvicorn", "bench.bare:create_app", "--factory"),
+            *("--port", str(port), "--log-level", "warning", "--no-access-log"),
+        ]
+    with process(args, {"BENCH_BODY_FILE": body_file}) as proc:
         url = f"http://127.0.0.1:{port}"
         wait_until(f"{url}/api/v1/clients/by-document/1")
-        yield url
+        yield Served(url, proc.pid)
+
+
+@contextlib.contextmanager
+def redis_server() -> Iterator[str]:
+    """A throwaway Redis on a free port, nothing saved: never the machine's own."""
+    port = free_port()
+    args = ["redis-server", "--port", str(port), "--bind", "127.0.0.1"]
+    args += ["--save", "", "--appendonly", "no"]
+    with process(args, {}, subprocess.DEVNULL):
+        deadline = time.monotonic() + 30
+        while True:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError("redis-server did not come up")
+            time.sleep(0.1)
+        yield f"redis://127.0.0.1:{port}/0"

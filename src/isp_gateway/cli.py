@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import logging
 import os
 import secrets
 import signal
@@ -19,13 +18,10 @@ EXIT_CONFIG = 2
 DEMO_PORT = 8000
 
 
-def _configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    # httpx logs every request URL at INFO; ours are enough.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+def _configure_logging(level: str, fmt: str = "text") -> None:
+    from isp_gateway.logs import configure_logging
+
+    configure_logging(level, fmt)
 
 
 def _load_settings_or_exit(**overrides: Any) -> Any:
@@ -62,53 +58,26 @@ def _check_redis_or_exit(url: str) -> None:
 
 
 def cmd_serve(ns: argparse.Namespace) -> int:
-    import uvicorn
-
-    from isp_gateway.app import create_app
+    from isp_gateway import serving
     from isp_gateway.observability import workers as metrics_workers
 
     settings = _load_settings_or_exit()
-    _configure_logging(settings.LOG_LEVEL)
+    _configure_logging(settings.LOG_LEVEL, settings.LOG_FORMAT)
     if settings.REDIS_URL is not None:
         _check_redis_or_exit(settings.REDIS_URL.get_secret_value())
+    # Each worker builds its own app from the environment; with several workers,
+    # REDIS_URL makes locks, caches and throttles shared.
     metrics_workers.prepare_metrics_dir(settings, ns.workers)  # before any worker starts
-    if ns.workers > 1:
-        # Each worker builds its own app from the environment; with several workers,
-        # REDIS_URL makes locks, caches and throttles shared.
-        if settings.REDIS_URL is None:
-            logging.getLogger("isp_gateway").warning(
-                "several workers without REDIS_URL: zone caps, idempotency and throttles "
-                "are per worker"
-            )
-        uvicorn.run(
-            "isp_gateway.cli:app_from_env",
-            factory=True,
-            host=ns.host,
-            port=ns.port,
-            workers=ns.workers,
-            proxy_headers=ns.proxy_headers,
-            log_level=settings.LOG_LEVEL.lower(),
-            access_log=False,
-        )
-    else:
-        uvicorn.run(
-            create_app(settings),
-            host=ns.host,
-            port=ns.port,
-            proxy_headers=ns.proxy_headers,
-            log_level=settings.LOG_LEVEL.lower(),
-            access_log=False,
-        )
+    serving.log_worker_warning(settings, ns.workers)
+    serving.run(settings, ns.host, ns.port, workers=ns.workers, proxy_headers=ns.proxy_headers)
     return 0
 
 
 def app_from_env() -> Any:
     """uvicorn factory for multi-worker serving: each worker reads the environment."""
-    from isp_gateway.app import create_app
+    from isp_gateway.serving import WorkerApp
 
-    settings = _load_settings_or_exit()
-    _configure_logging(settings.LOG_LEVEL)
-    return create_app(settings)
+    return WorkerApp()()
 
 
 def cmd_check_config(ns: argparse.Namespace) -> int:
@@ -198,9 +167,7 @@ def _wait_http(url: str, headers: dict[str, str], deadline: float) -> Any:
 
 
 def cmd_demo(ns: argparse.Namespace) -> int:
-    import uvicorn
-
-    from isp_gateway.app import create_app
+    from isp_gateway import serving
     from isp_gateway.auth.passwords import hash_password
 
     port = ns.port if ns.port is not None else DEMO_PORT
@@ -245,14 +212,17 @@ def cmd_demo(ns: argparse.Namespace) -> int:
         )
         document = page["results"][0]["cedula"] if page.get("results") else "12345678"
         username, password = "demo", secrets.token_urlsafe(12)
-        settings = _load_settings_or_exit(
-            UPSTREAM_NET_KEY=api_key,
-            UPSTREAM_NET_HOST=upstream,
-            JWT_SECRET_KEY=secrets.token_urlsafe(48),
-            API_USERNAME=username,
-            API_PASSWORD_HASH=hash_password(password),
-        )
-        _configure_logging("WARNING")
+        overrides = {
+            "UPSTREAM_NET_KEY": api_key,
+            "UPSTREAM_NET_HOST": upstream,
+            "JWT_SECRET_KEY": secrets.token_urlsafe(48),
+            "API_USERNAME": username,
+            "API_PASSWORD_HASH": hash_password(password),
+            # The terminal shows the instructions, not a line per request.
+            "LOG_LEVEL": "WARNING",
+        }
+        settings = _load_settings_or_exit(**overrides)
+        _configure_logging(settings.LOG_LEVEL, settings.LOG_FORMAT)
         base = f"http://{ns.host}:{port}"
         token_cmd = (
             f"TOKEN=$(curl -s -X POST {base}/api/v1/auth/token "
@@ -283,9 +253,7 @@ def cmd_demo(ns: argparse.Namespace) -> int:
             ),
             flush=True,
         )
-        uvicorn.run(
-            create_app(settings), host=ns.host, port=port, log_level="warning", access_log=False
-        )
+        serving.run(settings, ns.host, port, overrides=overrides)
     finally:
         sim.send_signal(signal.SIGINT)
         try:

@@ -16,16 +16,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from isp_gateway.auth.tokens import InvalidToken, verify_token
 from isp_gateway.envelope import envelope
+from isp_gateway.logs import AccessLog, mask_path, request_id_var
 
 if TYPE_CHECKING:
     from isp_gateway.runtime import Runtime
 
-access_log = logging.getLogger("isp_gateway.access")
 error_log = logging.getLogger("isp_gateway")
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-# Documents and phones travel in lookup paths; the access log shows them masked.
-_PERSONAL_PATH = re.compile(r"/(by-document|by-phone)/[^/]+")
 
 
 async def send_json(
@@ -60,10 +58,12 @@ async def send_error_envelope(
 
 class RequestContextMiddleware:
     """Gives every request an id (kept from `X-Request-ID` when sane), echoes it, and logs
-    one access line. Query strings are not logged: they can hold documents and phones."""
+    one access line. Query strings are not logged: they can hold documents and phones.
+    `access_log=None` (ACCESS_LOG=false) turns the access line off."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, *, access_log: AccessLog | None = None) -> None:
         self.app = app
+        self.access_log = access_log
         # Request ids need to be unique, not secret: a per-app random prefix and a counter
         # cost far less than a uuid4 (an urandom call) on every request.
         self._id_prefix = uuid.uuid4().hex[:12] + "-"
@@ -71,7 +71,10 @@ class RequestContextMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
+            if scope["type"] == "lifespan" and self.access_log is not None:
+                await self.app(scope, receive, self._flush_at_shutdown(send))
+            else:
+                await self.app(scope, receive, send)
             return
         request_id = ""
         for name, value in scope["headers"]:
@@ -82,6 +85,7 @@ class RequestContextMiddleware:
         if not request_id:
             request_id = f"{self._id_prefix}{next(self._ids):x}"
         scope.setdefault("state", {})["request_id"] = request_id
+        request_id_var.set(request_id)
         started = time.perf_counter()
         status_holder: dict[str, int] = {"status": 500}
 
@@ -96,15 +100,27 @@ class RequestContextMiddleware:
         try:
             await self.app(scope, receive, send_wrapper)
         finally:
-            if access_log.isEnabledFor(logging.INFO):
-                access_log.info(
-                    "%s %s %d %.1fms id=%s",
+            access = self.access_log
+            if access is not None and access.enabled():
+                access.add(
                     scope["method"],
-                    _PERSONAL_PATH.sub(r"/\1/***", scope["path"]),
+                    scope["path"],
                     status_holder["status"],
                     (time.perf_counter() - started) * 1000,
                     request_id,
                 )
+
+    def _flush_at_shutdown(self, send: Send) -> Send:
+        """The lines still waiting are written before the server is told shutdown is done."""
+        access = self.access_log
+        assert access is not None
+
+        async def send_wrapper(message: Message) -> None:
+            if message["type"].startswith("lifespan.shutdown."):
+                access.flush()
+            await send(message)
+
+        return send_wrapper
 
 
 class UnhandledErrorMiddleware:
@@ -136,7 +152,7 @@ class UnhandledErrorMiddleware:
             error_log.exception(
                 "unhandled error on %s %s id=%s",
                 scope["method"],
-                _PERSONAL_PATH.sub(r"/\1/***", scope["path"]),
+                mask_path(scope["path"]),
                 request_id,
             )
             await send_error_envelope(send, 500, "error", "Internal server error")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -119,6 +119,10 @@ class Settings(BaseSettings):
     MAX_BODY_BYTES: int = Field(default=65536, ge=1024)
     # Operating endpoints (BEYOND.md): GET /metrics and the request metrics; off = no route.
     METRICS_ENABLED: bool = True
+    # Serving and logs: the server `isp-gateway serve` runs, the access log, the log format.
+    SERVER: Literal["granian", "uvicorn"] = "granian"
+    ACCESS_LOG: bool = True
+    LOG_FORMAT: Literal["text", "json"] = "text"
 
     @field_validator(
         "ACTIVE_TICKET_STATES",

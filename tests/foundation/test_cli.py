@@ -59,8 +59,13 @@ def spawned() -> Iterator[list[subprocess.Popen[str]]]:
     yield procs
     for proc in procs:
         if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
+            # SIGINT first: a SIGKILLed granian parent leaves its worker running.
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.communicate(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate(timeout=10)
 
 
 # -- check-config ---------------------------------------------------------------------------
@@ -157,13 +162,17 @@ def wait_for(url: str, deadline: float = 30.0, **kw: Any) -> httpx.Response:
     raise AssertionError(f"{url} never answered")
 
 
+@pytest.mark.parametrize("server", [None, "granian", "uvicorn"])
 def test_serve_answers_health_and_stops_on_sigint(
-    tmp_path: Path, password_hash: str, spawned: list[subprocess.Popen[str]]
+    tmp_path: Path, password_hash: str, spawned: list[subprocess.Popen[str]], server: str | None
 ) -> None:
     port = free_port()
+    env = base_env(**required_env(password_hash))
+    if server is not None:  # None: the default, granian
+        env["SERVER"] = server
     proc = subprocess.Popen(
         [sys.executable, "-m", "isp_gateway", "serve", "--port", str(port)],
-        env=base_env(**required_env(password_hash)),
+        env=env,
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -179,6 +188,8 @@ def test_serve_answers_health_and_stops_on_sigint(
     assert "Traceback" not in err
     for secret in (API_KEY, JWT_SECRET, password_hash):
         assert secret not in out + err
+    assert "isp-gateway started" in err  # the lifespan ran
+    assert ("granian" in err) == (server != "uvicorn")
 
 
 # -- demo ----------------------------------------------------------------------------------------
@@ -227,6 +238,10 @@ def start_demo(
 def children(pid: int) -> list[int]:
     path = Path(f"/proc/{pid}/task/{pid}/children")
     return [int(p) for p in path.read_text().split()]
+
+
+def cmdline(pid: int) -> bytes:
+    return Path(f"/proc/{pid}/cmdline").read_bytes()
 
 
 def gone(pid: int) -> bool:
@@ -285,7 +300,9 @@ def test_demo_runs_and_stops_cleanly(
         assert shell.returncode == 0, shell.stderr
         assert json.loads(shell.stdout)["action"] == "client_found", shell.stdout
 
-    (simulator_pid,) = children(proc.pid)
+    # The simulator, and under granian the server's worker process.
+    started = children(proc.pid)
+    (simulator_pid,) = [pid for pid in started if b"simulator" in cmdline(pid)]
     if interrupt == "process":
         proc.send_signal(signal.SIGINT)  # `kill -INT <demo>`: the demo stops its simulator
     else:
@@ -294,9 +311,10 @@ def test_demo_runs_and_stops_cleanly(
     assert proc.returncode in (0, 130)
     assert "Traceback" not in err, err
     deadline = time.monotonic() + 10
-    while not gone(simulator_pid) and time.monotonic() < deadline:
+    while not all(map(gone, started)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert gone(simulator_pid)
+    assert all(map(gone, started))
 
 
 def test_demo_on_a_taken_port_stops_before_printing_credentials(tmp_path: Path) -> None:

@@ -1,0 +1,180 @@
+"""Logging: the text or JSON line format, and the access log written in small batches.
+
+The access log is on by default, so it must be cheap: a request only appends a tuple to a
+list; the lines are formatted and written a batch at a time, in one record and one write.
+The batch is handed to `logging` as a single record whose message is an `AccessBatch`, so
+handlers, levels and test capture keep working; our formatters render one line per entry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import sys
+import time
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from typing import Any
+
+dumps = json.dumps
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+ACCESS_LOGGER = "isp_gateway.access"
+
+# The id of the request being served, for log lines written while it is handled.
+request_id_var: ContextVar[str | None] = ContextVar("request_id", default=None)
+
+# Documents and phones travel in lookup paths; logs show them masked. The segment is
+# matched by lookbehind so the replacement is a plain literal (a group reference in it
+# costs a template expansion per line).
+_PERSONAL_SEGMENT = re.compile(r"(?:(?<=/by-document/)|(?<=/by-phone/))[^/]+")
+
+
+def mask_path(path: str) -> str:
+    return _PERSONAL_SEGMENT.sub("***", path) if "/by-" in path else path
+
+
+# One request: (time, method, raw path, status, duration ms, request id). A plain tuple:
+# it is built on every request, and a NamedTuple's constructor costs ten times more.
+AccessEntry = tuple[float, str, str, int, float, str]
+
+
+def access_message(entry: AccessEntry) -> str:
+    _, method, path, status, duration_ms, request_id = entry
+    return f"{method} {mask_path(path)} {status} {duration_ms:.1f}ms id={request_id}"
+
+
+class AccessBatch:
+    """The message of one access-log record: several requests, one line each."""
+
+    __slots__ = ("entries",)
+
+    def __init__(self, entries: list[AccessEntry]) -> None:
+        self.entries = entries
+
+    def __str__(self) -> str:  # what a foreign formatter shows
+        return "\n".join([access_message(entry) for entry in self.entries])
+
+
+class _SecondCache:
+    """Formatting a timestamp costs more than the rest of a line; it changes once a second."""
+
+    def __init__(self, render: Any) -> None:
+        self._render = render
+        self._second = -1
+        self._text = ""
+
+    def __call__(self, created: float) -> str:
+        second = int(created)
+        if second != self._second:
+            self._second, self._text = second, self._render(second)
+        return self._text
+
+
+class TextFormatter(logging.Formatter):
+    """The default format, unchanged: `time LEVEL logger: message`."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+        self._seconds = _SecondCache(
+            lambda s: time.strftime(self.default_time_format, self.converter(s))
+        )
+
+    def format(self, record: logging.LogRecord) -> str:
+        if isinstance(record.msg, AccessBatch):
+            seconds, prefix = self._seconds, f" {record.levelname} {record.name}: "
+            return "\n".join(
+                [
+                    f"{seconds(t)},{int(t % 1 * 1000):03d}{prefix}{method} {mask_path(path)} "
+                    f"{status} {ms:.1f}ms id={rid}"
+                    for t, method, path, status, ms, rid in record.msg.entries
+                ]
+            )
+        return super().format(record)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time (UTC), level, logger, message, request id, and for
+    access lines method, masked path, status and duration."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._seconds = _SecondCache(
+            lambda s: datetime.fromtimestamp(s, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        )
+
+    def _time(self, created: float) -> str:
+        return f"{self._seconds(created)}.{int(created % 1 * 1000):03d}Z"
+
+    def format(self, record: logging.LogRecord) -> str:
+        if isinstance(record.msg, AccessBatch):
+            # Written by hand: a dict through json.dumps costs several times more. The
+            # request id needs no escaping (the middleware keeps only [A-Za-z0-9._-]).
+            head = f'"level":"{record.levelname}","logger":"{record.name}"'
+            lines = []
+            for entry in record.msg.entries:
+                t, method, path, status, ms, rid = entry
+                lines.append(
+                    f'{{"time":"{self._time(t)}",{head},"message":{dumps(access_message(entry))},'
+                    f'"request_id":"{rid}","method":{dumps(method)},'
+                    f'"path":{dumps(mask_path(path))},"status":{status},"duration_ms":{ms:.2f}}}'
+                )
+            return "\n".join(lines)
+
+        line: dict[str, Any] = {
+            "time": self._time(record.created),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+            "request_id": getattr(record, "request_id", None) or request_id_var.get(),
+        }
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line)
+
+
+def configure_logging(level: str, fmt: str = "text") -> None:
+    """The root handler on stderr in the chosen format; called in every server process."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+    # httpx logs every request URL at INFO; ours are enough.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+class AccessLog:
+    """Collects one entry per request and logs them in batches: when `max_batch` are
+    waiting, `interval` seconds after the first of a batch, and at shutdown.
+
+    A batch stays small: with several workers on one stderr pipe, a write up to PIPE_BUF
+    (4 KiB, about 32 text lines) is atomic, so their lines do not interleave."""
+
+    def __init__(self, max_batch: int = 32, interval: float = 0.25) -> None:
+        self.logger = logging.getLogger(ACCESS_LOGGER)
+        self.max_batch = max_batch
+        self.interval = interval
+        self._entries: list[AccessEntry] = []
+        self._timer: asyncio.TimerHandle | None = None
+
+    def enabled(self) -> bool:
+        return self.logger.isEnabledFor(logging.INFO)  # cached by `logging`
+
+    def add(self, method: str, path: str, status: int, duration_ms: float, request_id: str) -> None:
+        entries = self._entries
+        entries.append((time.time(), method, path, status, duration_ms, request_id))
+        if len(entries) >= self.max_batch:
+            self.flush()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self.interval, self.flush)
+
+    def flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        entries, self._entries = self._entries, []
+        if entries:
+            record = self.logger.makeRecord(
+                self.logger.name, logging.INFO, __file__, 0, AccessBatch(entries), (), None
+            )
+            self.logger.handle(record)
