@@ -33,6 +33,7 @@ from isp_gateway.tickets.router import router as tickets_router
 from isp_gateway.tickets.service import TicketService
 from isp_gateway.upstream.budget import RateBudget
 from isp_gateway.upstream.gateway import UpstreamGateway, build_http_client
+from isp_gateway.upstream.planner import RefreshPlanner
 
 log = logging.getLogger("isp_gateway")
 
@@ -73,7 +74,10 @@ def create_app(settings: Settings) -> FastAPI:
             http = build_http_client(settings)
             stack.push_async_callback(http.aclose)
             budget = RateBudget(
-                store, settings.UPSTREAM_RATE_PER_MINUTE, settings.UPSTREAM_RATE_PER_HOUR
+                store,
+                settings.UPSTREAM_RATE_PER_MINUTE,
+                settings.UPSTREAM_RATE_PER_HOUR,
+                reserve=settings.UPSTREAM_INTERACTIVE_RESERVE,
             )
             runtime = Runtime(
                 settings=settings,
@@ -83,6 +87,7 @@ def create_app(settings: Settings) -> FastAPI:
                 login_throttle=FailureThrottle(
                     store, "login", settings.LOGIN_MAX_FAILURES, settings.LOGIN_LOCKOUT_SECONDS
                 ),
+                planner=RefreshPlanner(budget),
             )
             runtime.plans = PlanService(runtime)
             runtime.clients = ClientService(runtime)
@@ -91,6 +96,9 @@ def create_app(settings: Settings) -> FastAPI:
             for service in (runtime.plans, runtime.clients, runtime.tickets, runtime.pings):
                 await service.start()
                 stack.push_async_callback(service.aclose)
+            planner = runtime.planner
+            if planner is not None:
+                planner.log_plan("start-up")
             app.state.runtime = runtime
             log.info("isp-gateway started; upstream %s", settings.UPSTREAM_NET_HOST)
             yield {}

@@ -32,6 +32,8 @@ from typing import Any, Generic, TypeVar
 
 from isp_gateway.errors import UpstreamError
 from isp_gateway.store import Store
+from isp_gateway.upstream.gateway import counting_calls
+from isp_gateway.upstream.planner import DEFAULT_REFRESH_RATIO, RefreshPlanner
 
 log = logging.getLogger("isp_gateway.cache")
 
@@ -80,10 +82,12 @@ class CachedResource(Generic[D]):
         *,
         ttl: float,
         stale_ttl: float,
-        refresh_ratio: float = 0.8,
+        refresh_ratio: float = DEFAULT_REFRESH_RATIO,
         patch: Callable[[D, Any], D] | None = None,
+        planner: RefreshPlanner | None = None,
     ) -> None:
         self._store = store
+        self.name = key
         self._key = f"cache:{key}"
         self._stamp_key = f"cache:{key}:at"
         self._log_key = f"cache:{key}:patches"
@@ -91,14 +95,42 @@ class CachedResource(Generic[D]):
         self._derive = derive
         # `patch(derived, item)` applies one logged item to a derived structure (see update).
         self._patch = patch
-        self.ttl = ttl
+        self._ttl = ttl
         self.stale_ttl = stale_ttl
-        self.refresh_after = ttl * refresh_ratio
+        self._refresh_ratio = refresh_ratio
+        # With a planner, `ttl` is a lower bound and the lifetime follows from the list's
+        # measured size and the upstream budget (see upstream/planner.py).
+        self._planner = planner
+        if planner is not None:
+            planner.register(key, ttl, refresh_ratio=refresh_ratio)
         self._local: _Local[D] | None = None
         self._inflight: asyncio.Task[tuple[float, Any]] | None = None
         self._background: asyncio.Task[None] | None = None
         self.loads = 0  # upstream loads made by this process, for tests and metrics
         self.derives = 0  # full builds of the derived structure in this process
+
+    @property
+    def ttl(self) -> float:
+        """Served as fresh up to this age; past it, `stale=True`."""
+        return self._ttl if self._planner is None else self._planner.lifetime(self.name)
+
+    @property
+    def refresh_after(self) -> float:
+        """A refresh starts at this age."""
+        if self._planner is None:
+            return self._ttl * self._refresh_ratio
+        return self._planner.refresh_every(self.name)
+
+    def _measured(self, pages: Any) -> None:
+        if self._planner is not None and isinstance(pages, int):
+            self._planner.measured(self.name, pages)
+
+    def _lock_timeout(self) -> float:
+        """How long a load may hold the store's lock: a large list paced by the budget
+        takes minutes, and another worker must not start a second load meanwhile."""
+        if self._planner is None:
+            return 120.0
+        return 120.0 + 2 * self._planner.plan()[self.name].fastest_load
 
     # -- this process's view ---------------------------------------------------------
 
@@ -154,6 +186,8 @@ class CachedResource(Generic[D]):
         entry = await self._store.get(self._key)
         if not isinstance(entry, dict) or "loaded_at" not in entry:
             return None
+        # A worker that adopts a list another one loaded learns its size too.
+        self._measured(entry.get("pages"))
         return float(entry["loaded_at"]), entry["value"]
 
     async def _read_stamp(self) -> Stamp | None:
@@ -189,7 +223,7 @@ class CachedResource(Generic[D]):
 
     async def _load(self, background: bool) -> tuple[float, Any]:
         requested_at = time.time()
-        async with self._store.lock(f"lock:{self._key}", timeout=120):
+        async with self._store.lock(f"lock:{self._key}", timeout=self._lock_timeout()):
             # Another worker may have loaded it while we waited for the lock.
             entry = await self._entry()
             if entry is not None and entry[0] >= requested_at:
@@ -197,8 +231,12 @@ class CachedResource(Generic[D]):
             # Updates logged up to here were written upstream before this fetch starts,
             # so the fetched list includes them; later ones may be missing from it.
             since = await self._read_stamp() or (None, 0)
-            value = await self._loader(background)
+            # A whole-list load is background work whoever waits for it: with a planner it
+            # spends only the background share and never an interactive caller's unit.
+            with counting_calls() as calls:
+                value = await self._loader(background or self._planner is not None)
             self.loads += 1
+            self._measured(calls.count)
             loaded_at = time.time()
             # Derive (build the index) off the event loop and before publishing, so no
             # request ever builds it inline after a refresh.
@@ -207,7 +245,8 @@ class CachedResource(Generic[D]):
             async with self._patch_lock():
                 carried = self._carry(await self._store.get(self._log_key), since)
                 new_log = {"base": loaded_at, "items": carried}
-                await self._store.set(self._key, {"loaded_at": loaded_at, "value": value}, ttl=ttl)
+                stored = {"loaded_at": loaded_at, "value": value, "pages": calls.count}
+                await self._store.set(self._key, stored, ttl=ttl)
                 await self._store.set(self._log_key, new_log, ttl=ttl)
                 await self._store.set(
                     self._stamp_key, {"at": loaded_at, "rev": len(carried)}, ttl=ttl

@@ -81,6 +81,7 @@ class PlanService:
             _index,
             ttl=self._ttl,
             stale_ttl=self._stale_ttl,
+            planner=runtime.planner,
         )
         self._details: dict[tuple[int, str], CachedResource[PlanDetail | None]] = {}
         self._job: asyncio.Task[None] | None = None
