@@ -288,12 +288,13 @@ class ClientIndex:
         self._active_json = None
         self._found_bodies.clear()
 
-    def replace(self, client: Client, plan_id: int | None = None, **extra: Any) -> None:
+    def replace(self, record: ClientRecord) -> None:
         """Patch one record in place (after an update, or a new client found upstream).
         Keys of the record besides the client (`plan_id` and any other) are kept."""
+        client = record["client"]
         service_id = client["service_id"]
         position = self._position(service_id)
-        rest = {"plan_id": plan_id, **extra}
+        rest = {k: v for k, v in record.items() if k != "client"}
         if position is None:
             position = self._count
             self._count += 1
@@ -303,11 +304,6 @@ class ClientIndex:
         self._patched[position] = (_dump(client), _dump(rest))
         self._add(position, client)
         self._changed()
-
-    def replace_record(self, record: ClientRecord) -> None:
-        """`replace` with a whole record (whatever keys it has)."""
-        extra = {k: v for k, v in record.items() if k not in ("client", "plan_id")}
-        self.replace(record["client"], record.get("plan_id"), **extra)
 
     # -- lookups ---------------------------------------------------------------------
 

@@ -172,7 +172,7 @@ class ClientService:
     @staticmethod
     def _patch(index: ClientIndex, record: ClientRecord) -> ClientIndex:
         """Apply one logged record (an update, or a new customer) to the index in place."""
-        index.replace_record(record)
+        index.replace(record)
         return index
 
     async def _remember(self, record: ClientRecord) -> None:
