@@ -4,7 +4,9 @@
     serving a same-sized body from memory, both under uvicorn with the same settings, with
     the upstream calls the gateway made during the run (read from the simulator);
 (b) search latency over 50,000 clients, single- and multi-token queries;
-(c) time and peak memory to load and index 50,000 clients, beside the upstream's own time.
+(c) time and peak memory to load and index 50,000 clients, beside the upstream's own time;
+(d) accounts: the pending-invoice list (20,000 invoices) loaded beside the upstream's own
+    time, and the account answer's p50/p99 in-process once warm.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench import indexing, lookups
+from bench import accounts, indexing, lookups
 
 
 def main() -> int:
@@ -21,7 +23,7 @@ def main() -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--only", choices=["lookups", "search", "load"], default=None)
+    parser.add_argument("--only", choices=["lookups", "search", "load", "accounts"], default=None)
     parser.add_argument("--duration", type=int, default=10, help="seconds per wrk run")
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3, help="alternating wrk runs for (a)")
@@ -39,6 +41,8 @@ def main() -> int:
         indexing.run_search(clients=ns.index_clients)
     if ns.only in (None, "load"):
         indexing.run_load(clients=ns.index_clients)
+    if ns.only in (None, "accounts"):
+        accounts.run(clients=ns.index_clients)
     return 0
 
 

@@ -10,6 +10,8 @@ from typing import Any
 from fastapi import FastAPI
 
 from isp_gateway import system
+from isp_gateway.accounts.router import router as accounts_router
+from isp_gateway.accounts.service import AccountService
 from isp_gateway.auth.router import router as auth_router
 from isp_gateway.clients.fastpath import LookupFastPath
 from isp_gateway.clients.router import router as clients_router
@@ -51,6 +53,7 @@ TAGS = [
     {"name": "tickets", "description": "Support tickets with a per-zone cap."},
     {"name": "network", "description": "Remote ping diagnostics of a customer's antenna."},
     {"name": "internet-plans", "description": "The ISP's internet plans."},
+    {"name": "accounts", "description": "What a customer owes and how to pay (beyond the spec)."},
 ]
 
 
@@ -96,6 +99,9 @@ def create_app(settings: Settings) -> FastAPI:
             for service in (runtime.plans, runtime.clients, runtime.tickets, runtime.pings):
                 await service.start()
                 stack.push_async_callback(service.aclose)
+            runtime.accounts = AccountService(settings, store, runtime.gateway, runtime.clients)
+            await runtime.accounts.start()
+            stack.push_async_callback(runtime.accounts.aclose)
             planner = runtime.planner
             if planner is not None:
                 planner.log_plan("start-up")
@@ -118,6 +124,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(tickets_router)
     app.include_router(network_router)
     app.include_router(plans_router)
+    app.include_router(accounts_router)
 
     # Added last = outermost. The order: request id and access log, the service rate
     # limit, the lookup fast path (which serves only origin-less bot calls, so it may sit

@@ -16,6 +16,7 @@ from isp_gateway.upstream.gateway import UpstreamGateway
 from isp_gateway.upstream.planner import RefreshPlanner
 
 if TYPE_CHECKING:
+    from isp_gateway.accounts.service import AccountService
     from isp_gateway.clients.service import ClientService
     from isp_gateway.network.service import PingService
     from isp_gateway.plans.service import PlanService
@@ -37,6 +38,7 @@ class Runtime:
     clients: ClientService = field(init=False)
     tickets: TicketService = field(init=False)
     pings: PingService = field(init=False)
+    accounts: AccountService = field(init=False)
 
 
 async def get_runtime(request: Request) -> Runtime:

@@ -92,6 +92,11 @@ class Settings(BaseSettings):
     PLAN_CACHE_SECONDS: int = Field(default=900, ge=1)
     STALE_IF_ERROR_SECONDS: int = Field(default=3600, ge=0)
     NEGATIVE_CACHE_SECONDS: int = Field(default=60, ge=0)
+    # Accounts (BEYOND.md): a cached suspended/cancelled state older than this is confirmed
+    # with a fresh read; pending-invoice list and payment-method lifetimes.
+    STATE_FRESH_SECONDS: int = Field(default=120, ge=0)
+    INVOICE_CACHE_SECONDS: int = Field(default=300, ge=1)
+    PAYMENT_METHODS_CACHE_SECONDS: int = Field(default=3600, ge=1)
 
     # Network diagnostics
     PING_TASK_TTL_SECONDS: int = Field(default=3600, ge=60)

@@ -48,6 +48,7 @@ def test_list_returns_only_active_clients_fully_mapped(pair: tuple[Simulator, Ga
         "internet_plan_name": "PLAN 10MB",
         "internet_plan_price": 40000.0,
         "technician_id": 11,
+        "service_state": "active",  # beyond the spec (BEYOND.md), added to every answer
     }
     assert not any(secret in response.text for secret in SECRETS)
     assert calls(sim) == 0  # served from the warm cache

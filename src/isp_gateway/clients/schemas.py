@@ -26,6 +26,10 @@ class ClientResponse(BaseModel):
     internet_plan_name: str | None = None
     internet_plan_price: float | None = None
     technician_id: int | None = None
+    service_state: str | None = Field(
+        default=None,
+        description="Beyond the spec: active, suspended, cancelled, free or unknown (`estado`)",
+    )
 
 
 class VerifyRequest(RequestModel):

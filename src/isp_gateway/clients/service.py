@@ -12,6 +12,7 @@ import asyncio
 import gc
 import logging
 import re
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -86,6 +87,12 @@ def unable_to_fetch() -> ServiceError:
 class Found:
     client: Client
     stale: bool = False
+    # Set when the client was read from the upstream just now (a miss of the cached list).
+    record: ClientRecord | None = None
+
+
+# States a customer must not be told from an old copy (BEYOND.md "Service state").
+CONFIRMED_STATES = frozenset({"suspended", "cancelled"})
 
 
 @dataclass(frozen=True)
@@ -242,7 +249,7 @@ class ClientService:
             task = asyncio.create_task(self._remember(record))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-        return Found(record["client"])
+        return Found(record["client"], record=record)
 
     async def _query(self, kind: str, value: str) -> list[ClientRecord]:
         """One upstream query per (kind, value) however many lookups wait for it."""
@@ -341,6 +348,52 @@ class ClientService:
             return (await self.by_service_id(service_id)).client
         except NotFound:
             return None
+
+    # -- whole records, for other features (accounts, diagnose) ---------------------
+
+    async def find_record(self, service_id: int) -> tuple[ClientRecord, float | None, bool]:
+        """(record, load time of the cached copy it came from or None when it was read from
+        the upstream just now, stale). NotFound for an unknown client; upstream failures
+        raise (never a false "not found")."""
+        snapshot = await self.cache.peek()
+        if snapshot is not None:
+            record = snapshot.value.record(service_id)
+            if record is not None:
+                return record, snapshot.loaded_at, snapshot.stale
+        found = await self.by_service_id(service_id)
+        if found.record is not None:
+            return found.record, None, False
+        # Another lookup patched it into the index meanwhile.
+        snapshot = await self.cache.peek()
+        record = None if snapshot is None else snapshot.value.record(service_id)
+        if record is None:
+            raise client_not_found()
+        return record, snapshot.loaded_at if snapshot else None, False
+
+    async def confirmed_record(self, service_id: int) -> tuple[ClientRecord, bool]:
+        """The record and its stale flag, with a `suspended`/`cancelled` state confirmed by
+        a fresh read of this one client when the cached copy is older than
+        STATE_FRESH_SECONDS: someone who paid minutes ago must not hear they are cut off.
+        The fresh row patches the cached list; a confirmation is trusted for
+        STATE_FRESH_SECONDS (shared by workers), so a suspended customer asking again costs
+        no further upstream call. An upstream failure raises: never a guess."""
+        record, loaded_at, stale = await self.find_record(service_id)
+        if record["client"]["service_state"] not in CONFIRMED_STATES or loaded_at is None:
+            return record, stale
+        window = self.settings.STATE_FRESH_SECONDS
+        if time.time() - loaded_at < window:
+            return record, stale
+        confirmed_key = f"clients:confirmed:{service_id}"
+        if window > 0 and await self.runtime.store.get(confirmed_key) is not None:
+            return record, stale
+        rows = await self._query("service_id", str(service_id))
+        fresh = next((r for r in rows if r["client"]["service_id"] == service_id), None)
+        if fresh is None:
+            raise client_not_found()
+        await self._remember(fresh)
+        if window > 0:
+            await self.runtime.store.set(confirmed_key, True, ttl=window)
+        return fresh, False
 
     # -- verify and resolve ----------------------------------------------------------
 

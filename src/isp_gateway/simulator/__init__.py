@@ -11,7 +11,8 @@ Control endpoints (no Api-Key; never touched by faults):
 - ``GET|PUT /_sim/faults``: partial JSON update of ``Faults`` (``latency`` [min, max],
   ``error_rate``, ``hang_rate``, ``hang_seconds``, ``force_403``, ``garbage``,
   ``rate_limit_per_minute``, ``force_429``, ``retry_after``, ``method``, ``path_prefix``,
-  ``scopes`` {fault: {method, path_prefix}}); ``{"reset": true}`` restores the defaults.
+  ``scopes`` {fault: {method, path_prefix, min_offset}}); ``{"reset": true}`` restores the
+  defaults.
 - ``GET|PUT /_sim/variants``: partial update of ``Variants``; ``{"reset": true}`` too.
 - ``GET|PUT /_sim/ping-outcome``: ``{"service_id": 101 or null for all, "kind": "none" or null
   to clear, "duration": seconds in PROCESS}``.

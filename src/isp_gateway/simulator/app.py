@@ -116,15 +116,23 @@ def _page_links(
     return next_url, previous
 
 
-def _paginated(request: Request, sim: SimulatorState, rows: list[Any]) -> Response:
+def _paginated(
+    request: Request,
+    sim: SimulatorState,
+    rows: list[Any],
+    render: Callable[[Any], Any] | None = None,
+) -> Response:
+    """One page of `rows`; `render` (when given) turns each row of the page into its
+    served shape, so a long list is not rendered whole for every page."""
     limit, offset = _page_params(request, sim)
     next_url, previous = _page_links(request, len(rows), limit, offset)
+    page = rows[offset : offset + limit]
     return _json(
         {
             "count": len(rows),
             "next": next_url,
             "previous": previous,
-            "results": rows[offset : offset + limit],
+            "results": page if render is None else [render(row) for row in page],
         }
     )
 
@@ -237,6 +245,21 @@ async def create_ticket(sim: SimulatorState, request: Request, _: str) -> Respon
     return _json(sim.render_ticket(ticket), 201)
 
 
+async def list_invoices(sim: SimulatorState, request: Request, _: str) -> Response:
+    return _paginated(request, sim, sim.filter_invoices(request.query_params), sim.render_invoice)
+
+
+async def get_invoice(sim: SimulatorState, request: Request, ident: str) -> Response:
+    invoice = sim.get_invoice(int(ident))
+    if invoice is None:
+        return _json(NOT_FOUND, 404)
+    return _json(sim.render_invoice(invoice, detail=True))
+
+
+async def list_payment_methods(sim: SimulatorState, request: Request, _: str) -> Response:
+    return _paginated(request, sim, sim.dataset.payment_methods)
+
+
 @dataclass(frozen=True)
 class ApiRoute:
     pattern: re.Pattern[str]
@@ -271,6 +294,9 @@ API_ROUTES = (
     ),
     _route(r"/api/tickets/", "/api/tickets/", {"GET": list_tickets, "POST": create_ticket}),
     _route(r"/api/tickets/(\d+)/", "/api/tickets/{id}/", {"GET": get_ticket}),
+    _route(r"/api/facturas/", "/api/facturas/", {"GET": list_invoices}),
+    _route(r"/api/facturas/(\d+)/", "/api/facturas/{id}/", {"GET": get_invoice}),
+    _route(r"/api/formas-de-pago/", "/api/formas-de-pago/", {"GET": list_payment_methods}),
 )
 
 

@@ -17,7 +17,15 @@ Data file format (every section optional except ``clients``)::
                                        # "servicio" a nested object or a bare service id;
                                        # optional "respuestas" (a list or one object)
       "staff": [ {"id": 11, "nombre": "Carlos Ruiz"}, ... ],
-      "zones": [ {"id": 1, "nombre": "Norte"}, ... ]
+      "zones": [ {"id": 1, "nombre": "Norte"}, ... ],
+      "invoices": [ {"id_factura": 5001, "cliente": {"usuario": "juan-perez@isp",
+                     "nombre": "JUAN PEREZ"}, "total": "40000.00" or 40000,
+                     "fecha_emision": "2026-03-01", "fecha_vencimiento": "2026-03-16",
+                     "estado": 1}, ... ],
+                                       # estado a number 1-5 or its label; total served as
+                                       # given (a number or a decimal string)
+      "payment_methods": [ {"id": 7, "nombre": "efectivo"}, ... ]
+                                       # missing: the default four; [] for none
     }
 
 Missing sections: ``plans`` and ``tickets`` default to empty; ``staff`` and ``zones`` are derived
@@ -29,10 +37,17 @@ prefixes and several numbers per field, addresses with VDA/ B/ V/ VEREDA BARRIO 
 5-15 zones (each zone one router), ~10 technicians, twelve plans of the three types. The two
 zones with the lowest ids start at or above 3 active (state 1) tickets, the others below it,
 so the gateway's default zone cap of 3 has both a blocked and a free zone to show.
+
+Invoices (generated from their own seeded stream, dated relative to today): clients whose
+bills are `Vencidas` owe two or three overdue invoices, `Pendiente de Pago` one not yet due,
+`Pagadas` have one paid invoice; the first suspended client with overdue bills owes fourteen
+(more than a default page of ten). Every client row also holds the private fields a real one
+does (four passwords, `coordenadas`, `mac_cpe`), which the gateway must never pass on.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import random
 import string
@@ -47,6 +62,20 @@ Row = dict[str, Any]
 TICKET_STATES = {1: "Nuevo", 2: "En Progreso", 3: "Resuelto", 4: "Cerrado"}
 TICKET_PRIORITIES = {1: "Baja", 2: "Normal", 3: "Alta", 4: "Muy Alta"}
 CLIENT_STATES = {1: "Activo", 2: "Suspendido", 3: "Cancelado", 4: "Gratis"}
+# The detail route's labels; the list filters and serves the numbers.
+INVOICE_STATES = {
+    1: "Pendiente de Pago",
+    2: "Pagada",
+    3: "Cancelada",
+    4: "En revisión",
+    5: "Se Transfirio",
+}
+DEFAULT_PAYMENT_METHODS: list[dict[str, Any]] = [
+    {"id": 7, "nombre": "efectivo"},
+    {"id": 8, "nombre": "Transferencia Bancolombia"},
+    {"id": 9, "nombre": "Nequi"},
+    {"id": 12, "nombre": "PSE"},
+]
 DEPARTMENTS = ["Soporte Técnico", "Facturación", "Instalaciones", "Ventas"]
 
 _FIRST_MALE = [
@@ -145,6 +174,9 @@ class Dataset:
     staff: list[Row]
     zones: list[Row]
     routers: list[Row] = field(default_factory=list)
+    # Internal invoice records: the upstream row with estado as an int 1-5.
+    invoices: list[Row] = field(default_factory=list)
+    payment_methods: list[Row] = field(default_factory=lambda: list(DEFAULT_PAYMENT_METHODS))
 
 
 def load_subjects() -> dict[int, list[str]]:
@@ -322,7 +354,70 @@ def build_dataset(clients: int = 200, seed: int = 1, *, tickets: int = 300) -> D
         )
     dataset = Dataset(rows, plans, [], staff, zones, routers)
     dataset.tickets = _build_tickets(rng, dataset, tickets)
+    # A stream of their own, so adding these left every earlier field as it was.
+    extra = random.Random(seed * 1_000_003 + 17)
+    _add_private_fields(extra, rows)
+    dataset.invoices = _build_invoices(extra, rows)
     return dataset
+
+
+def _add_private_fields(rng: random.Random, rows: list[Row]) -> None:
+    for row in rows:
+        # Twelve URL-safe characters from 72 random bits (cheaper than choices per row).
+        row["password_router_wifi"] = base64.urlsafe_b64encode(rng.randbytes(9)).decode()
+        row["password_ssid_router_wifi"] = base64.urlsafe_b64encode(rng.randbytes(9)).decode()
+        row["coordenadas"] = f"{rng.uniform(3.5, 7.5):.6f},{rng.uniform(-76.5, -72.5):.6f}"
+
+
+def _build_invoices(rng: random.Random, rows: list[Row]) -> list[Row]:
+    today = date.today()
+    first = today.replace(day=1)
+    # (issued, due) as served, for monthly bills 1-14 months back and recent ones 1-10 days.
+    monthly = {n: _dates(_months_before(first, n)) for n in range(1, 15)}
+    recent = {n: _dates(today - timedelta(days=n)) for n in range(1, 11)}
+    invoices: list[Row] = []
+    many_given = False
+
+    def add(client: Row, total: str, dates: tuple[str, str], estado: int) -> None:
+        number = 5001 + len(invoices)
+        invoices.append(
+            {
+                "id_factura": number,
+                "cliente": {"usuario": client["usuario"], "nombre": client["nombre"]},
+                # About a third of the totals are JSON numbers, the rest decimal strings.
+                "total": float(total) if number % 3 == 0 else total,
+                "fecha_emision": dates[0],
+                "fecha_vencimiento": dates[1],
+                "estado": estado,
+            }
+        )
+
+    for client in rows:
+        total = str(client.get("precio_plan") or "")
+        if total in ("", "0.00"):
+            total = "35000.00"
+        facturas = client.get("estado_facturas")
+        if facturas == "Vencidas":
+            count = rng.randint(2, 3)
+            if not many_given and client.get("estado") == "Suspendido":
+                count, many_given = 14, True
+            # Monthly bills, the newest issued a month ago: all past due.
+            for months_back in range(count, 0, -1):
+                add(client, total, monthly[months_back], 1)
+        elif facturas == "Pendiente de Pago":
+            add(client, total, recent[rng.randint(1, 10)], 1)
+        else:
+            add(client, total, monthly[1], 2)
+    return invoices
+
+
+def _dates(issued: date) -> tuple[str, str]:
+    return issued.isoformat(), (issued + timedelta(days=15)).isoformat()
+
+
+def _months_before(first_of_month: date, months: int) -> date:
+    index = first_of_month.year * 12 + first_of_month.month - 1 - months
+    return date(index // 12, index % 12 + 1, 1)
 
 
 def service_ref(client: Row) -> Row:
@@ -482,7 +577,13 @@ def _load_dataset(path: Path | str) -> Dataset:
         answers = ticket.get("respuestas") or []
         ticket["respuestas"] = [answers] if isinstance(answers, dict) else list(answers)
         tickets.append(ticket)
-    return Dataset(clients, plans, tickets, list(staff), list(zones))
+    invoices: list[Row] = []
+    for row in _rows_with_int_id(raw, "invoices", "id_factura"):
+        invoices.append({**row, "estado": _state_number(row.get("estado", 1), INVOICE_STATES)})
+    dataset = Dataset(clients, plans, tickets, list(staff), list(zones), invoices=invoices)
+    if raw.get("payment_methods") is not None:
+        dataset.payment_methods = _rows_with_int_id(raw, "payment_methods", "id")
+    return dataset
 
 
 def dump_dataset(dataset: Dataset, path: Path | str) -> None:
@@ -493,5 +594,7 @@ def dump_dataset(dataset: Dataset, path: Path | str) -> None:
         "tickets": dataset.tickets,
         "staff": dataset.staff,
         "zones": dataset.zones,
+        "invoices": dataset.invoices,
+        "payment_methods": dataset.payment_methods,
     }
     Path(path).write_text(json.dumps(document, ensure_ascii=False, indent=1), "utf-8")

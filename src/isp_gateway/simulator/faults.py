@@ -43,13 +43,17 @@ _GARBAGE_BODIES = (
 
 @dataclass
 class Scope:
-    """Restricts a fault to one HTTP method and/or a path prefix."""
+    """Restricts a fault to one HTTP method, a path prefix and/or pages from an offset on
+    (``min_offset``: a list read that fails on a later page only)."""
 
     method: str | None = None
     path_prefix: str | None = None
+    min_offset: int | None = None
 
-    def matches(self, method: str, path: str) -> bool:
+    def matches(self, method: str, path: str, offset: int = 0) -> bool:
         if self.method is not None and self.method.upper() != method:
+            return False
+        if self.min_offset is not None and offset < self.min_offset:
             return False
         return self.path_prefix is None or path.startswith(self.path_prefix)
 
@@ -102,7 +106,7 @@ class Faults:
             "method": self.method,
             "path_prefix": self.path_prefix,
             "scopes": {
-                k: {"method": s.method, "path_prefix": s.path_prefix}
+                k: {"method": s.method, "path_prefix": s.path_prefix, "min_offset": s.min_offset}
                 for k, s in self.scopes.items()
             },
         }
@@ -163,9 +167,11 @@ def _check_update(data: dict[str, Any]) -> dict[str, Any]:
             for fault, scope in value.items():
                 if fault not in FAULT_NAMES or not isinstance(scope, dict):
                     raise ValueError(f"bad scope for {fault!r}")
+                min_offset = scope.get("min_offset")
                 scopes[fault] = Scope(
                     _optional_text("method", scope.get("method")),
                     _optional_text("path_prefix", scope.get("path_prefix")),
+                    None if min_offset is None else int(_number("min_offset", min_offset, 0, 1e9)),
                 )
             out[name] = scopes
         else:
@@ -195,15 +201,19 @@ class FaultInjector:
 
     async def apply(self, faults: Faults, request: Request) -> Response | None:
         method, path = request.method, request.url.path
+        raw_offset = request.query_params.get("offset", "")
+        offset = int(raw_offset) if raw_offset.isdigit() else 0
         low, high = faults.latency
-        if high > 0 and faults.scope_for("latency").matches(method, path):
+        if high > 0 and faults.scope_for("latency").matches(method, path, offset):
             await asyncio.sleep(self._rng.uniform(low, high))
-        if faults.force_403 and faults.scope_for("force_403").matches(method, path):
+        if faults.force_403 and faults.scope_for("force_403").matches(method, path, offset):
             return _json(403, {"detail": "Usted no tiene permiso para realizar esta acción."})
-        if faults.force_429 and faults.scope_for("force_429").matches(method, path):
+        if faults.force_429 and faults.scope_for("force_429").matches(method, path, offset):
             return self._throttled(faults.retry_after)
         limit = faults.rate_limit_per_minute
-        if limit is not None and faults.scope_for("rate_limit_per_minute").matches(method, path):
+        if limit is not None and faults.scope_for("rate_limit_per_minute").matches(
+            method, path, offset
+        ):
             now = time.monotonic()
             while self._window and now - self._window[0] >= 60:
                 self._window.popleft()
@@ -211,14 +221,18 @@ class FaultInjector:
                 return self._throttled(max(1, math.ceil(60 - (now - self._window[0]))))
             # Like DRF's throttle, only admitted requests enter the history.
             self._window.append(now)
-        if faults.scope_for("hang_rate").matches(method, path) and self._roll(faults.hang_rate):
+        if faults.scope_for("hang_rate").matches(method, path, offset) and self._roll(
+            faults.hang_rate
+        ):
             await self._hang(request, faults.hang_seconds)
             return Response(b"", 504)
-        if faults.scope_for("error_rate").matches(method, path) and self._roll(faults.error_rate):
+        if faults.scope_for("error_rate").matches(method, path, offset) and self._roll(
+            faults.error_rate
+        ):
             if self._rng.random() < 0.5:
                 return Response(_ERROR_HTML, 500, media_type="text/html")
             return _json(500, {"detail": "Error interno del servidor."})
-        if faults.scope_for("garbage").matches(method, path) and self._roll(faults.garbage):
+        if faults.scope_for("garbage").matches(method, path, offset) and self._roll(faults.garbage):
             return Response(self._rng.choice(_GARBAGE_BODIES), 200, media_type="application/json")
         return None
 

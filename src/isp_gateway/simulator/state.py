@@ -21,6 +21,7 @@ from isp_gateway.simulator.config import SimulatorConfig
 from isp_gateway.simulator.dataset import (
     CLIENT_STATES,
     DEPARTMENTS,
+    INVOICE_STATES,
     TICKET_PRIORITIES,
     TICKET_STATES,
     Dataset,
@@ -119,6 +120,7 @@ class SimulatorState:
         self._plans = {int(plan["id"]): plan for plan in dataset.plans}
         self._staff = {int(member["id"]): member for member in dataset.staff}
         self._tickets = {int(t["id_ticket"]): t for t in dataset.tickets}
+        self._invoices = {int(i["id_factura"]): i for i in dataset.invoices}
         self._results: dict[str, tuple[str, Any]] = {}
         self._cache_key: tuple[str, bool, str, str] | None = None
         self._rendered: list[Row | None] = []
@@ -315,6 +317,64 @@ class SimulatorState:
             self._rendered[position] = None
             self._encoded[position] = None
         return None
+
+    def set_client_fields(self, service_id: int, changes: Mapping[str, Any]) -> None:
+        """Change a client row as staff would upstream (e.g. reactivate a suspended service),
+        for tests; the served copies of the row are rebuilt."""
+        position = self._client_pos[service_id]
+        self.dataset.clients[position].update(changes)
+        if self._cache_key is not None:
+            self._rendered[position] = None
+            self._encoded[position] = None
+
+    def add_client(self, row: Row) -> None:
+        """A new customer upstream (after the gateway cached its list), for tests."""
+        self._client_pos[row["id_servicio"]] = len(self.dataset.clients)
+        self.dataset.clients.append(row)
+        if self._cache_key is not None:
+            self._rendered.append(None)
+            self._encoded.append(None)
+
+    # -- invoices and payment methods ----------------------------------------------------
+
+    def filter_invoices(self, params: Mapping[str, str]) -> list[Row]:
+        """Invoices by the filters the upstream honours: `estado` (numeric only; a text
+        value matches nothing) and `zona` (the client's zone id). Client filters and
+        anything else are ignored: the whole list comes back."""
+        invoices = self.dataset.invoices
+        estado = params.get("estado", "")
+        if estado.strip():
+            number = _as_int(estado)
+            if number is None:
+                return []
+            invoices = [i for i in invoices if i["estado"] == number]
+        zona = params.get("zona", "")
+        if zona.strip():
+            zone_id = _as_int(zona)
+            zones = {
+                row.get("usuario"): (row.get("zona") or {}).get("id")
+                for row in self.dataset.clients
+            }
+            invoices = [
+                i for i in invoices if zones.get((i.get("cliente") or {}).get("usuario")) == zone_id
+            ]
+        return invoices
+
+    def get_invoice(self, invoice_id: int) -> Row | None:
+        return self._invoices.get(invoice_id)
+
+    def render_invoice(self, invoice: Row, detail: bool = False) -> Row:
+        """A list row has `estado` as a number, the detail route as a label."""
+        out = dict(invoice)
+        if detail:
+            out["estado"] = INVOICE_STATES.get(invoice["estado"], str(invoice["estado"]))
+        if self.variants.money == "number":
+            out["total"] = _as_number(out.get("total"))
+        return out
+
+    def set_invoice_state(self, invoice_id: int, estado: int) -> None:
+        """Mark an invoice paid (2), cancelled (3), ..., for tests."""
+        self._invoices[invoice_id]["estado"] = estado
 
     # -- pings ---------------------------------------------------------------------------
 

@@ -1,8 +1,8 @@
 """WispHub client calls and the mapping of its Spanish rows to our `Client` model.
 
-Nothing above this module sees `cedula` or `id_servicio`. Rows also carry passwords, MACs
-and router credentials: the mapping copies only the fields of ClientResponse, so those never
-leave this module (not even into the cache).
+Nothing above this module sees `cedula` or `id_servicio`. Rows also carry passwords, MACs,
+GPS `coordenadas` and router credentials: the mapping copies only the fields it names (an
+allow-list), so those never leave this module (not even into the cache).
 """
 
 from __future__ import annotations
@@ -47,13 +47,36 @@ class Client(TypedDict):
     internet_plan_name: str | None
     internet_plan_price: float | None
     technician_id: int | None
+    # Beyond the spec (BEYOND.md "Service state"): `estado` as one of SERVICE_STATES.
+    service_state: str
 
 
 class ClientRecord(TypedDict):
-    """A client plus what the service needs but never shows (the plan id for prices)."""
+    """A client plus what the service keeps but never shows in a client answer: the plan id
+    (for prices), the upstream `usuario` (invoices are matched by it), `estado_facturas`
+    and the id of the client's router (outage checks)."""
 
     client: Client
     plan_id: int | None
+    username: str | None
+    invoice_status: str | None
+    router_id: int | None
+
+
+# The upstream's `estado` labels (any case) → `service_state`; anything else is "unknown".
+SERVICE_STATES = {
+    "activo": "active",
+    "suspendido": "suspended",
+    "cancelado": "cancelled",
+    "gratis": "free",
+}
+UNKNOWN_STATE = "unknown"
+
+
+def service_state(estado: Any) -> str:
+    if not isinstance(estado, str):
+        return UNKNOWN_STATE
+    return SERVICE_STATES.get(estado.strip().casefold(), UNKNOWN_STATE)
 
 
 def _text(value: Any) -> str | None:
@@ -128,8 +151,16 @@ def map_client(row: dict[str, Any]) -> ClientRecord | None:
         "internet_plan_name": plan_name,
         "internet_plan_price": plan_price(row.get("precio_plan")),
         "technician_id": _ref_id(row.get("tecnico")),
+        "service_state": service_state(row.get("estado")),
     }
-    return {"client": client, "plan_id": _ref_id(plan)}
+    return {
+        "client": client,
+        "plan_id": _ref_id(plan),
+        "username": _text(row.get("usuario")),
+        "invoice_status": _text(row.get("estado_facturas")),
+        # Absent on some accounts; never a zone id (the two catalogues are unrelated).
+        "router_id": _ref_id(row.get("router")),
+    }
 
 
 def map_clients(rows: list[dict[str, Any]]) -> list[ClientRecord]:

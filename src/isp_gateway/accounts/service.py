@@ -1,0 +1,202 @@
+"""Accounts (BEYOND.md): what a customer owes, whether the service is cut, how to pay.
+
+Two whole upstream lists are kept as cached resources (cache.py: refresh ahead, single
+flight, stale-if-error, shared store): the pending invoices, indexed by the client's
+`usuario`, and the payment methods. Once warm, an account answer makes no upstream call,
+except the one fresh read that confirms a suspended or cancelled state
+(`ClientService.confirmed_record`).
+
+Failure semantics: an upstream failure is never "owes nothing". A pending list that could
+not be read whole, with no complete copy to fall back on, and a client with an invoice whose
+total is unreadable, both answer 502 `upstream_unavailable`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from isp_gateway.cache import CachedResource
+from isp_gateway.clients.service import ClientService
+from isp_gateway.errors import (
+    InvalidInput,
+    UpstreamError,
+    UpstreamRateLimited,
+    UpstreamUnauthorized,
+    UpstreamUnavailable,
+)
+from isp_gateway.settings import Settings
+from isp_gateway.store import Store
+from isp_gateway.upstream.gateway import UpstreamGateway
+from isp_gateway.upstream.invoices import PendingInvoice, fetch_pending
+from isp_gateway.upstream.payments import PaymentMethod, fetch_payment_methods
+
+MSG_BALANCE_UNCONFIRMED = "Cannot confirm the balance right now; please try again shortly"
+_NO_DUE_DATE = "9999-99-99"  # sorts invoices without a readable due date last
+
+
+def balance_unconfirmed() -> UpstreamUnavailable:
+    return UpstreamUnavailable(MSG_BALANCE_UNCONFIRMED)
+
+
+def parse_service_id(raw: str) -> int:
+    """A path's service id: digits only (no sign, no spaces inside); else 400."""
+    text = raw.strip()
+    if not text.isdigit() or not text.isascii():
+        raise InvalidInput("Invalid service id", action="invalid_service_id")
+    return int(text)
+
+
+@dataclass
+class InvoiceIndex:
+    """The pending list by username: each list oldest due first; users with an invoice
+    whose total could not be read are listed apart (their debt is unknown)."""
+
+    by_user: dict[str, list[PendingInvoice]] = field(default_factory=dict)
+    unreadable: set[str] = field(default_factory=set)
+    count: int = 0
+
+
+def build_invoice_index(value: Any) -> InvoiceIndex:
+    """From the cached value: `{"invoices": [[username, invoice], ...]}` (JSON-shaped, so
+    pairs may come back from the store as lists)."""
+    index = InvoiceIndex()
+    by_user = index.by_user
+    for username, invoice in (value or {}).get("invoices") or []:
+        if invoice["total"] is None:
+            index.unreadable.add(username)
+        bucket = by_user.get(username)
+        if bucket is None:
+            by_user[username] = [invoice]
+        else:
+            bucket.append(invoice)
+        index.count += 1
+    for bucket in by_user.values():
+        if len(bucket) > 1:
+            bucket.sort(key=lambda i: (i["due_on"] or _NO_DUE_DATE, i["invoice_id"]))
+    return index
+
+
+@dataclass(frozen=True)
+class Account:
+    data: dict[str, Any]
+    stale: bool
+
+
+@dataclass(frozen=True)
+class PaymentMethods:
+    methods: list[PaymentMethod]
+    stale: bool
+
+
+class AccountService:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        gateway: UpstreamGateway,
+        clients: ClientService,
+    ) -> None:
+        self.settings = settings
+        self.gateway = gateway
+        self.clients = clients
+        stale_ttl = float(settings.STALE_IF_ERROR_SECONDS)
+        self.invoices: CachedResource[InvoiceIndex] = CachedResource(
+            store,
+            "invoices:pending",
+            self._load_invoices,
+            build_invoice_index,
+            ttl=float(settings.INVOICE_CACHE_SECONDS),
+            stale_ttl=stale_ttl,
+        )
+        self.payment_methods_cache: CachedResource[list[PaymentMethod]] = CachedResource(
+            store,
+            "payments:methods",
+            self._load_payment_methods,
+            list,
+            ttl=float(settings.PAYMENT_METHODS_CACHE_SECONDS),
+            stale_ttl=stale_ttl,
+        )
+        self._job: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Warm the pending-invoice list and keep it fresh (start-up does not wait)."""
+        self._job = asyncio.create_task(self.invoices.run_periodic())
+
+    async def aclose(self) -> None:
+        if self._job is not None:
+            self._job.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._job
+        await self.invoices.aclose()
+        await self.payment_methods_cache.aclose()
+
+    async def _load_invoices(self, background: bool) -> dict[str, Any]:
+        pairs = await fetch_pending(self.gateway, background=background)
+        return {"invoices": pairs}
+
+    async def _load_payment_methods(self, background: bool) -> list[PaymentMethod]:
+        return await fetch_payment_methods(self.gateway, background=background)
+
+    # -- reading ---------------------------------------------------------------------
+
+    async def pending_index(self) -> tuple[InvoiceIndex, float, bool]:
+        """(index, load time, stale) of the pending list; failures mapped so that no
+        failure reads as an empty list (the rate limit and our key keep their own errors)."""
+        try:
+            snapshot = await self.invoices.get()
+        except (UpstreamUnauthorized, UpstreamRateLimited):
+            raise
+        except UpstreamError:
+            raise balance_unconfirmed() from None
+        return snapshot.value, snapshot.loaded_at, snapshot.stale
+
+    def _today(self) -> str:
+        return datetime.now(self.settings.tz).date().isoformat()
+
+    def _minute(self, moment: float) -> str:
+        return datetime.fromtimestamp(moment, self.settings.tz).strftime("%Y-%m-%d %H:%M")
+
+    async def pending_of(self, username: str | None) -> tuple[list[dict[str, Any]], float, bool]:
+        """(pending invoices oldest due first with `overdue`, load time, stale) for one
+        username; 502 when one of them has an unreadable total, or without a username.
+        For diagnose too."""
+        index, loaded_at, stale = await self.pending_index()
+        # Invoices are matched by username only: without one, an empty list would be a
+        # guess that the customer owes nothing.
+        if username is None or username in index.unreadable:
+            raise balance_unconfirmed()
+        today = self._today()
+        invoices = [
+            {**invoice, "overdue": invoice["due_on"] is not None and invoice["due_on"] < today}
+            for invoice in index.by_user.get(username, ())
+        ]
+        return invoices, loaded_at, stale
+
+    async def account(self, raw_service_id: str) -> Account:
+        """The account answer of one client (400/404/502 as BEYOND.md says)."""
+        service_id = parse_service_id(raw_service_id)
+        record, client_stale = await self.clients.confirmed_record(service_id)
+        invoices, loaded_at, stale = await self.pending_of(record["username"])
+        client = record["client"]
+        # Summed exactly, then rounded to cents: float noise must not show in money.
+        total_due = round(math.fsum(i["total"] for i in invoices), 2)
+        data = {
+            "service_id": service_id,
+            "service_state": client["service_state"],
+            "invoice_status": record["invoice_status"],
+            "balance": client["outstanding_balance"],
+            "cut_off_date": client["cut_off_date"],
+            "pending_invoices": invoices,
+            "total_due": total_due,
+            "as_of": self._minute(loaded_at),
+        }
+        return Account(data, stale or client_stale)
+
+    async def payment_methods(self) -> PaymentMethods:
+        snapshot = await self.payment_methods_cache.get()
+        return PaymentMethods(list(snapshot.value), snapshot.stale)

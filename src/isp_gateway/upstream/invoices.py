@@ -1,0 +1,112 @@
+"""WispHub invoices (`/api/facturas/`): the pending list, read whole, and its rows.
+
+The upstream ignores client filters on this list (the whole list comes back), so the service
+reads every page of the pending invoices (`estado=1`) and matches them to clients by
+`cliente.usuario` in code. A read cut off before the last page raises (the gateway's paging
+never returns part of a list), so it can never pass for "owes nothing".
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from typing import Any, TypedDict
+
+from isp_gateway.upstream.clients import parse_cut_off
+from isp_gateway.upstream.gateway import UpstreamGateway
+from isp_gateway.upstream.records import as_int
+
+log = logging.getLogger("isp_gateway.upstream.invoices")
+
+INVOICES_PATH = "api/facturas/"
+PENDING = 1
+PENDING_LABEL = "pendiente de pago"
+
+# A total is a JSON number or a plain decimal string ("40000.00"). Anything else
+# ("40.000,00", "$40,000") is unreadable rather than guessed: a wrong parse could only ever
+# report a smaller debt.
+_DECIMAL = re.compile(r"^\s*\d+(?:\.\d+)?\s*$")
+
+
+class PendingInvoice(TypedDict):
+    """One pending invoice as the account answer shows it (`total` None: unreadable)."""
+
+    invoice_id: int
+    total: float | None
+    issued_on: str | None
+    due_on: str | None
+
+
+def parse_total(value: Any) -> float | None:
+    """A non-negative finite total from a number or a decimal string; else None."""
+    if isinstance(value, bool):
+        return None
+    readable = isinstance(value, int | float) or (
+        isinstance(value, str) and _DECIMAL.match(value) is not None
+    )
+    if not readable:
+        return None
+    number = float(value)
+    return number if math.isfinite(number) and number >= 0 else None
+
+
+def _username(value: Any) -> str | None:
+    """`cliente` is an object with `usuario` (some rows may carry the bare username)."""
+    if isinstance(value, dict):
+        value = value.get("usuario")
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    return None
+
+
+def _is_pending(value: Any) -> bool:
+    """The list filter works, but a row that says another state is not owed; the state is a
+    number (or digit string) in lists and a label on some answers."""
+    if value is None:
+        return True
+    number = as_int(value)
+    if number is not None:
+        return number == PENDING
+    return isinstance(value, str) and value.strip().casefold() == PENDING_LABEL
+
+
+def map_pending(rows: list[dict[str, Any]]) -> list[tuple[str, PendingInvoice]]:
+    """(username, invoice) per usable pending row; rows without an id or a client are
+    dropped, repeated ids (a row shifting between pages while the list changed) kept once."""
+    out: list[tuple[str, PendingInvoice]] = []
+    seen: set[int] = set()
+    for row in rows:
+        invoice_id = as_int(row.get("id_factura"))
+        username = _username(row.get("cliente"))
+        if invoice_id is None or username is None or invoice_id in seen:
+            continue
+        if not _is_pending(row.get("estado")):
+            continue
+        seen.add(invoice_id)
+        total = parse_total(row.get("total"))
+        if total is None:
+            # Logged without the client: the id is enough to find the row upstream.
+            log.warning(
+                "invoice %d: unreadable total; its client's balance is unconfirmed", invoice_id
+            )
+        out.append(
+            (
+                username,
+                {
+                    "invoice_id": invoice_id,
+                    "total": total,
+                    "issued_on": parse_cut_off(row.get("fecha_emision")),
+                    "due_on": parse_cut_off(row.get("fecha_vencimiento")),
+                },
+            )
+        )
+    return out
+
+
+async def fetch_pending(
+    gateway: UpstreamGateway, *, background: bool
+) -> list[tuple[str, PendingInvoice]]:
+    """Every pending invoice, every page; raises an UpstreamError when any page fails."""
+    rows = await gateway.get_all_pages(INVOICES_PATH, {"estado": PENDING}, background=background)
+    return map_pending(rows)
