@@ -6,7 +6,8 @@
 (b) search latency over 50,000 clients, single- and multi-token queries;
 (c) time and peak memory to load and index 50,000 clients, beside the upstream's own time;
 (d) accounts: the pending-invoice list (20,000 invoices) loaded beside the upstream's own
-    time, and the account answer's p50/p99 in-process once warm.
+    time, and the account answer's p50/p99 in-process once warm;
+(e) scale: 200,000 clients behind the upstream's own 100 calls a minute (bench/scale.py).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench import accounts, indexing, lookups
+from bench import accounts, indexing, lookups, scale
 
 
 def main() -> int:
@@ -23,12 +24,15 @@ def main() -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--only", choices=["lookups", "search", "load", "accounts"], default=None)
+    parser.add_argument(
+        "--only", choices=["lookups", "search", "load", "accounts", "scale"], default=None
+    )
     parser.add_argument("--duration", type=int, default=10, help="seconds per wrk run")
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3, help="alternating wrk runs for (a)")
     parser.add_argument("--clients", type=int, default=20_000, help="clients for (a)")
     parser.add_argument("--index-clients", type=int, default=50_000, help="clients for (b)/(c)")
+    parser.add_argument("--scale-clients", type=int, default=200_000, help="clients for (e)")
     ns = parser.parse_args()
     if ns.only in (None, "lookups"):
         lookups.run(
@@ -43,6 +47,8 @@ def main() -> int:
         indexing.run_load(clients=ns.index_clients)
     if ns.only in (None, "accounts"):
         accounts.run(clients=ns.index_clients)
+    if ns.only in (None, "scale"):
+        scale.run(clients=ns.scale_clients)
     return 0
 
 
