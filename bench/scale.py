@@ -144,7 +144,13 @@ class Conversations:
 
     def _step(self, http: httpx.Client, name: str, method: str, path: str, **kw: Any) -> Any:
         started = time.perf_counter()
-        response = http.request(method, path, headers=self.auth, **kw)
+        try:
+            response = http.request(method, path, headers=self.auth, **kw)
+        except httpx.HTTPError as exc:
+            with self.lock:
+                self.samples[name].append(time.perf_counter() - started)
+                self.statuses[f"{name} {type(exc).__name__}"] += 1
+            return None
         elapsed = time.perf_counter() - started
         body: Any = None
         with contextlib.suppress(ValueError):
@@ -163,7 +169,7 @@ class Conversations:
     def one(self, n: int) -> None:
         person = self.people[n % len(self.people)]
         base = self.workers[n % len(self.workers)]
-        phone = str(person["telefono"]).split(",")[0]
+        phone = re.findall(r"\d{7,}", str(person["telefono"]))[0]
         sid = person["id_servicio"]
         with httpx.Client(base_url=base, timeout=60) as http:
             self._step(http, "by-phone", "GET", f"/api/v1/clients/by-phone/{phone}")
@@ -232,7 +238,11 @@ def _people(upstream: str, clients: int, count: int, rate: int) -> list[dict[str
             headers=headers,
             timeout=60,
         ).json()
-        people += [r for r in page["results"] if r.get("telefono") and r.get("cedula")]
+        people += [
+            r
+            for r in page["results"]
+            if re.search(r"\d{7,}", str(r.get("telefono") or "")) and r.get("cedula")
+        ]
     httpx.put(f"{upstream}/_sim/faults", json={"rate_limit_per_minute": rate}, timeout=30)
     return people[:count]
 

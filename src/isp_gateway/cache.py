@@ -260,10 +260,11 @@ class CachedResource(Generic[D]):
             # Updates logged up to here were written upstream before this fetch starts,
             # so the fetched list includes them; later ones may be missing from it.
             since = await self._read_stamp() or (None, 0)
-            # A whole-list load is background work whoever waits for it: with a planner it
-            # spends only the background share and never an interactive caller's unit.
+            # A large list's load is background work whoever waits for it: it spends only
+            # the background share, never the interactive reserve.
+            large = self._planner is not None and self._planner.is_large(self.name)
             with counting_calls() as calls:
-                value = await self._loader(background or self._planner is not None)
+                value = await self._loader(background or large)
             self.loads += 1
             self._measured(calls.count)
             loaded_at = time.time()

@@ -82,3 +82,15 @@ def test_fastest_load_follows_the_minute_share() -> None:
     assert plan.fastest_load(70) == 0
     # 400 pages: 70 at once, then 330 more at 70 a (bucketed) minute.
     assert plan.fastest_load(400) == pytest.approx(330 / 70 * 66)
+
+
+def test_only_large_lists_are_loaded_as_background_work_whoever_waits() -> None:
+    plan = planner()  # 30 interactive calls kept a minute
+    plan.register("clients", 300)
+    plan.register("plans:list", 900)
+    assert not plan.is_large("clients")  # not measured yet: one page
+    plan.measured("clients", 400)
+    plan.measured("plans:list", 1)
+    assert plan.is_large("clients")
+    assert not plan.is_large("plans:list")
+    assert not plan.is_large("unknown")

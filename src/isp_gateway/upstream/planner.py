@@ -85,6 +85,16 @@ class RefreshPlanner:
             self.log_plan(f"{resource} measured at {pages} pages")
             self._warn_if_stretched(resource)
 
+    def is_large(self, resource: str) -> bool:
+        """A list whose load would take a good part of a minute's interactive reserve: its
+        loads always spend background budget, even when a request waits for one (a cold
+        400-page load must not use up the calls kept for tickets and lookups)."""
+        entry = self._entries.get(resource)
+        if entry is None:
+            return False
+        minute = self.budget.windows[0]
+        return entry.pages > max(1, self.budget.reserved(minute) // 3)
+
     def lifetime(self, resource: str) -> float:
         return self._plan[resource].lifetime
 
