@@ -132,7 +132,7 @@ class CachedResource(Generic[D]):
         takes minutes, and another worker must not start a second load meanwhile."""
         if self._planner is None:
             return 120.0
-        return 120.0 + 2 * self._planner.plan()[self.name].fastest_load
+        return 120.0 + 2 * self._planner.load_allowance(self.name)
 
     # -- this process's view ---------------------------------------------------------
 

@@ -94,3 +94,12 @@ def test_only_large_lists_are_loaded_as_background_work_whoever_waits() -> None:
     assert plan.is_large("clients")
     assert not plan.is_large("plans:list")
     assert not plan.is_large("unknown")
+
+
+def test_a_first_load_may_hold_its_lock_as_long_as_the_hour_allows() -> None:
+    plan = planner()
+    plan.register("clients", 300)
+    # Unmeasured: as many pages as the hour's background share (700), paced by the minute.
+    assert plan.load_allowance("clients") == pytest.approx(plan.fastest_load(700))
+    plan.measured("clients", 200)
+    assert plan.load_allowance("clients") == pytest.approx(plan.fastest_load(200))

@@ -85,6 +85,14 @@ class RefreshPlanner:
             self.log_plan(f"{resource} measured at {pages} pages")
             self._warn_if_stretched(resource)
 
+    def load_allowance(self, resource: str) -> float:
+        """Seconds a load of `resource` may take within the background share: from its
+        measured size, or, before the first load, from the most pages an hour allows."""
+        entry = self._entries.get(resource)
+        if entry is not None and entry.measured:
+            return self.fastest_load(entry.pages)
+        return self.fastest_load(self.budget.background_share(self.budget.windows[1]))
+
     def is_large(self, resource: str) -> bool:
         """A list whose load would take a good part of a minute's interactive reserve: its
         loads always spend background budget, even when a request waits for one (a cold
