@@ -265,6 +265,7 @@ def run(
         f"UPSTREAM_INTERACTIVE_RESERVE=0.3, UPSTREAM_PAGE_SIZE={page_size} (the simulator's cap)"
     )
     print("  time is not scaled (a 60 s minute); timing figures on a shared machine are noisy")
+    print("  INVOICE_CACHE_SECONDS=900 (not yet planned in this build; about what the plan gives)")
     store = redis.Redis.from_url(REDIS_URL)
     _clean(store)
     env = {
@@ -274,6 +275,10 @@ def run(
         "UPSTREAM_RATE_PER_HOUR": str(rate * 10),
         "UPSTREAM_PAGE_SIZE": str(page_size),
         "CLIENT_CACHE_SECONDS": str(LISTS["clients"]),
+        # The pending-invoice list is not registered with the planner in this build (the
+        # lead wires it at merge); its lifetime is set near what the plan gives it, so its
+        # refreshes do not take the clients' first load's budget every 4 minutes.
+        "INVOICE_CACHE_SECONDS": "900",
     }
     generated = time.monotonic()
     logs = Path(tempfile.mkdtemp(prefix="isp-gateway-scale-"))
