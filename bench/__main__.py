@@ -11,7 +11,8 @@
      time, and the account answer's p50/p99 in-process once warm;
 (e)  a bot's "no internet" conversation on warm caches (find by phone, verify, account,
      diagnose, open a ticket) with the upstream calls of each step;
-(f)  the cost of metrics: workload (a) with METRICS_ENABLED on and off, alternating.
+(f)  the cost of metrics: workload (a) with METRICS_ENABLED on and off, alternating;
+(g)  scale: 200,000 clients behind the upstream's own 100 calls a minute (bench/scale.py).
 
 A new part: a module in bench/ with a `run(ns)` function, added to PARTS below.
 """
@@ -22,7 +23,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from bench import accounts, conversation, indexing, lookups, metrics
+from bench import accounts, conversation, indexing, lookups, metrics, scale
 
 PARTS: dict[str, Callable[[argparse.Namespace], None]] = {
     "lookups": lambda ns: lookups.run(
@@ -38,6 +39,7 @@ PARTS: dict[str, Callable[[argparse.Namespace], None]] = {
     "metrics": lambda ns: metrics.run(
         clients=ns.clients, duration=ns.duration, connections=ns.connections, rounds=ns.rounds
     ),
+    "scale": lambda ns: scale.run(clients=ns.scale_clients),
 }
 
 
@@ -53,6 +55,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="alternating wrk runs for (a)")
     parser.add_argument("--clients", type=int, default=20_000, help="clients for (a)")
     parser.add_argument("--index-clients", type=int, default=50_000, help="clients for (b)/(c)")
+    parser.add_argument("--scale-clients", type=int, default=200_000, help="clients for (g)")
     ns = parser.parse_args()
     for name, part in PARTS.items():
         if ns.only is None or name in ns.only:

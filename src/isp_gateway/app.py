@@ -46,6 +46,7 @@ from isp_gateway.tickets.router import router as tickets_router
 from isp_gateway.tickets.service import TicketService
 from isp_gateway.upstream.budget import RateBudget
 from isp_gateway.upstream.gateway import UpstreamGateway, build_http_client
+from isp_gateway.upstream.planner import RefreshPlanner
 
 if TYPE_CHECKING:
     from isp_gateway.observability.metrics import Metrics
@@ -107,7 +108,10 @@ def create_app(settings: Settings) -> FastAPI:
             http = build_http_client(settings)
             stack.push_async_callback(http.aclose)
             budget = RateBudget(
-                store, settings.UPSTREAM_RATE_PER_MINUTE, settings.UPSTREAM_RATE_PER_HOUR
+                store,
+                settings.UPSTREAM_RATE_PER_MINUTE,
+                settings.UPSTREAM_RATE_PER_HOUR,
+                reserve=settings.UPSTREAM_INTERACTIVE_RESERVE,
             )
             if metrics is not None:
                 metrics.watch_budget(budget)
@@ -122,6 +126,7 @@ def create_app(settings: Settings) -> FastAPI:
                     store, "login", settings.LOGIN_MAX_FAILURES, settings.LOGIN_LOCKOUT_SECONDS
                 ),
                 metrics=metrics,
+                planner=RefreshPlanner(budget),
             )
             runtime.plans = PlanService(runtime)
             runtime.clients = ClientService(runtime)
@@ -131,7 +136,7 @@ def create_app(settings: Settings) -> FastAPI:
                 await service.start()
                 stack.push_async_callback(service.aclose)
             runtime.accounts = AccountService(
-                settings, store, runtime.gateway, runtime.clients, runtime.metrics
+                settings, store, runtime.gateway, runtime.clients, runtime.metrics, runtime.planner
             )
             await runtime.accounts.start()
             stack.push_async_callback(runtime.accounts.aclose)
@@ -141,6 +146,11 @@ def create_app(settings: Settings) -> FastAPI:
             runtime.diagnose = DiagnoseService(
                 runtime.clients, runtime.accounts, runtime.tickets, runtime.outages, runtime.pings
             )
+            planner = runtime.planner
+            if planner is not None:
+                planner.log_plan("start-up")
+                if metrics is not None:
+                    metrics.watch_planner(planner)
             app.state.runtime = runtime
             log.info("isp-gateway started; upstream %s", settings.UPSTREAM_NET_HOST)
             yield {}

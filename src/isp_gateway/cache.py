@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from isp_gateway.errors import StoreUnavailable, UpstreamError
 from isp_gateway.store import Store
+from isp_gateway.upstream.gateway import counting_calls
+from isp_gateway.upstream.planner import DEFAULT_REFRESH_RATIO, RefreshPlanner
 
 if TYPE_CHECKING:
     from isp_gateway.observability.metrics import Metrics
@@ -83,9 +85,10 @@ class CachedResource(Generic[D]):
         *,
         ttl: float,
         stale_ttl: float,
-        refresh_ratio: float = 0.8,
+        refresh_ratio: float = DEFAULT_REFRESH_RATIO,
         patch: Callable[[D, Any], D] | None = None,
         metrics: Metrics | None = None,
+        planner: RefreshPlanner | None = None,
     ) -> None:
         self.name = key
         self._store = store
@@ -96,18 +99,48 @@ class CachedResource(Generic[D]):
         self._derive = derive
         # `patch(derived, item)` applies one logged item to a derived structure (see update).
         self._patch = patch
-        self.ttl = ttl
+        self._ttl = ttl
         self.stale_ttl = stale_ttl
-        self.refresh_after = ttl * refresh_ratio
+        self._refresh_ratio = refresh_ratio
+        # With a planner, `ttl` is a lower bound and the lifetime follows from the list's
+        # measured size and the upstream budget (see upstream/planner.py).
+        self._planner = planner
+        if planner is not None:
+            planner.register(key, ttl, refresh_ratio=refresh_ratio)
         self._local: _Local[D] | None = None
         self._inflight: asyncio.Task[tuple[float, Any]] | None = None
         self._background: asyncio.Task[None] | None = None
+        self._deriving: asyncio.Future[D] | None = None
+        self._deriving_at: float | None = None
         self.loads = 0  # upstream loads made by this process, for tests and metrics
         self.derives = 0  # full builds of the derived structure in this process
         # Counts stale copies served; reads `loaded_at` for the age gauge when scraped.
         self._metrics = metrics
         if metrics is not None:
             metrics.watch_cache(self)
+
+    @property
+    def ttl(self) -> float:
+        """Served as fresh up to this age; past it, `stale=True`."""
+        return self._ttl if self._planner is None else self._planner.lifetime(self.name)
+
+    @property
+    def refresh_after(self) -> float:
+        """A refresh starts at this age."""
+        if self._planner is None:
+            return self._ttl * self._refresh_ratio
+        return self._planner.refresh_every(self.name)
+
+    def _measured(self, pages: Any) -> None:
+        if self._planner is not None and isinstance(pages, int):
+            self._planner.measured(self.name, pages)
+
+    def _lock_timeout(self) -> float:
+        """How long a load may hold the store's lock: a large list paced by the budget
+        takes minutes, and another worker must not start a second load meanwhile."""
+        if self._planner is None:
+            return 120.0
+        return 120.0 + 2 * self._planner.load_allowance(self.name)
 
     # -- this process's view ---------------------------------------------------------
 
@@ -163,6 +196,8 @@ class CachedResource(Generic[D]):
         entry = await self._store.get(self._key)
         if not isinstance(entry, dict) or "loaded_at" not in entry:
             return None
+        # A worker that adopts a list another one loaded learns its size too.
+        self._measured(entry.get("pages"))
         return float(entry["loaded_at"]), entry["value"]
 
     async def _read_stamp(self) -> Stamp | None:
@@ -196,24 +231,51 @@ class CachedResource(Generic[D]):
             if stamp[1] != local.rev:
                 local = await self._catch_up(stamp[1]) or local
             return local.at, local.derived
-        entry = await self._entry()
-        if entry is None:
-            return None
-        self._derived(*entry)
+        deriving_at = self._deriving_at
+        if (
+            stamp is not None
+            and self._deriving is not None
+            and deriving_at is not None
+            and deriving_at == stamp[0]
+        ):
+            # That base is being derived here already: join it rather than fetch the
+            # (possibly large) value once more per request.
+            await self._derived(deriving_at, None)
+        else:
+            entry = await self._entry()
+            if entry is None:
+                return None
+            await self._derived(*entry)
         local = await self._catch_up()
         assert local is not None
         return local.at, local.derived
 
-    def _derived(self, loaded_at: float, value: Any) -> D:
-        if self._local is None or self._local.at != loaded_at:
-            self._local = _Local(loaded_at, 0, self._build(value))
-        return self._local.derived
+    async def _derived(self, loaded_at: float, value: Any) -> D:
+        """This process's structure for the base loaded at `loaded_at`, built off the event
+        loop (an index of 200,000 clients takes seconds) and once however many requests
+        ask for it at the same time."""
+        local = self._local
+        if local is not None and local.at == loaded_at:
+            return local.derived
+        task = self._deriving
+        if task is None or self._deriving_at != loaded_at:
+            self._deriving_at = loaded_at
+            task = self._deriving = asyncio.ensure_future(asyncio.to_thread(self._build, value))
+        try:
+            derived = await asyncio.shield(task)
+        finally:
+            if task.done() and self._deriving is task:
+                self._deriving = None
+        local = self._local
+        if local is None or local.at != loaded_at:
+            self._local = local = _Local(loaded_at, 0, derived)
+        return local.derived
 
     # -- loading ---------------------------------------------------------------------
 
     async def _load(self, background: bool) -> tuple[float, Any]:
         requested_at = time.time()
-        async with self._store.lock(f"lock:{self._key}", timeout=120):
+        async with self._store.lock(f"lock:{self._key}", timeout=self._lock_timeout()):
             # Another worker may have loaded it while we waited for the lock.
             entry = await self._entry()
             if entry is not None and entry[0] >= requested_at:
@@ -221,8 +283,13 @@ class CachedResource(Generic[D]):
             # Updates logged up to here were written upstream before this fetch starts,
             # so the fetched list includes them; later ones may be missing from it.
             since = await self._read_stamp() or (None, 0)
-            value = await self._loader(background)
+            # A large list's load is background work whoever waits for it: it spends only
+            # the background share, never the interactive reserve.
+            large = self._planner is not None and self._planner.is_large(self.name)
+            with counting_calls() as calls:
+                value = await self._loader(background or large)
             self.loads += 1
+            self._measured(calls.count)
             loaded_at = time.time()
             # Derive (build the index) off the event loop and before publishing, so no
             # request ever builds it inline after a refresh.
@@ -231,7 +298,8 @@ class CachedResource(Generic[D]):
             async with self._patch_lock():
                 carried = self._carry(await self._store.get(self._log_key), since)
                 new_log = {"base": loaded_at, "items": carried}
-                await self._store.set(self._key, {"loaded_at": loaded_at, "value": value}, ttl=ttl)
+                stored = {"loaded_at": loaded_at, "value": value, "pages": calls.count}
+                await self._store.set(self._key, stored, ttl=ttl)
                 await self._store.set(self._log_key, new_log, ttl=ttl)
                 await self._store.set(
                     self._stamp_key, {"at": loaded_at, "rev": len(carried)}, ttl=ttl
@@ -275,7 +343,7 @@ class CachedResource(Generic[D]):
     async def refresh(self) -> None:
         """Load now (used by the periodic job and refresh-ahead), then derive."""
         loaded_at, value = await self._single_flight(background=True)
-        self._derived(loaded_at, value)
+        await self._derived(loaded_at, value)
         await self._catch_up()
 
     async def load_now(self) -> Snapshot[D]:
@@ -287,7 +355,7 @@ class CachedResource(Generic[D]):
 
     async def _loaded(self, background: bool) -> tuple[float, D]:
         loaded_at, value = await self._single_flight(background)
-        self._derived(loaded_at, value)
+        await self._derived(loaded_at, value)
         local = await self._catch_up()
         assert local is not None
         return local.at, local.derived
@@ -395,6 +463,6 @@ class CachedResource(Generic[D]):
                 delay = min(30.0, self.refresh_after)
 
     async def aclose(self) -> None:
-        for task in (self._background, self._inflight):
+        for task in (self._background, self._inflight, self._deriving):
             if task is not None and not task.done():
                 task.cancel()

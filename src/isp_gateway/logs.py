@@ -25,10 +25,11 @@ ACCESS_LOGGER = "isp_gateway.access"
 # The id of the request being served, for log lines written while it is handled.
 request_id_var: ContextVar[str | None] = ContextVar("request_id", default=None)
 
-# Documents and phones travel in lookup paths; logs show them masked. The segment is
-# matched by lookbehind so the replacement is a plain literal (a group reference in it
-# costs a template expansion per line).
-_PERSONAL_SEGMENT = re.compile(r"(?:(?<=/by-document/)|(?<=/by-phone/))[^/]+")
+# Documents and phones travel in lookup paths; logs show them masked. Everything after the
+# lookup's name goes: a phone sent as "315/123 4567" is several path segments. Matched by
+# lookbehind so the replacement is a plain literal (a group reference in it costs a
+# template expansion per line).
+_PERSONAL_SEGMENT = re.compile(r"(?:(?<=/by-document/)|(?<=/by-phone/)).+", re.DOTALL)
 
 
 def mask_path(path: str) -> str:

@@ -13,6 +13,7 @@ from isp_gateway.settings import Settings
 from isp_gateway.store import Store
 from isp_gateway.throttle import FailureThrottle
 from isp_gateway.upstream.gateway import UpstreamGateway
+from isp_gateway.upstream.planner import RefreshPlanner
 
 if TYPE_CHECKING:
     from isp_gateway.accounts.service import AccountService
@@ -34,6 +35,8 @@ class Runtime:
     login_throttle: FailureThrottle
     token_cache: TokenCache = field(default_factory=TokenCache)
     metrics: Metrics | None = None  # None when METRICS_ENABLED is false
+    # Plans the refresh of every whole list kept warm (CachedResource(planner=...)).
+    planner: RefreshPlanner | None = None
     # Feature services, built in the lifespan after the parts above.
     plans: PlanService = field(init=False)
     clients: ClientService = field(init=False)

@@ -57,6 +57,9 @@ class Settings(BaseSettings):
     UPSTREAM_PARALLEL_PAGES: int = Field(default=4, ge=1, le=32)
     UPSTREAM_RATE_PER_MINUTE: int = Field(default=100, ge=1)
     UPSTREAM_RATE_PER_HOUR: int = Field(default=1000, ge=1)
+    # Share of each budget window kept for interactive calls (tickets, pings, lookup
+    # misses, confirmations); whole-list refreshes are planned within the rest.
+    UPSTREAM_INTERACTIVE_RESERVE: float = Field(default=0.3, ge=0, lt=1)
 
     # Client auth (spec 5.1)
     JWT_SECRET_KEY: SecretStr

@@ -196,21 +196,33 @@ def test_list_failure(
     assert body(failed)["action"] in ("upstream_unavailable", "CLIENT_NOT_FOUND")
 
 
-def test_warns_once_when_refreshes_would_eat_the_budget(
+def test_the_refresh_is_planned_within_the_budget_for_the_list_size(
     start_pair: StartPair, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="isp_gateway.clients")
+    caplog.set_level(logging.INFO, logger="isp_gateway.planner")
     # 7 clients at 2 a page: 4 calls a load; every 0.8 s that is far beyond 20 an hour.
     _, gw = start_pair(UPSTREAM_PAGE_SIZE=2, UPSTREAM_RATE_PER_HOUR=20, CLIENT_CACHE_SECONDS=1)
-    warm(gw, loads=2)  # a second load does not warn again
-    warnings = [r.getMessage() for r in caplog.records if "UPSTREAM_PAGE_SIZE" in r.getMessage()]
+    warm(gw)
+    planned = gw.runtime.planner.plan()["clients"]
+    assert planned.pages == 4
+    # 14 background calls an hour (70 % of 20), shared with the plan list.
+    assert planned.calls_per_hour <= 14
+    assert gw.runtime.clients.cache.refresh_after == planned.refresh_every > 600
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("clients: 4 pages every" in m for m in messages)
+    warnings = [m for m in messages if m.startswith("clients: 4 pages cannot be refreshed")]
     assert len(warnings) == 1
-    assert "7 clients costs 4 upstream calls" in warnings[0]
+    # Not refreshed at the configured 0.8 s.
+    time.sleep(2)
+    assert gw.runtime.clients.cache.loads == 1
 
 
-def test_no_budget_warning_when_it_fits(
+def test_the_configured_lifetime_is_kept_when_it_fits(
     start_pair: StartPair, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="isp_gateway.clients")
-    start_pair(UPSTREAM_PAGE_SIZE=500, UPSTREAM_RATE_PER_HOUR=1000)
+    caplog.set_level(logging.WARNING, logger="isp_gateway.planner")
+    _, gw = start_pair(UPSTREAM_PAGE_SIZE=500, UPSTREAM_RATE_PER_HOUR=1000)
+    warm(gw)
+    assert gw.runtime.planner.plan()["clients"].pages == 1
+    assert gw.runtime.clients.cache.ttl == gw.settings.CLIENT_CACHE_SECONDS
     assert not [r for r in caplog.records if "UPSTREAM_PAGE_SIZE" in r.getMessage()]

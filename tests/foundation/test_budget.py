@@ -8,7 +8,7 @@ import pytest
 
 from isp_gateway.errors import UpstreamRateLimited
 from isp_gateway.store import MemoryStore
-from isp_gateway.upstream.budget import BACKGROUND_SHARE, RateBudget
+from isp_gateway.upstream.budget import RateBudget
 from tests.foundation.conftest import wait_for_fresh_window
 
 pytestmark = pytest.mark.anyio
@@ -63,8 +63,8 @@ async def test_user_may_wait_up_to_max_wait() -> None:
 
 async def test_background_stops_at_its_share_and_leaves_the_rest_to_users() -> None:
     wait_for_fresh_window(60, margin=5)
-    budget = RateBudget(MemoryStore(), per_minute=10, per_hour=1000)
-    share = int(10 * BACKGROUND_SHARE)
+    budget = RateBudget(MemoryStore(), per_minute=10, per_hour=1000, reserve=0.2)
+    share = budget.background_share(budget.windows[0])
     assert share == 8
     for _ in range(share):
         await budget.acquire(background=True)
@@ -87,3 +87,42 @@ async def test_shared_store_is_one_budget() -> None:
         await budget.acquire()
     with pytest.raises(UpstreamRateLimited):
         await second.acquire()
+
+
+async def test_background_yields_to_interactive_demand_beyond_the_reserve() -> None:
+    wait_for_fresh_window(60, margin=5)
+    budget = RateBudget(MemoryStore(), per_minute=10, per_hour=1000, reserve=0.3)
+    # Interactive callers used five of the minute, more than the reserve of three: the
+    # background keeps room for as many again, so it may not start now.
+    for _ in range(5):
+        await budget.acquire()
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(budget.acquire(background=True), timeout=0.3)
+    # The interactive callers still have all the rest of the minute.
+    for _ in range(5):
+        await budget.acquire()
+    with pytest.raises(UpstreamRateLimited):
+        await budget.acquire()
+
+
+async def test_a_paused_background_call_resumes_when_the_window_moves_on() -> None:
+    # A "minute" of 2 s (ten buckets of 0.2 s): the background share of 7 is spent, the
+    # eighth call waits for the oldest bucket to leave the window, then goes through.
+    budget = RateBudget(MemoryStore(), per_minute=10, per_hour=1000, reserve=0.3, minute=2.0)
+    for _ in range(7):
+        await budget.acquire(background=True)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await asyncio.wait_for(budget.acquire(background=True), timeout=30)
+    assert loop.time() - started >= 1.5
+
+
+async def test_the_window_slides_over_its_edge() -> None:
+    # The upstream's throttle is a sliding log: a minute's calls spent just before a window
+    # edge must still count just after it (fixed windows would allow twice the limit).
+    budget = RateBudget(MemoryStore(), per_minute=5, per_hour=1000, minute=2.0)
+    for _ in range(5):
+        await budget.acquire()
+    await asyncio.sleep(1.0)  # half a window later: the five still count
+    with pytest.raises(UpstreamRateLimited):
+        await budget.acquire()

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
+from isp_gateway.logs import mask_path
 from tests.conftest import API_KEY, JWT_SECRET, PASSWORD, USERNAME, Simulator
 from tests.foundation.conftest import required_env
 from tests.foundation.test_cli import base_env, free_port, wait_for
@@ -182,3 +183,10 @@ def test_access_lines_are_written_soon_at_low_traffic(
     finally:
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=30)
+
+
+def test_a_phone_or_document_over_several_path_segments_is_masked_whole() -> None:
+    # A phone typed "315/123 4567" reaches the path as several segments; none may show.
+    assert mask_path("/api/v1/clients/by-phone/315/123 4567") == "/api/v1/clients/by-phone/***"
+    assert mask_path("/api/v1/clients/by-document/12/34") == "/api/v1/clients/by-document/***"
+    assert mask_path("/api/v1/clients/search") == "/api/v1/clients/search"

@@ -3,6 +3,7 @@ simulator never produces): pagination, headers, error mapping, timeouts and retr
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import socket
 import time
@@ -54,7 +55,7 @@ async def make_gateway(password_hash: str) -> AsyncIterator[Factory]:
 async def attempts(gateway: UpstreamGateway) -> int:
     """Calls spent from the rate budget: one per attempt, made or not."""
     store: MemoryStore = gateway.budget_store  # type: ignore[attr-defined]
-    window = int(time.time() // 3600)
+    window = int(time.time() // 360)  # the hour is counted in ten buckets
     return int(await store.get(f"budget:3600:{window}") or 0)
 
 
@@ -295,3 +296,32 @@ async def test_key_never_logged(
         await gateway.get_json("api/clientes/", {"cedula": "12345"})
     assert any("rejected" in r.getMessage() for r in caplog.records)
     assert all(API_KEY not in r.getMessage() for r in caplog.records)
+
+
+async def test_a_background_read_pauses_on_429_and_resumes_where_it_was(
+    start_simulator: Callable[..., Simulator], make_gateway: Factory
+) -> None:
+    sim = start_simulator(clients=200, max_page_size=30)
+    gateway = make_gateway(sim.url, UPSTREAM_PAGE_SIZE=30, UPSTREAM_PARALLEL_PAGES=1)
+    first = await gateway.get_page("api/clientes/", {}, 30, 0)
+    assert first[0] == 200
+    sim.state.reset_stats()
+    # The upstream throttles for a while: the pages asked meanwhile are asked again after
+    # Retry-After, and the read completes without starting over.
+    sim.state.faults.update({"force_429": True, "retry_after": 1})
+    task = asyncio.ensure_future(gateway.get_all_pages("api/clientes/", background=True))
+    await asyncio.sleep(0.5)
+    sim.state.faults.update({"force_429": False})
+    rows = await asyncio.wait_for(task, timeout=30)
+    assert sorted(r["id_servicio"] for r in rows) == sorted(set(r["id_servicio"] for r in rows))
+    assert len(rows) == 200
+    # Seven pages, and only the throttled attempt repeated: no second pass from page one.
+    assert sim.state.calls["GET /api/clientes/"] <= 7 + 2
+
+
+async def test_an_interactive_read_is_not_retried_on_429(
+    simulator: Simulator, make_gateway: Factory
+) -> None:
+    simulator.state.faults.update({"force_429": True, "retry_after": 1})
+    with pytest.raises(UpstreamRateLimited):
+        await make_gateway(simulator.url).get_all_pages("api/clientes/")

@@ -158,6 +158,34 @@ def test_cache_age_and_stale_copies_served(
     assert value(samples, "isp_gateway_cache_age_seconds", resource="clients") >= 1.3
 
 
+def test_every_list_kept_warm_reports_its_age_and_planned_refresh(gateway: Gateway) -> None:
+    documents(gateway, 1)  # the client list is loaded; the others load in the background
+    wanted = {"clients", "invoices:pending", "tickets:active", "routers"}
+    deadline = time.monotonic() + 30
+    while True:
+        _, samples = scrape(gateway)
+        ages = {
+            dict(ls)["resource"]: v
+            for (n, ls), v in samples.items()
+            if n == "isp_gateway_cache_age_seconds"
+        }
+        if wanted <= set(ages) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert wanted <= set(ages), ages
+    assert all(0 <= ages[name] < 120 for name in wanted), ages
+    # The planner's intervals: never shorter than 80 % of a configured lifetime.
+    settings = gateway.settings
+    configured = {
+        "clients": settings.CLIENT_CACHE_SECONDS,
+        "invoices:pending": settings.INVOICE_CACHE_SECONDS,
+        "tickets:active": settings.ACTIVE_TICKETS_CACHE_SECONDS,
+    }
+    for name, lifetime in configured.items():
+        interval = value(samples, "isp_gateway_refresh_interval_seconds", resource=name)
+        assert interval >= 0.8 * lifetime - 0.01, (name, interval)
+
+
 @pytest.fixture
 def ticket_sim(tmp_path: Path, start_simulator: Callable[..., Simulator]) -> Simulator:
     path = tmp_path / "upstream.json"

@@ -36,6 +36,7 @@ from isp_gateway.upstream.payments import PaymentMethod, fetch_payment_methods
 
 if TYPE_CHECKING:
     from isp_gateway.observability.metrics import Metrics
+    from isp_gateway.upstream.planner import RefreshPlanner
 
 MSG_BALANCE_UNCONFIRMED = "Cannot confirm the balance right now; please try again shortly"
 _NO_DUE_DATE = "9999-99-99"  # sorts invoices without a readable due date last
@@ -95,6 +96,7 @@ class AccountService:
         gateway: UpstreamGateway,
         clients: ClientService,
         metrics: Metrics | None = None,
+        planner: RefreshPlanner | None = None,
     ) -> None:
         self.settings = settings
         self.gateway = gateway
@@ -108,6 +110,7 @@ class AccountService:
             ttl=float(settings.INVOICE_CACHE_SECONDS),
             stale_ttl=stale_ttl,
             metrics=metrics,
+            planner=planner,
         )
         self.payment_methods_cache: CachedResource[list[PaymentMethod]] = CachedResource(
             store,

@@ -1,13 +1,20 @@
-"""The in-process index over the cached client list.
+"""The in-process index over the cached client list, compact enough for 200,000 clients.
 
-Built once per loaded generation (O(N), light), patched in place on an update:
-- exact maps: service id, document, every normalised phone → record positions;
-- whole-token postings for name and address (resolve, relevance);
+The cached value is packed (`pack_records`): one string of JSON lines, two per record (the
+client, then the rest of the record, whatever keys it has), ASCII-escaped so the string
+costs one byte a character. The index keeps that string and decodes a record only when it
+is asked for: no per-client dict is held. Around it, built once per loaded generation
+(O(N)) and patched in place on an update:
+- service ids: a sorted integer array (bisect), plus a small map for records added later;
+- exact maps: document, every normalised phone → a position (an int), or an `array('I')`
+  of positions when several records share the key;
+- whole-token postings for name and address (resolve, relevance), in the same form;
 - a search vocabulary: every folded token of name, address, document, phone, city and
   locality → positions. Substring search runs over the vocabulary (a few thousand words plus
   the numbers), not over the clients: the distinct tokens are joined into one string per class
   (numeric, other), a C-speed regex scan finds the tokens containing a query part, and the
   postings of those tokens are the matches. Results per part are memoised per generation.
+Equal key strings are shared between the maps (one copy per distinct string).
 """
 
 from __future__ import annotations
@@ -16,20 +23,27 @@ import bisect
 import heapq
 import json
 import re
-from collections.abc import Iterable
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, islice
-from typing import Any
+from typing import Any, cast
 
 from isp_gateway.clients.matching import address_tokens, strip_address_prefixes, tokens
 from isp_gateway.clients.phones import field_phones, normalize_phone
 from isp_gateway.upstream.clients import Client, ClientRecord
 
 _MEMO_SIZE = 512
-_BODY_MEMO_SIZE = 100_000
+_BODY_MEMO_SIZE = 10_000
+# Below this many clients the active list's JSON is kept between requests; above it, it is
+# joined per request from the packed lines (tens of megabytes are not worth holding).
+_ACTIVE_MEMO_CLIENTS = 20_000
 _MIN_TEXT_ANCHOR = 3
 _MIN_NUMERIC_ANCHOR = 5
 _LETTER = re.compile(r"[^\W\d_]")
+PACKED_FORMAT = "lines/1"
+
+Postings = dict[str, "int | array[int]"]
 
 
 def document_key(document: str) -> str:
@@ -37,14 +51,70 @@ def document_key(document: str) -> str:
     return document.strip().upper()
 
 
+def _dump(value: Any) -> str:
+    # ASCII: the packed string stays one byte per character whatever the names hold.
+    return json.dumps(value, separators=(",", ":"))
+
+
+def pack_lines(records: Iterable[ClientRecord]) -> str:
+    """Records as packed lines: the client, then the rest of the record."""
+    parts: list[str] = []
+    for record in records:
+        parts.append(_dump(record["client"]))
+        parts.append(_dump({k: v for k, v in record.items() if k != "client"}))
+    return "\n".join(parts)
+
+
+def pack_records(records: Iterable[ClientRecord] | Iterable[str]) -> dict[str, Any]:
+    """The cached value: records, or chunks already packed with `pack_lines`, as one
+    JSON-ready dict (one string in the store, one shared copy in Redis)."""
+    chunks = [c if isinstance(c, str) else pack_lines([c]) for c in records]
+    return {"format": PACKED_FORMAT, "lines": "\n".join(c for c in chunks if c)}
+
+
+def _post(postings: Postings, key: str, position: int) -> None:
+    bucket = postings.get(key)
+    if bucket is None:
+        postings[key] = position
+    elif isinstance(bucket, int):
+        if bucket != position:
+            postings[key] = array("I", (bucket, position))
+    elif bucket[-1] != position:
+        bucket.append(position)
+
+
+def _drop(postings: Postings, key: str, position: int) -> None:
+    bucket = postings.get(key)
+    if bucket is None:
+        return
+    if isinstance(bucket, int):
+        if bucket == position:
+            del postings[key]
+    elif position in bucket:
+        bucket.remove(position)
+        if len(bucket) == 1:
+            postings[key] = bucket[0]
+        elif not bucket:
+            del postings[key]
+
+
+def _positions(postings: Postings, key: str) -> Sequence[int]:
+    bucket = postings.get(key)
+    if bucket is None:
+        return ()
+    if isinstance(bucket, int):
+        return (bucket,)
+    return bucket
+
+
 @dataclass
 class _Blob:
     text: str
-    starts: list[int]
+    starts: array[int]
     words: list[str]
 
 
-def _intersect(buckets: list[list[int]]) -> set[int]:
+def _intersect(buckets: list[Sequence[int]]) -> set[int]:
     ordered = sorted(buckets, key=len)
     found = set(ordered[0])
     for bucket in ordered[1:]:
@@ -53,8 +123,20 @@ def _intersect(buckets: list[list[int]]) -> set[int]:
 
 
 def _blob(words: list[str]) -> _Blob:
-    starts = [0, *accumulate(len(w) + 1 for w in words)]
+    starts = array("I", [0, *accumulate(len(w) + 1 for w in words)])
     return _Blob("\n".join(words), starts, words)
+
+
+def _line_bounds(text: str) -> array[int]:
+    """Start offsets of every line, and the end of the text plus one."""
+    bounds = array("I", [0])
+    find = text.find
+    at = find("\n")
+    while at >= 0:
+        bounds.append(at + 1)
+        at = find("\n", at + 1)
+    bounds.append(len(text) + 1)
+    return bounds
 
 
 class ClientIndex:
@@ -64,20 +146,27 @@ class ClientIndex:
         self.cc = country_code
         self.active_states = frozenset(active_states)
         self.national_length = national_length
-        records: list[ClientRecord] = value["records"] if value else []
-        # The whole records, for the extras other features read (`record`).
-        self.records: list[ClientRecord] = list(records)
-        self.clients: list[Client] = [r["client"] for r in records]
-        self.plan_ids: list[int | None] = [r["plan_id"] for r in records]
-        self.by_id: dict[int, int] = {}
-        self.by_document: dict[str, list[int]] = {}
-        self.by_phone: dict[str, list[int]] = {}
-        self.name_postings: dict[str, list[int]] = {}
-        self.address_postings: dict[str, list[int]] = {}
-        self.vocab: dict[str, list[int]] = {}
+        if isinstance(value, dict) and "records" in value:
+            # A list cached by an older version (a dict per record): packed on adoption.
+            value = pack_records(value["records"])
+        text: str = value["lines"] if value else ""
+        self._text = text
+        bounds = _line_bounds(text) if text else array("I", [0])
+        self._bounds = bounds
+        self._base = (len(bounds) - 1) // 2
+        # Records patched or added after the load: position → (client JSON, rest JSON).
+        self._patched: dict[int, tuple[str, str]] = {}
+        self._count = self._base
+        self._added_ids: dict[int, int] = {}
+        self.by_document: Postings = {}
+        self.by_phone: Postings = {}
+        self.name_postings: Postings = {}
+        self.address_postings: Postings = {}
+        self.vocab: Postings = {}
         # Each client's search tokens joined by newlines: a query part occurs in a client
         # exactly when `part in text` (parts never hold a newline).
         self._texts: list[str] = []
+        self._strings: dict[str, str] | None = {}
         self._text_tokens: dict[str, list[str]] = {}
         self._memo: dict[str, set[int]] = {}
         self._blobs: tuple[_Blob, _Blob] | None = None
@@ -86,40 +175,78 @@ class ClientIndex:
         self._extra_words: set[str] = set()
         self._active_json: bytes | None = None
         self._found_bodies: dict[int, bytes] = {}
-        for position, client in enumerate(self.clients):
+        ids: list[int] = []
+        for position in range(self._base):
+            client = self._client(position)
+            ids.append(client["service_id"])
             self._add(position, client)
+        # Service ids sorted, with their positions: a duplicate id keeps its last record.
+        order = sorted(range(len(ids)), key=ids.__getitem__)
+        self._ids = array("q", (ids[p] for p in order))
+        self._id_positions = array("I", order)
         # Built here, in the loader's thread, so the first search pays nothing.
         self._ensure_blobs()
+        self._strings = None  # only the build shares strings; patches are few
+        self._text_tokens = {}
+
+    def __len__(self) -> int:
+        return self._count
+
+    # -- records ---------------------------------------------------------------------
+
+    def _lines(self, position: int) -> tuple[str, str]:
+        patched = self._patched.get(position)
+        if patched is not None:
+            return patched
+        bounds, text = self._bounds, self._text
+        line = 2 * position
+        client = text[bounds[line] : bounds[line + 1] - 1]
+        rest = text[bounds[line + 1] : bounds[line + 2] - 1]
+        return client, rest
+
+    def _client(self, position: int) -> Client:
+        return cast(Client, json.loads(self._lines(position)[0]))
+
+    def _record(self, position: int) -> ClientRecord:
+        client, rest = self._lines(position)
+        record: dict[str, Any] = json.loads(rest)
+        record["client"] = json.loads(client)
+        return cast(ClientRecord, record)
+
+    def _position(self, service_id: int) -> int | None:
+        position = self._added_ids.get(service_id)
+        if position is not None:
+            return position
+        ids = self._ids
+        at = bisect.bisect_right(ids, service_id) - 1
+        if at >= 0 and ids[at] == service_id:
+            return self._id_positions[at]
+        return None
 
     # -- building --------------------------------------------------------------------
 
-    @staticmethod
-    def _post(postings: dict[str, list[int]], key: str, position: int) -> None:
-        bucket = postings.get(key)
-        if bucket is None:
-            postings[key] = [position]
-        elif bucket[-1] != position:
-            bucket.append(position)
+    def _key(self, key: str) -> str:
+        strings = self._strings
+        return key if strings is None else strings.setdefault(key, key)
 
     def phones_of(self, client: Client) -> list[str]:
         return field_phones(client["phone"], self.cc, self.national_length)
 
     def _add(self, position: int, client: Client) -> None:
-        # Hot loop of the build (50,000 clients in well under a second): each field is
-        # tokenised once, and repeated texts (cities, localities) come from a small cache.
-        post = self._post
-        self.by_id[client["service_id"]] = position
+        # Hot loop of the build: each field is tokenised once, and repeated texts (cities,
+        # localities) come from a small cache.
+        key = self._key
         document = client["document"]
         if document:
-            post(self.by_document, document_key(document), position)
+            _post(self.by_document, key(document_key(document)), position)
         for number in self.phones_of(client):
-            post(self.by_phone, number, position)
-        name_words = set(tokens(client["name"]))
+            _post(self.by_phone, key(number), position)
+        name_words = {key(t) for t in tokens(client["name"])}
         for token in name_words:
-            post(self.name_postings, token, position)
-        address_words = tokens(client["address"])
+            _post(self.name_postings, token, position)
+        address_words = [key(t) for t in tokens(client["address"])]
         for token in set(strip_address_prefixes(address_words)):
-            post(self.address_postings, token, position)
+            _post(self.address_postings, token, position)
         words = name_words.union(address_words)
         cache = self._text_tokens
         for field in ("document", "phone", "city", "locality"):
@@ -127,19 +254,15 @@ class ClientIndex:
             if value:
                 cached = cache.get(value)
                 if cached is None:
-                    cached = tokens(value)
+                    cached = [key(t) for t in tokens(value)]
                     if field in ("city", "locality"):
                         cache[value] = cached
                 words.update(cached)
         vocab = self.vocab
         for word in words:
-            bucket = vocab.get(word)
-            if bucket is None:
-                vocab[word] = [position]
-                if self._blobs is not None:
-                    self._extra_words.add(word)
-            else:
-                bucket.append(position)
+            if word not in vocab and self._blobs is not None:
+                self._extra_words.add(word)
+            _post(vocab, word, position)
         text = "\n".join(words)
         if position == len(self._texts):
             self._texts.append(text)
@@ -148,8 +271,8 @@ class ClientIndex:
 
     def _remove(self, position: int) -> None:
         """Drop a record's exact and search keys (its name/address do not change here)."""
-        client = self.clients[position]
-        maps: list[tuple[dict[str, list[int]], Iterable[str]]] = [
+        client = self._client(position)
+        maps: list[tuple[Postings, Iterable[str]]] = [
             (self.by_document, [document_key(client["document"])] if client["document"] else []),
             (self.by_phone, self.phones_of(client)),
             (self.name_postings, tokens(client["name"])),
@@ -158,11 +281,7 @@ class ClientIndex:
         ]
         for postings, keys in maps:
             for key in set(keys):
-                bucket = postings.get(key)
-                if bucket and position in bucket:
-                    bucket.remove(position)
-                    if not bucket:
-                        del postings[key]
+                _drop(postings, key, position)
 
     def _changed(self) -> None:
         self._memo.clear()
@@ -170,48 +289,52 @@ class ClientIndex:
         self._found_bodies.clear()
 
     def replace(self, record: ClientRecord) -> None:
-        """Patch one record in place (after an update, or a new client found upstream)."""
+        """Patch one record in place (after an update, or a new client found upstream).
+        Keys of the record besides the client (`plan_id` and any other) are kept."""
         client = record["client"]
-        position = self.by_id.get(client["service_id"])
+        service_id = client["service_id"]
+        position = self._position(service_id)
+        rest = {k: v for k, v in record.items() if k != "client"}
         if position is None:
-            position = len(self.clients)
-            self.clients.append(client)
-            self.plan_ids.append(record["plan_id"])
-            self.records.append(record)
+            position = self._count
+            self._count += 1
+            self._added_ids[service_id] = position
         else:
             self._remove(position)
-            self.clients[position] = client
-            self.plan_ids[position] = record["plan_id"]
-            self.records[position] = record
+        self._patched[position] = (_dump(client), _dump(rest))
         self._add(position, client)
         self._changed()
 
     # -- lookups ---------------------------------------------------------------------
 
     def get(self, service_id: int) -> Client | None:
-        position = self.by_id.get(service_id)
-        return None if position is None else self.clients[position]
+        position = self._position(service_id)
+        return None if position is None else self._client(position)
 
     def record(self, service_id: int) -> ClientRecord | None:
-        """The whole record (client and extras such as username or router id)."""
-        position = self.by_id.get(service_id)
-        return None if position is None else self.records[position]
+        """The whole cached record (the client and every other key it carries)."""
+        position = self._position(service_id)
+        return None if position is None else self._record(position)
 
     def plan_id(self, service_id: int) -> int | None:
-        position = self.by_id.get(service_id)
-        return None if position is None else self.plan_ids[position]
+        record = self.record(service_id)
+        return None if record is None else record.get("plan_id")
+
+    def clients(self) -> Iterator[Client]:
+        """Every client, in list order (decoded one at a time)."""
+        return (self._client(p) for p in range(self._count))
 
     def by_doc(self, document: str) -> Client | None:
-        return self._pick(self.by_document.get(document_key(document)))
+        return self._pick(_positions(self.by_document, document_key(document)))
 
     def by_phone_number(self, number: str) -> Client | None:
-        return self._pick(self.by_phone.get(number))
+        return self._pick(_positions(self.by_phone, number))
 
-    def _pick(self, positions: list[int] | None) -> Client | None:
+    def _pick(self, positions: Sequence[int]) -> Client | None:
         """One client of several sharing a key: an active one first, then the lowest id."""
         if not positions:
             return None
-        candidates = [self.clients[p] for p in positions]
+        candidates = [self._client(p) for p in positions]
         return min(
             candidates,
             key=lambda c: (c["payment_status"] not in self.active_states, c["service_id"]),
@@ -239,24 +362,31 @@ class ClientIndex:
         return body
 
     def active_json(self) -> bytes:
-        """The JSON array of active clients, serialised once per generation."""
-        if self._active_json is None:
-            active = [c for c in self.clients if c["payment_status"] in self.active_states]
-            self._active_json = json.dumps(
-                active, ensure_ascii=False, separators=(",", ":")
-            ).encode()
-        return self._active_json
+        """The JSON array of active clients, joined from the packed lines without decoding
+        them: a key appears once in a compact JSON object, so the status is a substring."""
+        if self._active_json is not None:
+            return self._active_json
+        marks = tuple(f'"payment_status":{_dump(state)},' for state in self.active_states)
+        parts = [
+            line
+            for line in (self._lines(p)[0] for p in range(self._count))
+            if any(mark in line for mark in marks)
+        ]
+        body = ("[" + ",".join(parts) + "]").encode()
+        if self._count <= _ACTIVE_MEMO_CLIENTS:
+            self._active_json = body
+        return body
 
     # -- resolve candidates ----------------------------------------------------------
 
     def candidates(self, words: list[str], *, address: bool = False) -> list[Client]:
         """Clients whose name (or address) holds every word as a whole token."""
         postings = self.address_postings if address else self.name_postings
-        buckets = [postings.get(word) or [] for word in words]
+        buckets = [_positions(postings, word) for word in words]
         if not words or any(not b for b in buckets):
             return []
         found = _intersect(buckets)
-        return [self.clients[p] for p in sorted(found)]
+        return [self._client(p) for p in sorted(found)]
 
     # -- search ----------------------------------------------------------------------
 
@@ -285,7 +415,9 @@ class ClientIndex:
         words.update(w for w in self._extra_words if part in w)
         vocab = self.vocab
         # A patched record may have dropped a word the blob still lists.
-        found = set().union(*(vocab.get(w, ()) for w in words)) if words else set()
+        found = set()
+        for word in words:
+            found.update(_positions(vocab, word))
         if len(self._memo) >= _MEMO_SIZE:
             self._memo.pop(next(iter(self._memo)))
         self._memo[part] = found
@@ -319,7 +451,7 @@ class ClientIndex:
         exact: list[int] = []
         single = query.split()
         if len(single) == 1:
-            exact += self.by_document.get(document_key(single[0]), [])
+            exact += _positions(self.by_document, document_key(single[0]))
             # Only a phone-like word (digits and symbols) is a phone: "pedro3001234567"
             # must not stand for 3001234567, which "pedro" does not match.
             number = (
@@ -328,8 +460,8 @@ class ClientIndex:
                 else normalize_phone(single[0], self.cc, self.national_length)
             )
             if number:
-                exact += [p for p in self.by_phone.get(number, []) if p not in exact]
-        named = [self.name_postings.get(p) or [] for p in parts]
+                exact += [p for p in _positions(self.by_phone, number) if p not in exact]
+        named = [_positions(self.name_postings, p) for p in parts]
         whole = _intersect(named) if all(named) else set()
 
         anchors = [p for p in parts if self._anchorable(p)]
@@ -367,4 +499,4 @@ class ClientIndex:
                     ordered += islice((p for p in range(len(texts)) if p in rest), room)
                 else:
                     ordered += heapq.nsmallest(room, rest) if len(rest) > room else sorted(rest)
-        return [self.clients[p] for p in ordered[:limit]]
+        return [self._client(p) for p in ordered[:limit]]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import math
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -20,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from isp_gateway.cache import CachedResource
-from isp_gateway.clients.index import ClientIndex, document_key
+from isp_gateway.clients.index import ClientIndex, document_key, pack_lines, pack_records
 from isp_gateway.clients.matching import (
     address_tokens,
     price_matches,
@@ -42,7 +41,6 @@ from isp_gateway.errors import (
 )
 from isp_gateway.throttle import FailureThrottle
 from isp_gateway.upstream import clients as upstream
-from isp_gateway.upstream.budget import BACKGROUND_SHARE
 from isp_gateway.upstream.clients import Client, ClientRecord
 
 if TYPE_CHECKING:
@@ -129,6 +127,7 @@ class ClientService:
             stale_ttl=settings.STALE_IF_ERROR_SECONDS,
             patch=self._patch,
             metrics=runtime.metrics,
+            planner=runtime.planner,
         )
         self.verify_throttle = FailureThrottle(
             runtime.store, "verify", settings.VERIFY_MAX_FAILURES, settings.VERIFY_LOCKOUT_SECONDS
@@ -136,7 +135,6 @@ class ClientService:
         self.resolve_throttle = FailureThrottle(
             runtime.store, "resolve", settings.VERIFY_MAX_FAILURES, settings.VERIFY_LOCKOUT_SECONDS
         )
-        self._budget_warned = False
         self._job: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         # Upstream queries of lookup misses in flight, by (kind, value): a bot retrying an
@@ -159,29 +157,15 @@ class ClientService:
     # -- the cache -------------------------------------------------------------------
 
     async def _load(self, background: bool) -> dict[str, Any]:
+        # Each page is mapped and packed as it arrives, so a load never holds the raw rows
+        # of the whole list (hundreds of megabytes at 200,000 clients).
         with _gc_paused():
-            records = await upstream.fetch_all_clients(self.runtime.gateway, background=background)
-        self._check_budget(len(records))
-        return {"records": records}
-
-    def _check_budget(self, clients: int) -> None:
-        """Warn once when keeping this list fresh would take most of the upstream's hourly
-        budget: refreshes then wait for the budget and the list ages past its lifetime."""
-        s = self.settings
-        pages = max(1, math.ceil(clients / s.UPSTREAM_PAGE_SIZE))
-        per_hour = pages * 3600 / self.cache.refresh_after
-        if per_hour > BACKGROUND_SHARE * s.UPSTREAM_RATE_PER_HOUR and not self._budget_warned:
-            self._budget_warned = True
-            log.warning(
-                "refreshing %d clients costs %d upstream calls every %.0f s (%.0f an hour) of "
-                "a budget of %d an hour: raise UPSTREAM_PAGE_SIZE if the backend allows, or "
-                "CLIENT_CACHE_SECONDS",
-                clients,
-                pages,
-                self.cache.refresh_after,
-                per_hour,
-                s.UPSTREAM_RATE_PER_HOUR,
+            chunks = await upstream.fetch_all_clients_as(
+                self.runtime.gateway,
+                lambda records: pack_lines(records),
+                background=background,
             )
+        return pack_records(chunks)
 
     def _index(self, value: Any) -> ClientIndex:
         s = self.settings
@@ -614,4 +598,4 @@ class ClientService:
             client["document"] = document
         if phone is not None:
             client["phone"] = phone
-        await self._remember({**record, "client": client})
+        await self._remember(record)

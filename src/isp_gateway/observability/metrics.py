@@ -45,6 +45,7 @@ from isp_gateway.observability.workers import multiprocess_dir
 if TYPE_CHECKING:
     from isp_gateway.cache import CachedResource
     from isp_gateway.upstream.budget import RateBudget
+    from isp_gateway.upstream.planner import RefreshPlanner
 
 log = logging.getLogger("isp_gateway.metrics")
 
@@ -148,6 +149,13 @@ class Metrics:
             multiprocess_mode="mostrecent",
             registry=r,
         )
+        self.refresh_interval = Gauge(
+            "isp_gateway_refresh_interval_seconds",
+            "Seconds between refreshes of an upstream list, as the budget planner set them",
+            ["resource"],
+            multiprocess_mode="mostrecent",
+            registry=r,
+        )
         self.stale_served = Counter(
             "isp_gateway_stale_served",
             "Answers served from a cached copy past its freshness (stale-if-error)",
@@ -176,6 +184,7 @@ class Metrics:
         self._flusher: asyncio.Task[None] | None = None
         self._caches: list[CachedResource[Any]] = []
         self._budgets: list[RateBudget] = []
+        self._planners: list[RefreshPlanner] = []
         self._scrape_hooks: list[Callable[[], Awaitable[None]]] = []
 
     # -- recording -------------------------------------------------------------------
@@ -238,6 +247,9 @@ class Metrics:
     def watch_budget(self, budget: RateBudget) -> None:
         self._budgets.append(budget)
 
+    def watch_planner(self, planner: RefreshPlanner) -> None:
+        self._planners.append(planner)
+
     def on_scrape(self, hook: Callable[[], Awaitable[None]]) -> None:
         """Run `hook` before each scrape is rendered (to set gauges read from shared state)."""
         self._scrape_hooks.append(hook)
@@ -256,6 +268,9 @@ class Metrics:
             for window, (remaining, limit) in (await budget.remaining()).items():
                 self.budget_remaining.labels(window).set(remaining)
                 self.budget_limit.labels(window).set(limit)
+        for planner in self._planners:
+            for name, seconds in planner.refresh_intervals().items():
+                self.refresh_interval.labels(resource_label(name)).set(seconds)
 
     async def render(self) -> bytes:
         self.flush()

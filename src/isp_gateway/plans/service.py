@@ -82,6 +82,7 @@ class PlanService:
             ttl=self._ttl,
             stale_ttl=self._stale_ttl,
             metrics=runtime.metrics,
+            planner=runtime.planner,
         )
         self._details: dict[tuple[int, str], CachedResource[PlanDetail | None]] = {}
         self._job: asyncio.Task[None] | None = None

@@ -20,6 +20,9 @@ class Store(Protocol):
     async def get(self, key: str) -> Any | None:
         """The value, or None when absent or expired."""
 
+    async def get_many(self, keys: list[str]) -> list[Any | None]:
+        """The values of several keys in one round trip (None for each absent one)."""
+
     async def set(self, key: str, value: Any, ttl: float | None = None) -> None:
         """Store a value; `ttl` in seconds, None for no expiry."""
 

@@ -43,6 +43,9 @@ class MemoryStore:
         item = self._alive(key)
         return None if item is None else item[0]
 
+    async def get_many(self, keys: list[str]) -> list[Any | None]:
+        return [None if (item := self._alive(key)) is None else item[0] for key in keys]
+
     async def set(self, key: str, value: Any, ttl: float | None = None) -> None:
         self._put(key, value, ttl)
 

@@ -63,6 +63,12 @@ class RedisStore:
             raw = await self._redis.get(self._k(key))
         return None if raw is None else json.loads(raw)
 
+    async def get_many(self, keys: list[str]) -> list[Any | None]:
+        if not keys:
+            return []
+        raws = await self._redis.mget([self._k(key) for key in keys])
+        return [None if raw is None else json.loads(raw) for raw in raws]
+
     async def set(self, key: str, value: Any, ttl: float | None = None) -> None:
         px = _px(ttl)
         with _answering():

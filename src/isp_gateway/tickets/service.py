@@ -173,6 +173,7 @@ class TicketService:
             stale_ttl=settings.STALE_IF_ERROR_SECONDS,
             patch=ActiveTickets.patch,
             metrics=runtime.metrics,
+            planner=runtime.planner,
         )
         self._job: asyncio.Task[None] | None = None
         self.catalogue = SubjectCatalogue.load(settings.TICKET_SUBJECTS_FILE)

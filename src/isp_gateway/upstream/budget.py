@@ -1,63 +1,124 @@
 """The upstream's rate budget: about 100 calls a minute and 1000 an hour per key.
 
-Fixed windows counted in the store, so several workers sharing a Redis store share one
-budget. User requests may spend the whole window; background refreshes stop at a share of it
-so that a refresh never starves a customer's lookup.
+Counted in the store, so several workers sharing a Redis store share one budget. Each window
+is counted in ten sub-buckets and a call is admitted against the sum of the last window and
+a bucket: the upstream's own throttle is a sliding log (DRF), and plain fixed windows would
+let twice the minute's budget through across a window edge, answered by a 429.
+
+Interactive calls (a ticket, a ping, a lookup miss, a single-client confirmation) come first:
+they may spend the whole window. Background work (whole-list refreshes) yields: it takes a
+call only while the window keeps room for the interactive reserve
+(`UPSTREAM_INTERACTIVE_RESERVE`, default 30 %) or, when interactive callers used more than
+that lately, for as many as they used. A refused background call waits (its refresh pauses
+and resumes where it was); it never takes an interactive caller's unit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
+from dataclasses import dataclass
 
 from isp_gateway.errors import UpstreamRateLimited
 from isp_gateway.store import Store
 
-BACKGROUND_SHARE = 0.8
+DEFAULT_INTERACTIVE_RESERVE = 0.3
+BUCKETS = 10  # sub-buckets per window
+
+
+@dataclass(frozen=True)
+class Window:
+    length: float  # seconds
+    limit: int  # calls per window
+
+    @property
+    def bucket(self) -> float:
+        return self.length / BUCKETS
 
 
 class RateBudget:
-    def __init__(self, store: Store, per_minute: int, per_hour: int) -> None:
+    def __init__(
+        self,
+        store: Store,
+        per_minute: int,
+        per_hour: int,
+        *,
+        reserve: float = DEFAULT_INTERACTIVE_RESERVE,
+        minute: float = 60.0,
+        hour: float = 3600.0,
+    ) -> None:
         self._store = store
-        self._windows = ((60, per_minute), (3600, per_hour))
+        self.windows = (Window(minute, per_minute), Window(hour, per_hour))
+        self.reserve = reserve
+
+    def reserved(self, window: Window) -> int:
+        """Calls of a window kept for interactive callers."""
+        return min(window.limit, math.ceil(window.limit * self.reserve))
+
+    def background_share(self, window: Window) -> int:
+        """Calls of a window background work may spend when interactive demand is low."""
+        return window.limit - self.reserved(window)
+
+    @staticmethod
+    def _key(window: Window, bucket: int, interactive: bool) -> str:
+        return f"budget:{window.length:g}:{bucket}{':i' if interactive else ''}"
+
+    async def _sums(self, window: Window, now_bucket: int) -> tuple[int, int]:
+        """(all calls, interactive calls) in the current bucket and the window before it."""
+        buckets = range(now_bucket - BUCKETS, now_bucket + 1)
+        keys = [self._key(window, b, False) for b in buckets]
+        keys += [self._key(window, b, True) for b in buckets]
+        values = await self._store.get_many(keys)
+        counts = [int(v) if v is not None else 0 for v in values]
+        return sum(counts[: len(buckets)]), sum(counts[len(buckets) :])
 
     async def _try(self, background: bool) -> float:
         """Take one call from every window; 0.0 on success, else seconds to wait."""
         now = time.time()
-        taken: list[tuple[str, int]] = []
-        for length, limit in self._windows:
-            window = int(now // length)
-            key = f"budget:{length}:{window}"
-            count = await self._store.incr(key, 1, ttl=length + 5)
-            taken.append((key, length + 5))
-            cap = int(limit * BACKGROUND_SHARE) if background else limit
-            if count > cap:
+        taken: list[tuple[str, float]] = []
+        for window in self.windows:
+            bucket = int(now // window.bucket)
+            ttl = window.length + 2 * window.bucket + 5
+            keys = [self._key(window, bucket, False)]
+            if not background:
+                keys.append(self._key(window, bucket, True))
+            # Counted first, then checked: concurrent callers (other workers) each see the
+            # others' units, so together they never exceed the limit.
+            for key in keys:
+                await self._store.incr(key, 1, ttl=ttl)
+                taken.append((key, ttl))
+            total, interactive = await self._sums(window, bucket)
+            if background:
+                cap = window.limit - max(self.reserved(window), interactive)
+            else:
+                cap = window.limit
+            if total > cap:
                 # Give back what this attempt took so a refused call costs nothing. With a
-                # ttl, in case the window's counter expired meanwhile: a counter recreated
-                # without one would stay in the store for good.
-                for k, ttl in taken:
-                    await self._store.incr(k, -1, ttl=ttl)
-                return (window + 1) * length - now
+                # ttl, in case the counter expired meanwhile: a counter recreated without
+                # one would stay in the store for good.
+                for key, key_ttl in taken:
+                    await self._store.incr(key, -1, ttl=key_ttl)
+                return (bucket + 1) * window.bucket - now
         return 0.0
 
     async def remaining(self) -> dict[str, tuple[int, int]]:
         """Calls left in each current window and its limit, `minute` and `hour` (metrics)."""
         now = time.time()
         left: dict[str, tuple[int, int]] = {}
-        for length, limit in self._windows:
-            used = await self._store.get(f"budget:{length}:{int(now // length)}")
-            name = "minute" if length == 60 else "hour"
-            left[name] = (max(0, limit - int(used or 0)), limit)
+        for name, window in zip(("minute", "hour"), self.windows, strict=True):
+            used, _ = await self._sums(window, int(now // window.bucket))
+            left[name] = (max(0, window.limit - used), window.limit)
         return left
 
     async def acquire(self, *, background: bool = False, max_wait: float = 0.0) -> None:
-        """Spend one upstream call. A user request raises UpstreamRateLimited at once when
-        the budget is gone (a bot cannot wait a minute); a background job waits."""
+        """Spend one upstream call. An interactive call raises UpstreamRateLimited at once
+        when the budget is gone (a bot cannot wait a minute); background work waits."""
         deadline = time.monotonic() + max_wait
         while True:
             wait = await self._try(background)
             if wait <= 0:
                 return
             if not background and time.monotonic() + wait > deadline:
-                raise UpstreamRateLimited(wait)
-            await asyncio.sleep(min(wait, 5.0) if background else wait)
+                raise UpstreamRateLimited(max(1.0, wait))
+            await asyncio.sleep(wait + 0.01)

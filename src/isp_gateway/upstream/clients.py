@@ -10,8 +10,9 @@ from __future__ import annotations
 import logging
 import math
 import re
+from collections.abc import Callable
 from datetime import date
-from typing import Any, TypedDict
+from typing import Any, TypedDict, TypeVar
 
 from isp_gateway.errors import UpstreamRejected
 from isp_gateway.upstream.gateway import UpstreamGateway
@@ -20,6 +21,8 @@ from isp_gateway.upstream.records import as_int
 log = logging.getLogger("isp_gateway.upstream.clients")
 
 CLIENTS_PATH = "api/clientes/"
+
+T = TypeVar("T")
 
 _DMY = re.compile(r"^\s*(\d{1,2})/(\d{1,2})/(\d{4})\s*$")
 _ISO = re.compile(r"^\s*(\d{4})-(\d{1,2})-(\d{1,2})(?:[T ].*)?$")
@@ -187,6 +190,19 @@ async def fetch_all_clients(gateway: UpstreamGateway, *, background: bool) -> li
     """Every client, page by page (largest page, bounded parallel; see the gateway)."""
     rows = await gateway.get_all_pages(CLIENTS_PATH, background=background)
     return map_clients(rows)
+
+
+async def fetch_all_clients_as(
+    gateway: UpstreamGateway,
+    transform: Callable[[list[ClientRecord]], T],
+    *,
+    background: bool,
+) -> list[T]:
+    """Every client, each page's records turned by `transform` as the page arrives (so the
+    raw rows of a large list are never all held at once)."""
+    return await gateway.get_all_pages_as(
+        CLIENTS_PATH, lambda rows: transform(map_clients(rows)), background=background
+    )
 
 
 async def query_clients(

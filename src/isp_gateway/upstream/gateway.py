@@ -11,7 +11,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
@@ -30,6 +34,30 @@ if TYPE_CHECKING:
 log = logging.getLogger("isp_gateway.upstream")
 
 JSON = Any
+T = TypeVar("T")
+
+# Background pages retried after a transient failure before a whole-list load gives up.
+PAGE_ATTEMPTS = 4
+
+
+@dataclass
+class CallCount:
+    count: int = 0
+
+
+_calls: ContextVar[CallCount | None] = ContextVar("upstream_calls", default=None)
+
+
+@contextmanager
+def counting_calls() -> Iterator[CallCount]:
+    """Count the upstream calls made in this context (tasks it starts included): a cached
+    list's load measures its pages this way, whatever the resource."""
+    counter = CallCount()
+    token = _calls.set(counter)
+    try:
+        yield counter
+    finally:
+        _calls.reset(token)
 
 
 def build_http_client(settings: Settings) -> httpx.AsyncClient:
@@ -112,6 +140,9 @@ class UpstreamGateway:
         for attempt in range(attempts):
             await self.budget.acquire(background=background)
             started = time.perf_counter()
+            counter = _calls.get()
+            if counter is not None:
+                counter.count += 1
             try:
                 response = await self.http.request(
                     method, url, params=params, json=json, data=data, files=files
@@ -194,10 +225,27 @@ class UpstreamGateway:
         background: bool = False,
     ) -> tuple[int | None, bool, list[dict[str, Any]]]:
         """One page: (count, has_next, results). We rebuild pages from limit/offset and
-        never follow `next`, which may name the wrong scheme."""
-        body = await self.get_json(
-            path, {**params, "limit": limit, "offset": offset}, background=background
-        )
+        never follow `next`, which may name the wrong scheme.
+
+        A background page that meets a 429 or a transient failure waits and is asked
+        again: a refresh half-way through hundreds of pages pauses and resumes there
+        instead of failing and starting over from the first page."""
+        page_params = {**params, "limit": limit, "offset": offset}
+        attempt = 0
+        while True:
+            try:
+                body = await self.get_json(path, page_params, background=background)
+                break
+            except (UpstreamRateLimited, UpstreamUnavailable) as exc:
+                attempt += 1
+                if not background or attempt >= PAGE_ATTEMPTS:
+                    raise
+                if isinstance(exc, UpstreamRateLimited):
+                    wait = exc.retry_after
+                else:
+                    wait = min(30.0, 2.0**attempt)
+                log.info("upstream %s: page at %d paused %.0fs before retrying", path, offset, wait)
+                await asyncio.sleep(wait)
         if isinstance(body, list):  # an unpaginated answer: everything at once
             return len(body), False, [r for r in body if isinstance(r, dict)]
         if not isinstance(body, dict) or not isinstance(body.get("results"), list):
@@ -214,32 +262,47 @@ class UpstreamGateway:
         *,
         background: bool = False,
     ) -> list[dict[str, Any]]:
-        """Every row of a paginated list: the first page tells the count, the rest are
-        fetched in bounded parallel, then paging goes on until a page comes back empty."""
+        """Every row of a paginated list (see `get_all_pages_as`)."""
+        rows: list[dict[str, Any]] = []
+        for page in await self.get_all_pages_as(path, list, params, background=background):
+            rows.extend(page)
+        return rows
+
+    async def get_all_pages_as(
+        self,
+        path: str,
+        transform: Callable[[list[dict[str, Any]]], T],
+        params: dict[str, Any] | None = None,
+        *,
+        background: bool = False,
+    ) -> list[T]:
+        """Every page of a paginated list, each turned by `transform` as it arrives (a large
+        list's raw rows are then never all held at once): the first page tells the count,
+        the rest are fetched in bounded parallel, then paging goes on until a page comes
+        back empty."""
         params = dict(params or {})
         size = self.settings.UPSTREAM_PAGE_SIZE
         count, has_next, first = await self.get_page(path, params, size, 0, background=background)
-        rows = list(first)
+        out = [transform(first)]
         if not has_next or not first:
-            return rows
+            return out
         # The upstream may cap the page size below what we asked for.
         step = len(first)
         offsets = list(range(step, count, step)) if count is not None else []
         if offsets:
             sem = asyncio.Semaphore(self.settings.UPSTREAM_PARALLEL_PAGES)
 
-            async def fetch(offset: int) -> tuple[bool, list[dict[str, Any]]]:
+            async def fetch(offset: int) -> tuple[bool, bool, T]:
                 async with sem:
                     _, nxt, page = await self.get_page(
                         path, params, step, offset, background=background
                     )
-                    return nxt, page
+                    return nxt, bool(page), transform(page)
 
             pages = await asyncio.gather(*(fetch(o) for o in offsets))
-            for _, page in pages:
-                rows.extend(page)
+            out.extend(page for _, _, page in pages)
             offset = offsets[-1] + step
-            more = pages[-1][0] and bool(pages[-1][1])
+            more = pages[-1][0] and pages[-1][1]
         else:
             offset, more = step, True
         # The list may have grown while we read it (or the count was missing).
@@ -247,7 +310,7 @@ class UpstreamGateway:
             _, has_next, page = await self.get_page(
                 path, params, step, offset, background=background
             )
-            rows.extend(page)
+            out.append(transform(page))
             offset += step
             more = has_next and bool(page)
-        return rows
+        return out
