@@ -593,9 +593,10 @@ class ClientService:
         record = index.record(service_id)
         if record is None:
             return
+        # A copy: the index must not see the new values before the patch log has them.
         client: Client = {**record["client"]}
         if document is not None:
             client["document"] = document
         if phone is not None:
             client["phone"] = phone
-        await self._remember(record)
+        await self._remember({**record, "client": client})
