@@ -18,15 +18,20 @@ from isp_gateway.upstream.budget import RateBudget
 from tests.clients.conftest import warm
 from tests.conftest import Gateway, Simulator
 
-REDIS_URL = "redis://127.0.0.1:6379/9"
+REDIS_DB = 9
 # The keys the gateways of these tests write (db 9 is this suite's); only those are deleted.
 OWN_PATTERNS = [f"{PREFIX}{p}*" for p in ("cache:", "lock:", "budget:", "clients:", "plans:")]
 
 
 @pytest.fixture
-def own_keys() -> Iterator[redis.Redis]:
+def db_url(redis_url: Callable[[int], str]) -> str:
+    return redis_url(REDIS_DB)
+
+
+@pytest.fixture
+def own_keys(db_url: str) -> Iterator[redis.Redis]:
     # No skip: a missing Redis must fail these tests.
-    client = redis.Redis.from_url(REDIS_URL)
+    client = redis.Redis.from_url(db_url)
 
     def clean() -> None:
         for pattern in OWN_PATTERNS:
@@ -58,9 +63,10 @@ def test_a_new_worker_adopts_the_lists_in_redis_without_the_upstream(
     start_simulator: Callable[..., Simulator],
     start_gateway: Callable[..., Gateway],
     own_keys: redis.Redis,
+    db_url: str,
 ) -> None:
     sim = start_simulator(clients=300)
-    settings = {"REDIS_URL": REDIS_URL, "UPSTREAM_PAGE_SIZE": 50}
+    settings = {"REDIS_URL": db_url, "UPSTREAM_PAGE_SIZE": 50}
     first = start_gateway(sim.url, **settings)
     warm(first)  # six pages
     wait_for(lambda: first.runtime.plans.catalogue.loads >= 1, "plans did not load")
@@ -87,11 +93,12 @@ def test_a_paused_refresh_on_one_worker_leaves_interactive_calls_to_another(
     start_simulator: Callable[..., Simulator],
     start_gateway: Callable[..., Gateway],
     own_keys: redis.Redis,
+    db_url: str,
 ) -> None:
     # 300 clients at 10 a page: 30 pages, twice the background share of a minute of 20.
     sim = start_simulator(clients=300, max_page_size=10)
     settings = {
-        "REDIS_URL": REDIS_URL,
+        "REDIS_URL": db_url,
         "UPSTREAM_PAGE_SIZE": 10,
         "UPSTREAM_RATE_PER_MINUTE": 20,
         "UPSTREAM_RATE_PER_HOUR": 1000,
@@ -128,10 +135,11 @@ def test_a_paused_refresh_on_one_worker_leaves_interactive_calls_to_another(
 @pytest.mark.anyio
 async def test_background_on_one_worker_never_takes_the_reserve_of_another(
     own_keys: redis.Redis,
+    db_url: str,
 ) -> None:
     # Window lengths of their own, so these counters are this test's alone.
     minute = 60.0 + uuid.uuid4().int % 1000 / 1000
-    workers = [RedisStore(REDIS_URL), RedisStore(REDIS_URL)]
+    workers = [RedisStore(db_url), RedisStore(db_url)]
     try:
         a, b = (
             RateBudget(s, per_minute=10, per_hour=1000, reserve=0.3, minute=minute) for s in workers

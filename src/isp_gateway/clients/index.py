@@ -175,6 +175,7 @@ class ClientIndex:
         self._extra_words: set[str] = set()
         self._active_json: bytes | None = None
         self._found_bodies: dict[int, bytes] = {}
+        self._bodies_at: dict[int, bytes] = {}  # the fast path's answers, by position
         ids: list[int] = []
         for position in range(self._base):
             client = self._client(position)
@@ -287,6 +288,7 @@ class ClientIndex:
         self._memo.clear()
         self._active_json = None
         self._found_bodies.clear()
+        self._bodies_at.clear()
 
     def replace(self, record: ClientRecord) -> None:
         """Patch one record in place (after an update, or a new client found upstream).
@@ -330,15 +332,43 @@ class ClientIndex:
     def by_phone_number(self, number: str) -> Client | None:
         return self._pick(_positions(self.by_phone, number))
 
-    def _pick(self, positions: Sequence[int]) -> Client | None:
-        """One client of several sharing a key: an active one first, then the lowest id."""
+    def _choose(self, positions: Sequence[int]) -> int | None:
+        """The position of one client of several sharing a key: an active one first, then
+        the lowest id. A key held by one client (nearly all) needs no decoding."""
         if not positions:
             return None
-        candidates = [self._client(p) for p in positions]
-        return min(
-            candidates,
-            key=lambda c: (c["payment_status"] not in self.active_states, c["service_id"]),
-        )
+        if len(positions) == 1:
+            return positions[0]
+
+        def rank(position: int) -> tuple[bool, int]:
+            client = self._client(position)
+            return client["payment_status"] not in self.active_states, client["service_id"]
+
+        return min(positions, key=rank)
+
+    def _pick(self, positions: Sequence[int]) -> Client | None:
+        position = self._choose(positions)
+        return None if position is None else self._client(position)
+
+    def hit_body(self, kind: str, key: str | int) -> bytes | None:
+        """The `client_found` envelope of a lookup by `document`, `phone` (normalised) or
+        `service_id`, or None on a miss: the lookup fast path's answer, memoised by position
+        so a repeated hit decodes nothing."""
+        if kind == "service_id":
+            position = self._position(int(key))
+        else:
+            postings = self.by_document if kind == "document" else self.by_phone
+            wanted = document_key(str(key)) if kind == "document" else str(key)
+            position = self._choose(_positions(postings, wanted))
+        if position is None:
+            return None
+        body = self._bodies_at.get(position)
+        if body is None:
+            body = self.found_body(self._client(position))
+            if len(self._bodies_at) >= _BODY_MEMO_SIZE:
+                self._bodies_at.clear()
+            self._bodies_at[position] = body
+        return body
 
     def found_body(self, client: Client) -> bytes:
         """The whole `client_found` envelope for a fresh hit, serialised once per client and

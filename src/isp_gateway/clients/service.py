@@ -294,21 +294,18 @@ class ClientService:
         index = await self.cache.fresh_local()
         if index is None:
             return None
-        client: Client | None
         if kind == "by-document":
             text = raw.strip()
-            client = index.by_doc(text) if _DOCUMENT.fullmatch(text) else None
-        elif kind == "by-phone":
+            return index.hit_body("document", text) if _DOCUMENT.fullmatch(text) else None
+        if kind == "by-phone":
             s = self.settings
             number = normalize_phone(raw, s.PHONE_COUNTRY_CODE, s.PHONE_NATIONAL_LENGTH)
-            client = index.by_phone_number(number) if len(number) >= MIN_PHONE_DIGITS else None
-        elif kind == "by-service-id":
+            return index.hit_body("phone", number) if len(number) >= MIN_PHONE_DIGITS else None
+        if kind == "by-service-id":
             text = raw.strip()
             valid = text.isdigit() and text.isascii() and len(text) <= MAX_SERVICE_ID_DIGITS
-            client = index.get(int(text)) if valid else None
-        else:
-            return None
-        return None if client is None else index.found_body(client)
+            return index.hit_body("service_id", int(text)) if valid else None
+        return None
 
     async def by_document(self, document: str) -> Found:
         text = document.strip()
