@@ -67,10 +67,17 @@ def _found(found: Found) -> Response:
 async def list_clients(runtime: RuntimeDep) -> Response:
     """List every active client (served from the client cache)."""
     payload, stale = await runtime.clients.list_active()
-    meta = b'{"stale":true}' if stale else b"null"
     # The list is serialised once per cache generation; only the envelope is built here.
+    return _listed(b"clients_listed", payload, stale)
+
+
+def _listed(action: bytes, payload: bytes, stale: bool) -> Response:
+    """The envelope around a pre-serialised JSON array of clients."""
+    meta = b'{"stale":true}' if stale else b"null"
     body = (
-        b'{"ok":true,"type":"success","action":"clients_listed","data":'
+        b'{"ok":true,"type":"success","action":"'
+        + action
+        + b'","data":'
         + payload
         + b',"message":null,"meta":'
         + meta
@@ -91,9 +98,8 @@ async def search_clients(
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> Response:
     """Search clients by name, address, document, phone, city or locality."""
-    found, stale = await runtime.clients.search(request.query_params.get("q"), limit)
-    action = "clients_listed" if found else "client_not_found"
-    return respond(200, success(action, found, meta=_meta(stale)))
+    payload, count, stale = await runtime.clients.search(request.query_params.get("q"), limit)
+    return _listed(b"clients_listed" if count else b"client_not_found", payload, stale)
 
 
 @router.get(

@@ -217,12 +217,14 @@ class ClientService:
             raise ServiceError("Failed to retrieve clients") from None
         return snapshot.value.active_json(), snapshot.stale
 
-    async def search(self, q: str | None, limit: int) -> tuple[list[Client], bool]:
+    async def search(self, q: str | None, limit: int) -> tuple[bytes, int, bool]:
+        """The matching clients as a pre-serialised JSON array, how many, and the stale flag."""
         query = (q or "").strip()
         if not query:
             raise InvalidInput("Query parameter 'q' is required")
         index, stale = await self._warm()
-        return index.search(query, max(1, min(limit, MAX_SEARCH_LIMIT))), stale
+        payload, count = index.search_json(query, max(1, min(limit, MAX_SEARCH_LIMIT)))
+        return payload, count, stale
 
     # -- lookups ---------------------------------------------------------------------
 
