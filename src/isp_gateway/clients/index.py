@@ -513,12 +513,16 @@ class ClientIndex:
                 matches = matches & other
                 if not matches:
                     break
-            rest_parts = [p for p in parts if p not in anchors]
-            if rest_parts and matches:
-                matches = {p for p in matches if holds_all(p, rest_parts)}
+            # Short parts left ("ana 12": thousands of candidates for "ana") are tested
+            # lazily: the whole-token name matches now (few), the rest in order until the
+            # page is full, instead of every candidate before a page of 50 is taken.
+            pending = [p for p in parts if p not in anchors] if matches else []
             whole &= matches
+            if pending:
+                whole = {p for p in whole if holds_all(p, pending)}
         else:
             matches = None
+            pending = []
             whole = {p for p in whole if holds_all(p, parts)}
 
         ordered = list(exact)
@@ -536,7 +540,11 @@ class ClientIndex:
                 ordered += islice(walk, room)
             else:
                 rest = matches - seen if seen else matches
-                if len(rest) * 8 > len(texts):
+                if pending:
+                    in_order = range(len(texts)) if len(rest) * 8 > len(texts) else sorted(rest)
+                    found = (p for p in in_order if p in rest and holds_all(p, pending))
+                    ordered += islice(found, room)
+                elif len(rest) * 8 > len(texts):
                     ordered += islice((p for p in range(len(texts)) if p in rest), room)
                 else:
                     ordered += heapq.nsmallest(room, rest) if len(rest) > room else sorted(rest)
