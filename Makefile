@@ -26,7 +26,7 @@ lint: $(STAMP)
 # The Redis tests use REDIS_URL when set, else start a throwaway redis-server (tests/conftest.py).
 test: lint
 	@test -n "$$REDIS_URL" || command -v redis-server >/dev/null || { echo "make test needs redis-server on PATH (Debian/Ubuntu: apt-get install redis-server) or REDIS_URL set"; exit 1; }
-	$(BIN)/pytest --cov --cov-report=term:skip-covered
+	$(BIN)/pytest --cov --cov-report=term:skip-covered --durations=15
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

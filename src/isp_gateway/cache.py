@@ -347,10 +347,14 @@ class CachedResource(Generic[D]):
         await self._catch_up()
 
     async def load_now(self) -> Snapshot[D]:
-        """A foreground load, for a caller that must see the upstream's current list (the
-        zone cap); it refreshes the shared copy too. Joins a load already in flight, and
-        takes a load another worker finished after this call began."""
-        loaded_at, derived = await self._loaded(background=False)
+        """The upstream's current list, read now as interactive work, for a caller that
+        must see it (the zone cap, an outage flag past its age). It never joins a load in
+        flight: a background refresh may be paused for the budget or a 429, and an
+        interactive caller must not wait behind it. The copy is this caller's; the shared
+        one is refreshed by its own schedule."""
+        value = await self._loader(False)
+        loaded_at = time.time()
+        derived = await asyncio.to_thread(self._derive, value)
         return Snapshot(derived, loaded_at, False)
 
     async def _loaded(self, background: bool) -> tuple[float, D]:

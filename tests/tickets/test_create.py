@@ -174,6 +174,26 @@ def test_upstream_429_on_create_is_503_with_retry_after(gw: Gateway, sim: Simula
     assert response.headers["Retry-After"] == "12"
 
 
+def test_a_creation_never_waits_behind_a_paused_background_sweep(
+    sim: Simulator, start_gateway: Callable[..., Gateway]
+) -> None:
+    # The active-ticket sweep refreshes every 0.8 s; once the backend answers 429 its
+    # background refresh waits and retries. The creation's own fresh count is interactive:
+    # it must answer at once (503), not wait behind that paused refresh.
+    gw = start_gateway(sim.url, ACTIVE_TICKETS_CACHE_SECONDS=1)
+    settle(gw, sim)
+    sim.state.faults.force_429 = True
+    sim.state.faults.retry_after = 30
+    time.sleep(1.5)  # a background refresh is now paused on the 429
+    assert gw.runtime.tickets.active._inflight is not None
+    assert not gw.runtime.tickets.active._inflight.done()
+    started = time.monotonic()
+    response = gw.post("/api/v1/tickets", json=ticket_body(), timeout=8)
+    assert response.status_code == 503, response.text
+    assert response.json()["meta"]["reason"] == "upstream_rate_limited"
+    assert time.monotonic() - started < 5
+
+
 def test_upstream_down_is_502_ticket_creation_failed(
     start_gateway: Callable[..., Gateway],
 ) -> None:
