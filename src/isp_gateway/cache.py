@@ -467,6 +467,12 @@ class CachedResource(Generic[D]):
                 delay = min(30.0, self.refresh_after)
 
     async def aclose(self) -> None:
-        for task in (self._background, self._inflight, self._deriving):
-            if task is not None and not task.done():
-                task.cancel()
+        tasks = [
+            t for t in (self._background, self._inflight, self._deriving) if t and not t.done()
+        ]
+        for task in tasks:
+            task.cancel()
+        # Awaited (briefly), so a load's page requests end before the upstream client the
+        # lifespan closes next.
+        if tasks:
+            await asyncio.wait(tasks, timeout=5)

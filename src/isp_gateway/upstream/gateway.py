@@ -299,7 +299,15 @@ class UpstreamGateway:
                     )
                     return nxt, bool(page), transform(page)
 
-            pages = await asyncio.gather(*(fetch(o) for o in offsets))
+            # A task group, not gather: when one page fails or the load is cancelled (a
+            # shutdown), the other pages are cancelled and awaited, never left running
+            # against a client that is about to close.
+            try:
+                async with asyncio.TaskGroup() as group:
+                    tasks = [group.create_task(fetch(o)) for o in offsets]
+            except ExceptionGroup as failed:
+                raise failed.exceptions[0] from None  # the callers map our typed errors
+            pages = [task.result() for task in tasks]
             out.extend(page for _, _, page in pages)
             offset = offsets[-1] + step
             more = pages[-1][0] and pages[-1][1]
