@@ -9,7 +9,7 @@ from fastapi.responses import Response
 
 from isp_gateway.accounts.schemas import AccountResponse, PaymentMethodResponse
 from isp_gateway.auth.dependencies import current_user
-from isp_gateway.clients.schemas import ServiceIdPath
+from isp_gateway.clients.schemas import SERVICE_ROUTE_ERRORS, ServiceIdPath
 from isp_gateway.envelope import BackendResponse, error_responses, respond, success
 from isp_gateway.runtime import RuntimeDep
 
@@ -21,21 +21,10 @@ def _meta(stale: bool) -> dict[str, Any] | None:
     return {"stale": True} if stale else None
 
 
-# Our key refused upstream: on the client read it is spec 5.2's CLIENT_NOT_FOUND, on the
-# invoice list `upstream_unauthorized`.
-UPSTREAM = ["upstream_unavailable", "upstream_unauthorized", "CLIENT_NOT_FOUND"]
-
-
 @router.get(
     "/clients/{service_id}/account",
     response_model=BackendResponse[AccountResponse],
-    responses=error_responses(
-        400,
-        404,
-        502,
-        503,
-        actions={400: "invalid_service_id", 404: "client_not_found", 502: UPSTREAM},
-    ),
+    responses=SERVICE_ROUTE_ERRORS,
 )
 async def get_client_account(service_id: ServiceIdPath, runtime: RuntimeDep) -> Response:
     """What the customer owes (pending invoices, oldest due first) and the service state."""

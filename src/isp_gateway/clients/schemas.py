@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
+from isp_gateway.envelope import error_responses
 from isp_gateway.models import NON_BLANK, RequestModel
 
 # Patterns of the OpenAPI document; each accepts only what the service accepts (whitespace
@@ -25,6 +26,19 @@ _BLANK = r"^[\t-\r ]*$"
 ServiceIdPath = Annotated[
     str, Path(description="1 to 18 digits", json_schema_extra={"pattern": SERVICE_ID_PATTERN})
 ]
+# The errors of a route about one service (account, tickets, diagnose): a bad or unknown id,
+# and the upstream's (our key refused on the client read is spec 5.2's CLIENT_NOT_FOUND).
+SERVICE_ROUTE_ERRORS = error_responses(
+    400,
+    404,
+    502,
+    503,
+    actions={
+        400: "invalid_service_id",
+        404: "client_not_found",
+        502: ["upstream_unavailable", "upstream_unauthorized", "CLIENT_NOT_FOUND"],
+    },
+)
 
 
 class ClientResponse(BaseModel):

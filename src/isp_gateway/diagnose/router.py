@@ -6,10 +6,10 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
 from isp_gateway.auth.dependencies import current_user
-from isp_gateway.clients.schemas import ServiceIdPath
+from isp_gateway.clients.schemas import SERVICE_ROUTE_ERRORS, ServiceIdPath
 from isp_gateway.clients.service import parse_service_id
 from isp_gateway.diagnose.schemas import DEFAULT_WAIT_SECONDS, DiagnoseRequest, DiagnoseResponse
-from isp_gateway.envelope import BackendResponse, envelope, error_responses, respond
+from isp_gateway.envelope import BackendResponse, envelope, respond
 from isp_gateway.network.router import WaitQuery
 from isp_gateway.runtime import RuntimeDep
 
@@ -19,17 +19,7 @@ router = APIRouter(prefix="/api/v1/clients", tags=["network"], dependencies=[Dep
 @router.post(
     "/{service_id}/diagnose",
     response_model=BackendResponse[DiagnoseResponse],
-    responses=error_responses(
-        400,
-        404,
-        502,
-        503,
-        actions={
-            400: "invalid_service_id",
-            404: "client_not_found",
-            502: ["upstream_unavailable", "upstream_unauthorized", "CLIENT_NOT_FOUND"],
-        },
-    ),
+    responses=SERVICE_ROUTE_ERRORS,
 )
 async def diagnose_client(
     service_id: ServiceIdPath,

@@ -6,9 +6,9 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
 from isp_gateway.auth.dependencies import current_user
-from isp_gateway.clients.schemas import ServiceIdPath
+from isp_gateway.clients.schemas import SERVICE_ROUTE_ERRORS, ServiceIdPath
 from isp_gateway.clients.service import parse_service_id
-from isp_gateway.envelope import BackendResponse, error_responses, respond, success
+from isp_gateway.envelope import BackendResponse, respond, success
 from isp_gateway.runtime import RuntimeDep
 from isp_gateway.tickets.schemas import OpenTicketResponse
 
@@ -18,17 +18,7 @@ router = APIRouter(prefix="/api/v1/clients", tags=["tickets"], dependencies=[Dep
 @router.get(
     "/{service_id}/tickets",
     response_model=BackendResponse[list[OpenTicketResponse]],
-    responses=error_responses(
-        400,
-        404,
-        502,
-        503,
-        actions={
-            400: "invalid_service_id",
-            404: "client_not_found",
-            502: ["upstream_unavailable", "upstream_unauthorized", "CLIENT_NOT_FOUND"],
-        },
-    ),
+    responses=SERVICE_ROUTE_ERRORS,
 )
 async def list_client_tickets(service_id: ServiceIdPath, runtime: RuntimeDep) -> Response:
     """The client's active tickets, newest first (served from the cached ticket sweep)."""
