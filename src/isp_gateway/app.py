@@ -9,12 +9,13 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
+from starlette.types import Receive, Scope, Send
 
 from isp_gateway import system
 from isp_gateway.accounts.router import router as accounts_router
 from isp_gateway.accounts.service import AccountService
 from isp_gateway.auth.router import router as auth_router
-from isp_gateway.clients.fastpath import LookupFastPath
+from isp_gateway.clients.fastpath import LookupEdge, LookupFastPath
 from isp_gateway.clients.router import router as clients_router
 from isp_gateway.clients.service import ClientService
 from isp_gateway.diagnose.outages import OutageService
@@ -29,6 +30,7 @@ from isp_gateway.middleware import (
     CORSWhenOrigin,
     RateLimitMiddleware,
     RequestContextMiddleware,
+    RequestIds,
     UnhandledErrorMiddleware,
 )
 from isp_gateway.network.router import router as network_router
@@ -88,6 +90,20 @@ async def build_store(settings: Settings) -> Store:
         await store.ping()
         return store
     return MemoryStore()
+
+
+class GatewayApp(FastAPI):
+    """FastAPI with the lookup edge in front (clients/fastpath.py): a warm lookup hit is
+    answered before Starlette's and FastAPI's own layers and ours, which would otherwise
+    cost more than the lookup itself. Everything else goes through the full stack."""
+
+    edge: LookupEdge | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        edge = self.edge
+        if edge is not None and await edge.serve(scope, send):
+            return
+        await super().__call__(scope, receive, send)
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -155,7 +171,7 @@ def create_app(settings: Settings) -> FastAPI:
             log.info("isp-gateway started; upstream %s", settings.UPSTREAM_NET_HOST)
             yield {}
 
-    app = FastAPI(
+    app = GatewayApp(
         title="ISP Integration API",
         description=DESCRIPTION,
         version="1.0.0",
@@ -179,10 +195,11 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(diagnose_router)
     app.include_router(readiness.router)
 
-    # Added last = outermost. The order: request id and access log, the service rate
-    # limit, the lookup fast path (which serves only origin-less bot calls, so it may sit
-    # outside CORS), CORS, the last-resort error envelope, the body limit, then FastAPI's
-    # routing.
+    # Added last = outermost. The order: metrics, request id and access log, the store's
+    # 503 (Redis only), the service rate limit and the lookup fast path behind it (only
+    # with a rate limit on; it serves only origin-less bot calls, so it may sit outside
+    # CORS), CORS, the last-resort error envelope, the body limit, then FastAPI's routing.
+    # With no rate limit (the default) the fast path is the edge in front of all of them.
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.MAX_BODY_BYTES)
     app.add_middleware(UnhandledErrorMiddleware)
     app.add_middleware(
@@ -193,18 +210,30 @@ def create_app(settings: Settings) -> FastAPI:
         allow_headers=["Authorization", "Content-Type", "Idempotency-Key", "X-Request-ID"],
         expose_headers=["X-Request-ID", "Retry-After"],
     )
-    app.add_middleware(LookupFastPath, runtime_getter=lambda: app.state.runtime)
-    app.add_middleware(
-        RateLimitMiddleware,
-        runtime_getter=lambda: app.state.runtime,
-        per_address=settings.RATE_LIMIT_PER_MINUTE,
-        per_subject=settings.RATE_LIMIT_PER_SUBJECT_PER_MINUTE,
+    rate_limited = (
+        settings.RATE_LIMIT_PER_MINUTE > 0 or settings.RATE_LIMIT_PER_SUBJECT_PER_MINUTE > 0
     )
+    if rate_limited:
+        # Every request is counted first: the fast path sits behind the limiter.
+        app.add_middleware(LookupFastPath, runtime_getter=lambda: app.state.runtime)
+        app.add_middleware(
+            RateLimitMiddleware,
+            runtime_getter=lambda: app.state.runtime,
+            per_address=settings.RATE_LIMIT_PER_MINUTE,
+            per_subject=settings.RATE_LIMIT_PER_SUBJECT_PER_MINUTE,
+        )
     if settings.REDIS_URL is not None:  # the memory store cannot be away
         app.add_middleware(readiness.StoreUnavailableMiddleware)
-    app.add_middleware(
-        RequestContextMiddleware, access_log=AccessLog() if settings.ACCESS_LOG else None
-    )
+    ids = RequestIds()
+    access_log = AccessLog() if settings.ACCESS_LOG else None
+    app.add_middleware(RequestContextMiddleware, ids=ids, access_log=access_log)
+    if not rate_limited:
+        app.edge = LookupEdge(
+            runtime_getter=lambda: app.state.runtime,
+            ids=ids,
+            access_log=access_log,
+            metrics=metrics,
+        )
     if metrics is not None:
         from isp_gateway.observability.metrics import MetricsMiddleware
         from isp_gateway.observability.metrics import router as metrics_router

@@ -36,14 +36,15 @@ def mask_path(path: str) -> str:
     return _PERSONAL_SEGMENT.sub("***", path) if "/by-" in path else path
 
 
-# One request: (time, method, raw path, status, duration ms, request id). A plain tuple:
-# it is built on every request, and a NamedTuple's constructor costs ten times more.
+# One request: (time, method, masked path, status, duration ms, request id). A plain
+# tuple: it is built on every request, and a NamedTuple's constructor costs ten times more.
+# The path is masked by the caller: the lookup edge knows its masked path without a regex.
 AccessEntry = tuple[float, str, str, int, float, str]
 
 
 def access_message(entry: AccessEntry) -> str:
     _, method, path, status, duration_ms, request_id = entry
-    return f"{method} {mask_path(path)} {status} {duration_ms:.1f}ms id={request_id}"
+    return f"{method} {path} {status} {duration_ms:.1f}ms id={request_id}"
 
 
 class AccessBatch:
@@ -87,7 +88,7 @@ class TextFormatter(logging.Formatter):
             seconds, prefix = self._seconds, f" {record.levelname} {record.name}: "
             return "\n".join(
                 [
-                    f"{seconds(t)},{int(t % 1 * 1000):03d}{prefix}{method} {mask_path(path)} "
+                    f"{seconds(t)},{int(t % 1 * 1000):03d}{prefix}{method} {path} "
                     f"{status} {ms:.1f}ms id={rid}"
                     for t, method, path, status, ms, rid in record.msg.entries
                 ]
@@ -119,7 +120,7 @@ class JsonFormatter(logging.Formatter):
                 lines.append(
                     f'{{"time":"{self._time(t)}",{head},"message":{dumps(access_message(entry))},'
                     f'"request_id":"{rid}","method":{dumps(method)},'
-                    f'"path":{dumps(mask_path(path))},"status":{status},"duration_ms":{ms:.2f}}}'
+                    f'"path":{dumps(path)},"status":{status},"duration_ms":{ms:.2f}}}'
                 )
             return "\n".join(lines)
 
@@ -161,9 +162,13 @@ class AccessLog:
     def enabled(self) -> bool:
         return self.logger.isEnabledFor(logging.INFO)  # cached by `logging`
 
-    def add(self, method: str, path: str, status: int, duration_ms: float, request_id: str) -> None:
+    def add(
+        self, method: str, masked_path: str, status: int, duration_ms: float, request_id: str
+    ) -> None:
+        """One request's line; `masked_path` has been through `mask_path` (or is known
+        to hold nothing personal)."""
         entries = self._entries
-        entries.append((time.time(), method, path, status, duration_ms, request_id))
+        entries.append((time.time(), method, masked_path, status, duration_ms, request_id))
         if len(entries) >= self.max_batch:
             self.flush()
         elif self._timer is None:

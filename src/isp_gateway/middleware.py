@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 error_log = logging.getLogger("isp_gateway")
 
-_SAFE_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+_SAFE_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
 async def send_json(
@@ -56,18 +56,37 @@ async def send_error_envelope(
     await send_json(send, status, payload, headers)
 
 
+class RequestIds:
+    """Request ids for one app: the caller's `X-Request-ID` when sane, else a new one.
+
+    Shared by the request middleware and the lookup edge (clients/fastpath.py), so ids stay
+    unique in the process whichever layer answers."""
+
+    def __init__(self) -> None:
+        # Unique, not secret: a per-app random prefix and a counter cost far less than a
+        # uuid4 (an urandom call) on every request.
+        self._prefix = uuid.uuid4().hex[:12] + "-"
+        self._counter = itertools.count(1)
+
+    def pick(self, incoming: bytes | None) -> str:
+        if incoming is not None:
+            text = incoming.decode("latin-1")
+            if _SAFE_ID.fullmatch(text):
+                return text
+        return f"{self._prefix}{next(self._counter):x}"
+
+
 class RequestContextMiddleware:
     """Gives every request an id (kept from `X-Request-ID` when sane), echoes it, and logs
     one access line. Query strings are not logged: they can hold documents and phones.
     `access_log=None` (ACCESS_LOG=false) turns the access line off."""
 
-    def __init__(self, app: ASGIApp, *, access_log: AccessLog | None = None) -> None:
+    def __init__(
+        self, app: ASGIApp, *, ids: RequestIds, access_log: AccessLog | None = None
+    ) -> None:
         self.app = app
+        self.ids = ids
         self.access_log = access_log
-        # Request ids need to be unique, not secret: a per-app random prefix and a counter
-        # cost far less than a uuid4 (an urandom call) on every request.
-        self._id_prefix = uuid.uuid4().hex[:12] + "-"
-        self._ids = itertools.count(1)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -76,14 +95,12 @@ class RequestContextMiddleware:
             else:
                 await self.app(scope, receive, send)
             return
-        request_id = ""
+        incoming = None
         for name, value in scope["headers"]:
             if name == b"x-request-id":
-                incoming = value.decode("latin-1")
-                request_id = incoming if _SAFE_ID.match(incoming) else ""
+                incoming = value
                 break
-        if not request_id:
-            request_id = f"{self._id_prefix}{next(self._ids):x}"
+        request_id = self.ids.pick(incoming)
         scope.setdefault("state", {})["request_id"] = request_id
         request_id_var.set(request_id)
         started = time.perf_counter()
@@ -104,7 +121,7 @@ class RequestContextMiddleware:
             if access is not None and access.enabled():
                 access.add(
                     scope["method"],
-                    scope["path"],
+                    mask_path(scope["path"]),
                     status_holder["status"],
                     (time.perf_counter() - started) * 1000,
                     request_id,

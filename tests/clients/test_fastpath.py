@@ -15,6 +15,7 @@ from isp_gateway.auth.tokens import issue_token
 from isp_gateway.clients.fastpath import LookupFastPath
 from tests.clients.conftest import StartPair, calls
 from tests.conftest import USERNAME
+from tests.foundation.conftest import wait_for_fresh_window
 
 LOOKUPS = [
     "/api/v1/clients/by-document/12345678",
@@ -132,3 +133,70 @@ def test_only_the_first_authorization_header_counts(start_pair: StartPair, first
     for path in (LOOKUPS[0], "/api/v1/clients/by-document/424242"):  # a hit, then a miss
         response = gw.client.get(path, headers=headers)
         assert response.status_code == 401, path
+
+
+def test_edge_hits_carry_the_request_id(start_pair: StartPair) -> None:
+    _, gw = start_pair()
+    assert gw.get(LOOKUPS[0]).status_code == 200  # gw.token is verified and cached
+    echoed = gw.get(LOOKUPS[0], headers={"X-Request-ID": "bot-turn.42"})
+    assert echoed.status_code == 200
+    assert echoed.headers["x-request-id"] == "bot-turn.42"
+    # An unsafe incoming id is replaced, and fresh ids never repeat.
+    replaced = gw.get(LOOKUPS[0], headers={"X-Request-ID": "a b<script>"})
+    ids = {replaced.headers["x-request-id"], gw.get(LOOKUPS[1]).headers["x-request-id"]}
+    ids.add(gw.get(LOOKUPS[2]).headers["x-request-id"])
+    assert len(ids) == 3
+    assert all(i and "<" not in i and " " not in i for i in ids)
+
+
+def test_the_edge_answers_only_sure_hits(start_pair: StartPair) -> None:
+    """The edge in front of the app: it answers a sure hit itself and leaves every other
+    request to the full stack, having sent nothing."""
+    _, gw = start_pair()
+    assert gw.get(LOOKUPS[0]).status_code == 200  # verify and cache gw.token
+    edge = gw.app.edge
+    assert edge is not None
+    unseen = issue_token(gw.settings, USERNAME, now=datetime.now(UTC) - timedelta(seconds=5))
+
+    async def serve(path: str, token: str | None, **extra: str) -> tuple[bool, list[Any]]:
+        headers = [(b"host", b"t")]
+        if token:
+            headers.append((b"authorization", f"Bearer {token}".encode()))
+        headers += [(k.encode(), v.encode()) for k, v in extra.items()]
+        scope = {"type": "http", "method": "GET", "path": path, "headers": headers}
+        sent: list[Any] = []
+
+        async def send(message: Any) -> None:
+            sent.append(message)
+
+        return await edge.serve(scope, send), sent
+
+    async def scenario() -> dict[str, tuple[bool, list[Any]]]:
+        return {
+            "hit": await serve(LOOKUPS[0], gw.token),
+            "service id hit": await serve(LOOKUPS[2], gw.token),
+            "no token": await serve(LOOKUPS[0], None),
+            "unverified token": await serve(LOOKUPS[0], unseen),
+            "browser": await serve(LOOKUPS[0], gw.token, origin="https://x.example"),
+            "miss": await serve("/api/v1/clients/by-document/424242", gw.token),
+            "bad phone": await serve("/api/v1/clients/by-phone/12", gw.token),
+            "other route": await serve("/api/v1/clients/search", gw.token),
+        }
+
+    served = asyncio.run(scenario())
+    for case in ("hit", "service id hit"):
+        answered, sent = served[case]
+        assert answered, case
+        assert sent[0]["status"] == 200
+        assert dict(sent[0]["headers"])[b"x-request-id"]
+    for case in ("no token", "unverified token", "browser", "miss", "bad phone", "other route"):
+        assert served[case] == (False, []), case
+
+
+def test_with_a_rate_limit_every_lookup_is_counted(start_pair: StartPair) -> None:
+    """A rate limit must see warm hits too: then the fast path sits behind the limiter."""
+    _, gw = start_pair(RATE_LIMIT_PER_MINUTE=4)
+    assert gw.app.edge is None
+    wait_for_fresh_window(60)
+    statuses = [gw.get(LOOKUPS[0]).status_code for _ in range(6)]
+    assert statuses == [200, 200, 200, 200, 429, 429]
