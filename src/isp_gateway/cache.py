@@ -212,7 +212,7 @@ class CachedResource(Generic[D]):
     def _served(self, loaded_at: float, derived: D) -> Snapshot[D]:
         age = time.time() - loaded_at
         if age >= self.refresh_after:
-            self._refresh_soon()
+            self._refresh_soon(loaded_at)
         stale = age >= self.ttl
         if stale and self._metrics is not None:
             self._metrics.stale(self.name)
@@ -273,12 +273,20 @@ class CachedResource(Generic[D]):
 
     # -- loading ---------------------------------------------------------------------
 
-    async def _load(self, background: bool) -> tuple[float, Any]:
+    async def _load(self, background: bool, replacing: float | None = None) -> tuple[float, Any]:
+        """Load the list and publish it. `replacing` is the generation (load time) the
+        caller found too old; without one, any generation older than this call is."""
         requested_at = time.time()
         async with self._store.lock(f"lock:{self._key}", timeout=self._lock_timeout()):
-            # Another worker may have loaded it while we waited for the lock.
+            # Another worker may have loaded it while we waited for the lock. A refresh
+            # that saw generation G is done when a newer one is there, even one loaded
+            # just before this call: workers sharing a store wake together at G's age,
+            # and the later one would otherwise load again while the first one was still
+            # building and publishing.
             entry = await self._entry()
-            if entry is not None and entry[0] >= requested_at:
+            if entry is not None and (
+                entry[0] >= requested_at or (replacing is not None and entry[0] > replacing)
+            ):
                 return entry
             # Updates logged up to here were written upstream before this fetch starts,
             # so the fetched list includes them; later ones may be missing from it.
@@ -320,19 +328,21 @@ class CachedResource(Generic[D]):
             items = [i for i in items if int(i["rev"]) > since[1]]
         return [{"rev": n, "item": i["item"]} for n, i in enumerate(items, start=1)]
 
-    async def _single_flight(self, background: bool) -> tuple[float, Any]:
+    async def _single_flight(
+        self, background: bool, replacing: float | None = None
+    ) -> tuple[float, Any]:
         if self._inflight is None or self._inflight.done():
-            self._inflight = asyncio.ensure_future(self._load(background))
+            self._inflight = asyncio.ensure_future(self._load(background, replacing))
         # shield: a client that disconnects must not cancel the load others wait for.
         return await asyncio.shield(self._inflight)
 
-    def _refresh_soon(self) -> None:
+    def _refresh_soon(self, replacing: float) -> None:
         if self._background is not None and not self._background.done():
             return
 
         async def run() -> None:
             try:
-                await self.refresh()
+                await self.refresh(replacing)
             except (UpstreamError, StoreUnavailable) as exc:
                 log.warning("background refresh of %s failed: %s", self._key, exc.action)
             except Exception:
@@ -340,9 +350,10 @@ class CachedResource(Generic[D]):
 
         self._background = asyncio.ensure_future(run())
 
-    async def refresh(self) -> None:
-        """Load now (used by the periodic job and refresh-ahead), then derive."""
-        loaded_at, value = await self._single_flight(background=True)
+    async def refresh(self, replacing: float | None = None) -> None:
+        """Load now (used by the periodic job and refresh-ahead), then derive. With
+        `replacing`, a generation newer than that one, loaded by another worker, will do."""
+        loaded_at, value = await self._single_flight(background=True, replacing=replacing)
         await self._derived(loaded_at, value)
         await self._catch_up()
 
@@ -448,7 +459,7 @@ class CachedResource(Generic[D]):
             # again (N workers would otherwise spend N times the upstream budget).
             await self._adopt(stamp)
             return self.refresh_after - age
-        await self.refresh()
+        await self.refresh(None if stamp is None else stamp[0])
         return self.refresh_after
 
     async def run_periodic(self) -> None:

@@ -1,0 +1,57 @@
+"""Workers sharing a store replace a generation of a cached list once, not once each."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from isp_gateway.cache import CachedResource
+from isp_gateway.store import MemoryStore
+
+
+def test_a_refresh_that_finds_a_newer_generation_does_not_load_again() -> None:
+    """Two workers find generation G due at the same moment (both schedule from G's
+    stamp). The first loads; the second asks just after that load returned, while the
+    first is still building its index, and must take the first one's generation."""
+
+    async def scenario() -> tuple[int, list[Any], int]:
+        store = MemoryStore()
+        loads = 0
+        building = threading.Event()
+        release = threading.Event()
+
+        async def loader(background: bool) -> dict[str, int]:
+            nonlocal loads
+            loads += 1
+            return {"generation": loads}
+
+        def derive(value: dict[str, int]) -> dict[str, int]:
+            if value["generation"] == 2 and not release.is_set():
+                building.set()  # generation 2 is loaded and being built, lock held
+                release.wait(10)
+            return value
+
+        first = CachedResource(store, "things", loader, derive, ttl=10, stale_ttl=60)
+        second = CachedResource(store, "things", loader, derive, ttl=10, stale_ttl=60)
+        await first.refresh()
+        seen = await first.loaded_at()
+        assert seen is not None
+
+        one = asyncio.create_task(first.refresh(seen))
+        assert await asyncio.to_thread(building.wait, 10)
+        other = asyncio.create_task(second.refresh(seen))
+        await asyncio.sleep(0.1)  # the second is waiting for the store's lock
+        release.set()
+        await asyncio.gather(one, other)
+        after_race = loads
+        locals_ = [first.local, second.local]
+        # A refresh that names no generation (a plan missing from the catalogue) still
+        # reads the upstream even though the copy is new.
+        await second.refresh()
+        return after_race, locals_, loads
+
+    after_race, locals_, loads = asyncio.run(scenario())
+    assert after_race == 2
+    assert locals_ == [{"generation": 2}, {"generation": 2}]
+    assert loads == 3
