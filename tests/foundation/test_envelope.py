@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import re
 from typing import Any
 
+import httpx
 import pytest
+from fastapi.routing import iter_route_contexts
+from starlette.routing import Mount
 
+from isp_gateway.notfound import UnknownPathMiddleware, known_paths
 from tests.conftest import API_KEY, JWT_SECRET, Gateway
 
 PROBE = "/api/v1/_probe"
@@ -91,6 +97,58 @@ def test_unknown_route_without_token_is_still_404(gw: Gateway) -> None:
     response = gw.client.get("/api/v1/no-such-thing")
     assert response.status_code == 404
     assert response.json()["action"] == "error"
+
+
+def test_unknown_paths_are_answered_before_routing_and_known_ones_are_not(gw: Gateway) -> None:
+    """The 404 of an unknown path comes from the layer in front of the router, and that
+    layer knows every path a route serves (with a sample value for each parameter)."""
+    known = known_paths(gw.app.router.routes)
+    samples = [
+        re.sub(r"\{[^}]+\}", "7", context.path) + ("/7" if isinstance(context.route, Mount) else "")
+        for context in iter_route_contexts(gw.app.router.routes)
+        if getattr(context, "path_regex", None) is not None
+    ]
+    assert "/api/v1/clients/by-document/7" in samples and "/docs-assets/7" in samples
+    assert all(known.fullmatch(sample) for sample in samples)
+    for unknown in ("/", "/api/v1/no-such-thing", "/api/v1/clients/7/8/9", "/healthz"):
+        assert not known.fullmatch(unknown), unknown
+    response = gw.client.get("/api/v1/clients/7/8/9", headers={"X-Request-ID": "scan-1"})
+    assert response.status_code == 404
+    assert response.json() == error_body("error", "Not found")
+    assert response.headers["x-request-id"] == "scan-1"
+
+
+def test_only_unknown_paths_are_answered_in_front_of_the_router(gw: Gateway) -> None:
+    passed: list[str] = []
+
+    async def router(scope: Any, receive: Any, send: Any) -> None:
+        passed.append(scope["path"])
+        await send({"type": "http.response.start", "status": 299, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    layer = UnknownPathMiddleware(router, routes=lambda: gw.app.router.routes)
+
+    async def statuses() -> dict[str, int]:
+        transport = httpx.ASGITransport(app=layer)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            paths = ["/api/v1/nope", "/", "/health", "/health/", "/api/v1/clients/by-phone/3"]
+            return {path: (await client.get(path)).status_code for path in paths}
+
+    status = asyncio.run(statuses())
+    assert status == {
+        "/api/v1/nope": 404,
+        "/": 404,
+        "/health": 299,
+        "/health/": 299,  # the router redirects it
+        "/api/v1/clients/by-phone/3": 299,
+    }
+    assert passed == ["/health", "/health/", "/api/v1/clients/by-phone/3"]
+
+
+def test_a_path_served_with_the_other_trailing_slash_still_redirects(gw: Gateway) -> None:
+    response = gw.client.get("/health/", follow_redirects=False)
+    assert response.status_code == 307
+    assert response.headers["location"].endswith("/health")
 
 
 def test_wrong_method_is_an_envelope(gw: Gateway) -> None:

@@ -39,7 +39,7 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from isp_gateway.errors import StoreUnavailable
-from isp_gateway.observability import ROUTE_TEMPLATE
+from isp_gateway.observability import ROUTE_TEMPLATE, UNMATCHED
 from isp_gateway.observability.workers import multiprocess_dir
 
 if TYPE_CHECKING:
@@ -49,7 +49,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("isp_gateway.metrics")
 
-UNMATCHED = "unmatched"
 _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
 
 # Lookups answer in about a millisecond; upstream calls take up to the upstream timeout.
