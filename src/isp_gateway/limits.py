@@ -10,7 +10,7 @@ from __future__ import annotations
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from isp_gateway.middleware import send_error_envelope
+from isp_gateway.middleware import answer_errors, send_error_envelope
 
 ACTION = "payload_too_large"
 
@@ -48,7 +48,6 @@ class BodyLimitMiddleware:
                     return
                 break
         received = 0
-        started = False
 
         async def counting_receive() -> Message:
             nonlocal received
@@ -59,18 +58,10 @@ class BodyLimitMiddleware:
                     raise PayloadTooLarge(self.limit)
             return message
 
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
-        try:
-            await self.app(scope, counting_receive, tracking_send)
-        except PayloadTooLarge:
-            if started:
-                raise
+        async def refuse(_: PayloadTooLarge) -> None:
             await self._refuse(send)
+
+        await answer_errors(self.app, scope, counting_receive, send, PayloadTooLarge, refuse)
 
     async def _refuse(self, send: Send) -> None:
         # The rest of the body is never read: the connection is closed after the answer.

@@ -8,8 +8,8 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -140,6 +140,36 @@ class RequestContextMiddleware:
         return send_wrapper
 
 
+E = TypeVar("E", bound=Exception)
+
+
+async def answer_errors(
+    app: ASGIApp,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    errors: type[E],
+    answer: Callable[[E], Awaitable[None]],
+) -> None:
+    """Run `app`; when it raises one of `errors` before its answer has started, `answer`
+    gives one instead. Once the answer has started it is too late for another: the error
+    goes on, and the server closes the connection."""
+    started = False
+
+    async def tracking_send(message: Message) -> None:
+        nonlocal started
+        if message["type"] == "http.response.start":
+            started = True
+        await send(message)
+
+    try:
+        await app(scope, receive, tracking_send)
+    except errors as exc:
+        if started:
+            raise
+        await answer(exc)
+
+
 class UnhandledErrorMiddleware:
     """Turns an unhandled exception into the generic 500 envelope inside our middleware
     stack, so the answer still carries the request id and CORS headers (Starlette's own
@@ -152,27 +182,19 @@ class UnhandledErrorMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started = False
 
-        async def send_wrapper(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_wrapper)
-        except Exception:
-            if started:
-                raise  # too late for an envelope; the server closes the connection
+        async def answer(exc: Exception) -> None:
             request_id = scope.get("state", {}).get("request_id", "-")
-            error_log.exception(
+            error_log.error(
                 "unhandled error on %s %s id=%s",
                 scope["method"],
                 mask_path(scope["path"]),
                 request_id,
+                exc_info=exc,
             )
             await send_error_envelope(send, 500, "error", "Internal server error")
+
+        await answer_errors(self.app, scope, receive, send, Exception, answer)
 
 
 class CORSWhenOrigin:

@@ -11,10 +11,11 @@ from typing import Any
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from isp_gateway.envelope import envelope
 from isp_gateway.errors import StoreUnavailable
+from isp_gateway.middleware import answer_errors
 from isp_gateway.runtime import Runtime, RuntimeDep
 
 router = APIRouter(tags=["system"])
@@ -70,22 +71,13 @@ class StoreUnavailableMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started = False
 
-        async def send_wrapper(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_wrapper)
-        except StoreUnavailable as exc:
-            if started:
-                raise
+        async def answer(exc: StoreUnavailable) -> None:
             if scope["path"].startswith(AUTH_PREFIX):
                 body: dict[str, Any] = {"detail": exc.message}
             else:
                 body = envelope(ok=False, type="error", action=exc.action, message=exc.message)
             response = JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
             await response(scope, receive, send)
+
+        await answer_errors(self.app, scope, receive, send, StoreUnavailable, answer)
