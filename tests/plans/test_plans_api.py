@@ -214,7 +214,9 @@ def test_upstream_failure_without_a_copy_is_502(
 ) -> None:
     sim = start_simulator()
     sim.state.faults.update({"error_rate": 1.0, "path_prefix": "/api/plan-internet/"})
-    gw = start_gateway(sim.url)
+    # The list request joins the start-up load, whose failing page is retried in the
+    # background before it gives up: short waits between those attempts (default 2, 4, 8 s).
+    gw = start_gateway(sim.url, UPSTREAM_PAGE_RETRY_SECONDS=0.05)
     for path in ("/api/v1/internet-plans/", "/api/v1/internet-plans/2"):
         response = gw.get(path)
         assert response.status_code == 502
