@@ -70,20 +70,20 @@ class Gateway:
         return self.client.put(path, headers={**self.auth, **kw.pop("headers", {})}, **kw)
 
 
+def _start_simulator(stack: contextlib.ExitStack, **overrides: Any) -> Simulator:
+    overrides.setdefault("api_key", API_KEY)
+    overrides.setdefault("clients", 200)
+    overrides.setdefault("ping_duration", 0.3)
+    app = create_simulator_app(SimulatorConfig(**overrides))
+    url = stack.enter_context(run_server(app))
+    return Simulator(url=url, app=app)
+
+
 @pytest.fixture
 def start_simulator() -> Iterator[Callable[..., Simulator]]:
     """Factory: start a simulator with SimulatorConfig overrides (api_key preset)."""
     with contextlib.ExitStack() as stack:
-
-        def start(**overrides: Any) -> Simulator:
-            overrides.setdefault("api_key", API_KEY)
-            overrides.setdefault("clients", 200)
-            overrides.setdefault("ping_duration", 0.3)
-            app = create_simulator_app(SimulatorConfig(**overrides))
-            url = stack.enter_context(run_server(app))
-            return Simulator(url=url, app=app)
-
-        yield start
+        yield lambda **overrides: _start_simulator(stack, **overrides)
 
 
 @pytest.fixture
@@ -107,6 +107,29 @@ def gateway_settings(upstream_url: str, password_hash: str, **overrides: Any) ->
     return load_settings(**values)
 
 
+def _start_gateway(
+    stack: contextlib.ExitStack,
+    password_hash: str,
+    upstream_url: str,
+    *,
+    prepare: Callable[[Any], None] | None = None,
+    **overrides: Any,
+) -> Gateway:
+    settings = gateway_settings(upstream_url, password_hash, **overrides)
+    app = create_app(settings)
+    if prepare is not None:
+        prepare(app)  # e.g. extra routes a test needs, before the app runs
+    url = stack.enter_context(run_server(app))
+    client = stack.enter_context(httpx.Client(base_url=url, timeout=30))
+    return Gateway(
+        url=url,
+        settings=settings,
+        app=app,
+        client=client,
+        token=issue_token(settings, USERNAME),
+    )
+
+
 @pytest.fixture
 def start_gateway(password_hash: str) -> Iterator[Callable[..., Gateway]]:
     """Factory: run the real app (with its lifespan) against an upstream URL."""
@@ -115,19 +138,7 @@ def start_gateway(password_hash: str) -> Iterator[Callable[..., Gateway]]:
         def start(
             upstream_url: str, *, prepare: Callable[[Any], None] | None = None, **overrides: Any
         ) -> Gateway:
-            settings = gateway_settings(upstream_url, password_hash, **overrides)
-            app = create_app(settings)
-            if prepare is not None:
-                prepare(app)  # e.g. extra routes a test needs, before the app runs
-            url = stack.enter_context(run_server(app))
-            client = stack.enter_context(httpx.Client(base_url=url, timeout=30))
-            return Gateway(
-                url=url,
-                settings=settings,
-                app=app,
-                client=client,
-                token=issue_token(settings, USERNAME),
-            )
+            return _start_gateway(stack, password_hash, upstream_url, prepare=prepare, **overrides)
 
         yield start
 
@@ -135,6 +146,16 @@ def start_gateway(password_hash: str) -> Iterator[Callable[..., Gateway]]:
 @pytest.fixture
 def gateway(simulator: Simulator, start_gateway: Callable[..., Gateway]) -> Gateway:
     return start_gateway(simulator.url)
+
+
+@pytest.fixture(scope="module")
+def module_pair(password_hash: str) -> Iterator[tuple[Simulator, Gateway]]:
+    """A default simulator and gateway shared by the tests of one module, for modules whose
+    tests only read or are refused (starting and stopping the pair costs about a second a
+    test). A module uses it by overriding `simulator` and `gateway` with module scope."""
+    with contextlib.ExitStack() as stack:
+        sim = _start_simulator(stack)
+        yield sim, _start_gateway(stack, password_hash, sim.url)
 
 
 # -- Redis: the tests bring their own ---------------------------------------------------

@@ -3,6 +3,7 @@ a throwaway Redis."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import socket
 import subprocess
@@ -14,6 +15,17 @@ from urllib.parse import urlsplit, urlunsplit
 
 import uvicorn
 from starlette.types import ASGIApp
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, looking for the stop request every 10 ms instead of every 100 ms:
+    the suite stops two or more servers per test, hundreds in all."""
+
+    async def main_loop(self) -> None:
+        counter = 0
+        while not await self.on_tick(counter):
+            counter = (counter + 1) % 864000
+            await asyncio.sleep(0.01)
 
 
 @contextmanager
@@ -32,7 +44,7 @@ def run_server(app: ASGIApp, host: str = "127.0.0.1") -> Iterator[str]:
         # A test that leaves a request hanging must not block the shutdown for long.
         timeout_graceful_shutdown=5,
     )
-    server = uvicorn.Server(config)
+    server = _Server(config)
     thread = threading.Thread(target=server.run, name="test-uvicorn", daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

@@ -55,6 +55,9 @@ class Settings(BaseSettings):
     UPSTREAM_TIMEOUT_SECONDS: float = Field(default=10.0, gt=0, le=60)
     UPSTREAM_PAGE_SIZE: int = Field(default=500, ge=1, le=5000)
     UPSTREAM_PARALLEL_PAGES: int = Field(default=4, ge=1, le=32)
+    # A background page that failed transiently waits this long before it is asked again,
+    # twice as long at each next attempt (at most 30 s); the load gives up after 4 attempts.
+    UPSTREAM_PAGE_RETRY_SECONDS: float = Field(default=2.0, gt=0, le=30)
     UPSTREAM_RATE_PER_MINUTE: int = Field(default=100, ge=1)
     UPSTREAM_RATE_PER_HOUR: int = Field(default=1000, ge=1)
     # Share of each budget window kept for interactive calls (tickets, pings, lookup

@@ -144,7 +144,11 @@ def test_a_read_cut_off_on_a_later_page_is_never_owes_nothing(
             }
         )
 
-    sim, gw = start_accounts(wait_invoices=False, before_gateway=fail_later_pages)
+    # The requests join the start-up load, whose failing pages are retried in the background
+    # before it gives up: short waits between those attempts (default 2, 4 and 8 s).
+    sim, gw = start_accounts(
+        wait_invoices=False, before_gateway=fail_later_pages, UPSTREAM_PAGE_RETRY_SECONDS=0.05
+    )
     for service_id in (201, 202):
         response = gw.get(f"/api/v1/clients/{service_id}/account")
         assert response.status_code == 502

@@ -130,7 +130,9 @@ def test_refresh_ahead_in_the_background(start_pair: StartPair) -> None:
 
 
 def test_stale_if_error(start_pair: StartPair) -> None:
-    sim, gw = start_pair(CLIENT_CACHE_SECONDS=1)
+    # The failing refresh retries its pages in the background, 2, 4 and 8 s apart by default;
+    # short waits let it see the upstream back sooner, and the outcome is the same.
+    sim, gw = start_pair(CLIENT_CACHE_SECONDS=1, UPSTREAM_PAGE_RETRY_SECONDS=0.05)
     sim.state.faults.update({"error_rate": 1.0})
     time.sleep(1.2)
     response = gw.get("/api/v1/clients/")
@@ -154,7 +156,11 @@ def test_stale_if_error(start_pair: StartPair) -> None:
 
 
 def test_stale_copy_expires(start_pair: StartPair) -> None:
-    sim, gw = start_pair(CLIENT_CACHE_SECONDS=1, STALE_IF_ERROR_SECONDS=1)
+    # The request joins the background refresh, whose failing pages are retried before it
+    # gives up: short waits between those attempts (default 2, 4 and 8 s) end it sooner.
+    sim, gw = start_pair(
+        CLIENT_CACHE_SECONDS=1, STALE_IF_ERROR_SECONDS=1, UPSTREAM_PAGE_RETRY_SECONDS=0.05
+    )
     sim.state.faults.update({"error_rate": 1.0})
     time.sleep(2.2)
     response = gw.get("/api/v1/clients/")
@@ -179,7 +185,9 @@ def test_list_failure(
 ) -> None:
     sim = start_simulator()
     sim.state.faults.update(faults)
-    gw = start_gateway(sim.url)
+    # The request joins the start-up load, whose failing pages are retried in the background
+    # before it gives up: short waits between those attempts (default 2, 4 and 8 s).
+    gw = start_gateway(sim.url, UPSTREAM_PAGE_RETRY_SECONDS=0.05)
     response = gw.get("/api/v1/clients/")
     assert response.status_code == status
     out = body(response)

@@ -19,6 +19,18 @@ from tests.conftest import Gateway, Simulator
 REF = "#/components/schemas/"
 
 
+# The tests here read the document or send requests the gateway refuses (or that change
+# nothing another test looks at): one simulator and one gateway serve the whole module.
+@pytest.fixture(scope="module")
+def simulator(module_pair: tuple[Simulator, Gateway]) -> Simulator:
+    return module_pair[0]
+
+
+@pytest.fixture(scope="module")
+def gateway(module_pair: tuple[Simulator, Gateway]) -> Gateway:
+    return module_pair[1]
+
+
 def openapi(gateway: Gateway) -> dict[str, Any]:
     response = gateway.client.get("/openapi.json")
     assert response.status_code == 200

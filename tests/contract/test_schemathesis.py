@@ -67,7 +67,10 @@ def test_openapi_contract_holds_under_schemathesis(
     tmp_path: Path,
 ) -> None:
     simulator = start_simulator()
-    gateway = start_gateway(simulator.url)
+    # Pings and diagnoses long-poll the upstream task every PING_POLL_INTERVAL_SECONDS (2 s by
+    # default) while the simulator's pings take 0.3 s: polling every 0.1 s gives the same
+    # answers without two seconds of waiting for each such request the fuzzer sends.
+    gateway = start_gateway(simulator.url, PING_POLL_INTERVAL_SECONDS=0.1)
     # A real token, from the token endpoint, as a bot gets it.
     issued = httpx.post(
         f"{gateway.url}/api/v1/auth/token",

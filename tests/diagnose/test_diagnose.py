@@ -157,7 +157,9 @@ def test_a_debt_check_that_fails_is_502_never_a_guess(
 ) -> None:
     # The pending-invoice list never loads.
     sim.state.faults.update({"error_rate": 1.0, "path_prefix": "/api/facturas/"})
-    gw = start_gateway(sim.url, UPSTREAM_TIMEOUT_SECONDS=1.0)
+    # The check joins the start-up load, whose failing pages are retried in the background
+    # before it gives up: short waits between those attempts (default 2, 4 and 8 s).
+    gw = start_gateway(sim.url, UPSTREAM_TIMEOUT_SECONDS=1.0, UPSTREAM_PAGE_RETRY_SECONDS=0.05)
     response = diagnose(gw, 102)
     assert response.status_code == 502
     assert response.json()["action"] == "upstream_unavailable"

@@ -8,6 +8,8 @@ only those are deleted (no FLUSHDB): several suites may share this Redis at the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import random
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -164,6 +166,44 @@ async def test_incr_without_ttl_never_expires(store: Store) -> None:
 async def test_incr_is_atomic_under_concurrency(store: Store) -> None:
     await asyncio.gather(*(store.incr(k("hits"), 1, ttl=10) for _ in range(50)))
     assert await store.get(k("hits")) == 50
+
+
+async def test_a_cancelled_call_never_returns_as_if_it_had_not_been(store: Store) -> None:
+    # A cancellation that lands inside a command must end the caller's task. redis-py's
+    # client let a good part of them go (the command returned normally and the task ran
+    # on): a background page paused on the budget then outlived the service's shutdown.
+    chance = random.Random(20261123)
+    lost = 0
+    for _ in range(400):
+
+        async def calls() -> int:
+            await store.incr(k("cancel"), 1, ttl=60)
+            await store.get(k("cancel"))
+            await store.get_many([k("cancel")])
+            task = asyncio.current_task()
+            assert task is not None
+            return task.cancelling()
+
+        task = asyncio.ensure_future(calls())
+        await asyncio.sleep(chance.random() * 0.002)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            lost += await task > 0
+    assert lost == 0
+
+
+async def test_a_lock_wait_ends_when_its_task_is_cancelled(store: Store) -> None:
+    async with store.lock(k("held"), timeout=30):
+        waiter = asyncio.ensure_future(_hold(store, k("held")))
+        await asyncio.sleep(0.25)  # a few polls of the held lock
+        waiter.cancel()
+        done, _ = await asyncio.wait({waiter}, timeout=2)
+        assert waiter in done and waiter.cancelled()
+
+
+async def _hold(store: Store, name: str) -> None:
+    async with store.lock(name, timeout=30):
+        pytest.fail("acquired a held lock")
 
 
 async def test_lock_mutual_exclusion(store: Store) -> None:

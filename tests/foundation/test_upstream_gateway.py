@@ -319,6 +319,20 @@ async def test_a_background_read_pauses_on_429_and_resumes_where_it_was(
     assert sim.state.calls["GET /api/clientes/"] <= 7 + 2
 
 
+async def test_a_background_page_that_keeps_failing_is_asked_four_times_with_growing_waits(
+    simulator: Simulator, make_gateway: Factory
+) -> None:
+    simulator.state.faults.update({"error_rate": 1.0})
+    gateway = make_gateway(simulator.url, UPSTREAM_PAGE_RETRY_SECONDS=0.2)
+    started = time.monotonic()
+    with pytest.raises(UpstreamUnavailable):
+        await gateway.get_page("api/clientes/", {}, 50, 0, background=True)
+    # Four attempts, 0.2, 0.4 and 0.8 s apart (UPSTREAM_PAGE_RETRY_SECONDS, doubled); the
+    # default's 2, 4 and 8 s would take 14 s.
+    assert simulator.state.calls["GET /api/clientes/"] == 4
+    assert 1.4 <= time.monotonic() - started < 10
+
+
 async def test_an_interactive_read_is_not_retried_on_429(
     simulator: Simulator, make_gateway: Factory
 ) -> None:

@@ -41,6 +41,18 @@ def poll(gw: Gateway, task_id: str, wait: float = 0) -> dict[str, Any]:
     return body
 
 
+# The tests that take `gateway` and `simulator` are all refused before any ping is created:
+# one pair serves them all (the others start their own).
+@pytest.fixture(scope="module")
+def simulator(module_pair: tuple[Simulator, Gateway]) -> Simulator:
+    return module_pair[0]
+
+
+@pytest.fixture(scope="module")
+def gateway(module_pair: tuple[Simulator, Gateway]) -> Gateway:
+    return module_pair[1]
+
+
 @pytest.fixture
 def fast(start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]) -> Any:
     """A simulator whose pings take 0.3 s and a gateway that may poll every 0.1 s."""

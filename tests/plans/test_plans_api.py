@@ -189,7 +189,11 @@ def test_stale_if_error(
     start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
 ) -> None:
     sim = start_simulator()
-    gw = start_gateway(sim.url, PLAN_CACHE_SECONDS=1, STALE_IF_ERROR_SECONDS=3600)
+    # The failing refresh retries its page in the background, 2, 4 and 8 s apart by default;
+    # short waits let it see the upstream back sooner, and the outcome is the same.
+    gw = start_gateway(
+        sim.url, PLAN_CACHE_SECONDS=1, STALE_IF_ERROR_SECONDS=3600, UPSTREAM_PAGE_RETRY_SECONDS=0.05
+    )
     fresh = gw.get("/api/v1/internet-plans/").json()
     detail = gw.get("/api/v1/internet-plans/2").json()
     sim.state.faults.update({"error_rate": 1.0, "path_prefix": "/api/plan-internet/"})
@@ -214,7 +218,9 @@ def test_upstream_failure_without_a_copy_is_502(
 ) -> None:
     sim = start_simulator()
     sim.state.faults.update({"error_rate": 1.0, "path_prefix": "/api/plan-internet/"})
-    gw = start_gateway(sim.url)
+    # The list request joins the start-up load, whose failing page is retried in the
+    # background before it gives up: short waits between those attempts (default 2, 4, 8 s).
+    gw = start_gateway(sim.url, UPSTREAM_PAGE_RETRY_SECONDS=0.05)
     for path in ("/api/v1/internet-plans/", "/api/v1/internet-plans/2"):
         response = gw.get(path)
         assert response.status_code == 502

@@ -243,7 +243,8 @@ class UpstreamGateway:
                 if isinstance(exc, UpstreamRateLimited):
                     wait = exc.retry_after
                 else:
-                    wait = min(30.0, 2.0**attempt)
+                    first = self.settings.UPSTREAM_PAGE_RETRY_SECONDS
+                    wait = min(30.0, first * 2.0 ** (attempt - 1))
                 log.info("upstream %s: page at %d paused %.0fs before retrying", path, offset, wait)
                 await asyncio.sleep(wait)
         if isinstance(body, list):  # an unpaginated answer: everything at once
