@@ -292,3 +292,29 @@ def test_requires_token(pair: tuple[Simulator, Gateway]) -> None:
     _, gw = pair
     response = gw.client.get("/api/v1/clients/by-service-id/101")
     assert response.status_code == 401
+
+
+def test_the_collector_runs_while_a_load_waits_for_the_upstream(
+    start_simulator: Any, start_gateway: Any, data_file: Any
+) -> None:
+    """Packing a page pauses the garbage collector; waiting for the next page must not (a
+    load paced by the upstream budget lasts minutes, and the process serves meanwhile)."""
+    import gc
+    import time
+
+    from tests.clients.conftest import warm
+
+    sim = start_simulator(data_file=data_file)
+    sim.state.faults.update(
+        {"latency": 1.0, "scopes": {"latency": {"path_prefix": "/api/clientes/"}}}
+    )
+    gw = start_gateway(sim.url)
+    seen = set()
+    deadline = time.monotonic() + 0.6
+    while time.monotonic() < deadline:
+        assert gw.runtime.clients.cache.loads == 0  # the start-up load is waiting
+        seen.add(gc.isenabled())
+        time.sleep(0.01)
+    assert seen == {True}
+    warm(gw)
+    assert gc.isenabled()

@@ -75,6 +75,13 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def _pack_page(records: list[ClientRecord]) -> str:
+    # Only while a page is packed: a load paused on the upstream budget can last minutes,
+    # and the collector must run for everything else the process does meanwhile.
+    with _gc_paused():
+        return pack_lines(records)
+
+
 def parse_service_id(raw: str) -> int:
     """A service id from a path: ASCII digits only (no sign, no decimals), at most 18 of
     them (the documented pattern: no upstream id is longer, and Python refuses to parse a
@@ -159,12 +166,9 @@ class ClientService:
     async def _load(self, background: bool) -> dict[str, Any]:
         # Each page is mapped and packed as it arrives, so a load never holds the raw rows
         # of the whole list (hundreds of megabytes at 200,000 clients).
-        with _gc_paused():
-            chunks = await upstream.fetch_all_clients_as(
-                self.runtime.gateway,
-                lambda records: pack_lines(records),
-                background=background,
-            )
+        chunks = await upstream.fetch_all_clients_as(
+            self.runtime.gateway, _pack_page, background=background
+        )
         return pack_records(chunks)
 
     def _index(self, value: Any) -> ClientIndex:
