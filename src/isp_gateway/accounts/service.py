@@ -29,6 +29,7 @@ from isp_gateway.errors import (
     UpstreamUnauthorized,
     UpstreamUnavailable,
 )
+from isp_gateway.memory import release_free_memory
 from isp_gateway.settings import Settings
 from isp_gateway.store import Store
 from isp_gateway.upstream.gateway import UpstreamGateway
@@ -76,7 +77,7 @@ class AccountService:
             store,
             "invoices:pending",
             self._load_invoices,
-            build_invoice_index,
+            self._index_invoices,
             ttl=float(settings.INVOICE_CACHE_SECONDS),
             stale_ttl=stale_ttl,
             metrics=metrics,
@@ -108,6 +109,13 @@ class AccountService:
     async def _load_invoices(self, background: bool) -> dict[str, Any]:
         pairs = await fetch_pending(self.gateway, background=background)
         return pack_invoices(pairs)
+
+    @staticmethod
+    def _index_invoices(value: Any) -> InvoiceIndex:
+        index = build_invoice_index(value)
+        # 125 pages of parsed rows were freed when the load packed them: give that back.
+        release_free_memory()
+        return index
 
     async def _load_payment_methods(self, background: bool) -> list[PaymentMethod]:
         return await fetch_payment_methods(self.gateway, background=background)
