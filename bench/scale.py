@@ -68,6 +68,20 @@ def _rss_mb(pid: int) -> float:
     return math.nan
 
 
+def _worker_rss_mb(pid: int) -> float:
+    """RSS of the process serving requests: `serve` runs granian, whose workers are child
+    processes of a small supervisor; the largest process of the tree is the worker."""
+    pids = [pid]
+    found = []
+    while pids:
+        current = pids.pop()
+        with contextlib.suppress(OSError):
+            found.append(_rss_mb(current))
+            for task in Path(f"/proc/{current}/task").iterdir():
+                pids += [int(c) for c in (task / "children").read_text().split()]
+    return max(found, default=math.nan)
+
+
 @contextlib.contextmanager
 def _simulator(clients: int, tickets: int, rate: int, page_cap: int) -> Iterator[str]:
     port = procs.free_port()
@@ -321,8 +335,10 @@ def run(
                 phase.join()
                 stop.set()
                 pages = _pages(store)
-                time.sleep(5)  # adoption by the other worker, index build
-                rss = [_rss_mb(pid) for _, pid in workers]
+                # The other worker adopts the lists and builds its index (about 10 s at
+                # 200,000 clients on a busy machine) before RSS is read.
+                time.sleep(30)
+                rss = [_worker_rss_mb(pid) for _, pid in workers]
                 bots_after = Conversations(urls, token, people)
                 bots_after.run(quiet_seconds, conversation_every, 10_000)
                 stats = httpx.get(f"{upstream}/_sim/stats", timeout=30).json()
@@ -331,7 +347,10 @@ def run(
         _clean(store)
         store.close()
     _print_loads(first_loads, pages, plans, rate)
-    print(f"  RSS per worker after warm-up: {', '.join(f'{r:.0f} MB' for r in rss)}")
+    print(
+        "  RSS per worker after warm-up (granian's worker process, not its supervisor): "
+        f"{', '.join(f'{r:.0f} MB' for r in rss)}"
+    )
     print(
         f"    {max(rss) * 1024 * 1024 / clients:,.0f} B per client (whole process, "
         "value + index + everything else)"

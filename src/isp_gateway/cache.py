@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from isp_gateway.errors import StoreUnavailable, UpstreamError
+from isp_gateway.memory import release_free_memory
 from isp_gateway.store import Store
 from isp_gateway.upstream.gateway import counting_calls
 from isp_gateway.upstream.planner import DEFAULT_REFRESH_RATIO, RefreshPlanner
@@ -314,7 +315,10 @@ class CachedResource(Generic[D]):
                 )
             self._local = _Local(loaded_at, 0, derived)
             self._apply(new_log)
-            return loaded_at, value
+        # The store's copy was encoded (for Redis, the whole list as one JSON text and its
+        # bytes) and freed: give the heap's free memory back, off the event loop.
+        await asyncio.to_thread(release_free_memory)
+        return loaded_at, value
 
     @staticmethod
     def _carry(raw_log: Any, since: Stamp) -> list[dict[str, Any]]:

@@ -1,10 +1,10 @@
 """Accounts (BEYOND.md): what a customer owes, whether the service is cut, how to pay.
 
 Two whole upstream lists are kept as cached resources (cache.py: refresh ahead, single
-flight, stale-if-error, shared store): the pending invoices, indexed by the client's
-`usuario`, and the payment methods. Once warm, an account answer makes no upstream call,
-except the one fresh read that confirms a suspended or cancelled state
-(`ClientService.confirmed_record`).
+flight, stale-if-error, shared store): the pending invoices, packed and indexed by the
+client's `usuario` (accounts/index.py), and the payment methods. Once warm, an account
+answer makes no upstream call, except the one fresh read that confirms a suspended or
+cancelled state (`ClientService.confirmed_record`).
 
 Failure semantics: an upstream failure is never "owes nothing". A pending list that could
 not be read whole, with no complete copy to fall back on, and a client with an invoice whose
@@ -16,10 +16,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from isp_gateway.accounts.index import InvoiceIndex, build_invoice_index, pack_invoices
 from isp_gateway.cache import CachedResource
 from isp_gateway.clients.service import ClientService, parse_service_id
 from isp_gateway.errors import (
@@ -28,10 +29,11 @@ from isp_gateway.errors import (
     UpstreamUnauthorized,
     UpstreamUnavailable,
 )
+from isp_gateway.memory import release_free_memory
 from isp_gateway.settings import Settings
 from isp_gateway.store import Store
 from isp_gateway.upstream.gateway import UpstreamGateway
-from isp_gateway.upstream.invoices import PendingInvoice, fetch_pending
+from isp_gateway.upstream.invoices import fetch_pending
 from isp_gateway.upstream.payments import PaymentMethod, fetch_payment_methods
 
 if TYPE_CHECKING:
@@ -39,41 +41,10 @@ if TYPE_CHECKING:
     from isp_gateway.upstream.planner import RefreshPlanner
 
 MSG_BALANCE_UNCONFIRMED = "Cannot confirm the balance right now; please try again shortly"
-_NO_DUE_DATE = "9999-99-99"  # sorts invoices without a readable due date last
 
 
 def balance_unconfirmed() -> UpstreamUnavailable:
     return UpstreamUnavailable(MSG_BALANCE_UNCONFIRMED)
-
-
-@dataclass
-class InvoiceIndex:
-    """The pending list by username: each list oldest due first; users with an invoice
-    whose total could not be read are listed apart (their debt is unknown)."""
-
-    by_user: dict[str, list[PendingInvoice]] = field(default_factory=dict)
-    unreadable: set[str] = field(default_factory=set)
-    count: int = 0
-
-
-def build_invoice_index(value: Any) -> InvoiceIndex:
-    """From the cached value: `{"invoices": [[username, invoice], ...]}` (JSON-shaped, so
-    pairs may come back from the store as lists)."""
-    index = InvoiceIndex()
-    by_user = index.by_user
-    for username, invoice in (value or {}).get("invoices") or []:
-        if invoice["total"] is None:
-            index.unreadable.add(username)
-        bucket = by_user.get(username)
-        if bucket is None:
-            by_user[username] = [invoice]
-        else:
-            bucket.append(invoice)
-        index.count += 1
-    for bucket in by_user.values():
-        if len(bucket) > 1:
-            bucket.sort(key=lambda i: (i["due_on"] or _NO_DUE_DATE, i["invoice_id"]))
-    return index
 
 
 @dataclass(frozen=True)
@@ -106,7 +77,7 @@ class AccountService:
             store,
             "invoices:pending",
             self._load_invoices,
-            build_invoice_index,
+            self._index_invoices,
             ttl=float(settings.INVOICE_CACHE_SECONDS),
             stale_ttl=stale_ttl,
             metrics=metrics,
@@ -137,7 +108,14 @@ class AccountService:
 
     async def _load_invoices(self, background: bool) -> dict[str, Any]:
         pairs = await fetch_pending(self.gateway, background=background)
-        return {"invoices": pairs}
+        return pack_invoices(pairs)
+
+    @staticmethod
+    def _index_invoices(value: Any) -> InvoiceIndex:
+        index = build_invoice_index(value)
+        # 125 pages of parsed rows were freed when the load packed them: give that back.
+        release_free_memory()
+        return index
 
     async def _load_payment_methods(self, background: bool) -> list[PaymentMethod]:
         return await fetch_payment_methods(self.gateway, background=background)
@@ -168,12 +146,15 @@ class AccountService:
         index, loaded_at, stale = await self.pending_index()
         # Invoices are matched by username only: without one, an empty list would be a
         # guess that the customer owes nothing.
-        if username is None or username in index.unreadable:
+        if username is None:
+            raise balance_unconfirmed()
+        pending = index.invoices(username)
+        if any(invoice["total"] is None for invoice in pending):
             raise balance_unconfirmed()
         today = self._today()
         invoices = [
             {**invoice, "overdue": invoice["due_on"] is not None and invoice["due_on"] < today}
-            for invoice in index.by_user.get(username, ())
+            for invoice in pending
         ]
         return invoices, loaded_at, stale
 

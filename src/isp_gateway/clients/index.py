@@ -24,7 +24,7 @@ import heapq
 import json
 import re
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, islice
 from typing import Any, cast
@@ -42,6 +42,10 @@ _MIN_TEXT_ANCHOR = 3
 _MIN_NUMERIC_ANCHOR = 5
 _LETTER = re.compile(r"[^\W\d_]")
 PACKED_FORMAT = "lines/1"
+# The client fields the index is built from (map_client writes them first), and the key
+# that follows them in a packed client.
+_INDEXED = frozenset({"service_id", "name", "document", "phone", "address", "city", "locality"})
+_INDEXED_END = ',"payment_status":'
 
 Postings = dict[str, "int | array[int]"]
 
@@ -51,9 +55,10 @@ def document_key(document: str) -> str:
     return document.strip().upper()
 
 
-def _dump(value: Any) -> str:
-    # ASCII: the packed string stays one byte per character whatever the names hold.
-    return json.dumps(value, separators=(",", ":"))
+# One encoder for every packed line (json.dumps with options builds a new one per call,
+# a third of the cost of packing a page). ASCII: the packed string stays one byte per
+# character whatever the names hold.
+_dump = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def pack_lines(records: Iterable[ClientRecord]) -> str:
@@ -81,6 +86,27 @@ def _post(postings: Postings, key: str, position: int) -> None:
             postings[key] = array("I", (bucket, position))
     elif bucket[-1] != position:
         bucket.append(position)
+
+
+def _post_all(
+    postings: Postings,
+    keys: Iterable[str],
+    position: int,
+    share: Callable[[str, str], str] | None,
+) -> None:
+    """`_post` for several keys at once: the build's hot loop (one call per map and client,
+    not per key). A new key is taken through `share`, so equal keys of different maps are
+    one string."""
+    get = postings.get
+    for key in keys:
+        bucket = get(key)
+        if bucket is None:
+            postings[key if share is None else share(key, key)] = position
+        elif isinstance(bucket, int):
+            if bucket != position:
+                postings[key] = array("I", (bucket, position))
+        elif bucket[-1] != position:
+            bucket.append(position)
 
 
 def _drop(postings: Postings, key: str, position: int) -> None:
@@ -177,8 +203,7 @@ class ClientIndex:
         self._found_bodies: dict[int, bytes] = {}
         self._bodies_at: dict[int, bytes] = {}  # the fast path's answers, by position
         ids: list[int] = []
-        for position in range(self._base):
-            client = self._client(position)
+        for position, client in enumerate(self._decode_all()):
             ids.append(client["service_id"])
             self._add(position, client)
         # Service ids sorted, with their positions: a duplicate id keeps its last record.
@@ -208,6 +233,26 @@ class ClientIndex:
     def _client(self, position: int) -> Client:
         return cast(Client, json.loads(self._lines(position)[0]))
 
+    def _decode_all(self, batch: int = 1000) -> Iterator[Client]:
+        """Every loaded client in order, with at least the fields the index reads, decoded a
+        batch at a time (one `json.loads` of a thousand clients costs less than a thousand
+        calls, and only a batch is held). Those fields come first in a packed client, so
+        only the line up to `payment_status` is decoded (a quote inside a value is escaped,
+        so the marker cannot occur in one); a line packed in another order is decoded
+        whole."""
+        bounds, text = self._bounds, self._text
+        for first in range(0, self._base, batch):
+            lines = [
+                text[bounds[2 * p] : bounds[2 * p + 1] - 1]
+                for p in range(first, min(first + batch, self._base))
+            ]
+            heads = []
+            for line in lines:
+                cut = line.find(_INDEXED_END)
+                heads.append(line[:cut] + "}" if cut > 0 else line)
+            for line, client in zip(lines, json.loads("[" + ",".join(heads) + "]"), strict=True):
+                yield client if client.keys() >= _INDEXED else json.loads(line)
+
     def _record(self, position: int) -> ClientRecord:
         client, rest = self._lines(position)
         record: dict[str, Any] = json.loads(rest)
@@ -226,28 +271,25 @@ class ClientIndex:
 
     # -- building --------------------------------------------------------------------
 
-    def _key(self, key: str) -> str:
-        strings = self._strings
-        return key if strings is None else strings.setdefault(key, key)
-
     def phones_of(self, client: Client) -> list[str]:
         return field_phones(client["phone"], self.cc, self.national_length)
 
     def _add(self, position: int, client: Client) -> None:
-        # Hot loop of the build: each field is tokenised once, and repeated texts (cities,
-        # localities) come from a small cache.
-        key = self._key
+        # Hot loop of the build: each field is tokenised once, repeated texts (cities,
+        # localities) come from a small cache, and each map takes all of a client's keys
+        # in one call.
+        strings = self._strings
+        share = None if strings is None else strings.setdefault
         document = client["document"]
         if document:
-            _post(self.by_document, key(document_key(document)), position)
-        for number in self.phones_of(client):
-            _post(self.by_phone, key(number), position)
-        name_words = {key(t) for t in tokens(client["name"])}
-        for token in name_words:
-            _post(self.name_postings, token, position)
-        address_words = [key(t) for t in tokens(client["address"])]
-        for token in set(strip_address_prefixes(address_words)):
-            _post(self.address_postings, token, position)
+            _post_all(self.by_document, (document_key(document),), position, share)
+        _post_all(self.by_phone, self.phones_of(client), position, share)
+        name_words = set(tokens(client["name"]))
+        _post_all(self.name_postings, name_words, position, share)
+        address_words = tokens(client["address"])
+        _post_all(
+            self.address_postings, set(strip_address_prefixes(address_words)), position, share
+        )
         words = name_words.union(address_words)
         cache = self._text_tokens
         for field in ("document", "phone", "city", "locality"):
@@ -255,15 +297,15 @@ class ClientIndex:
             if value:
                 cached = cache.get(value)
                 if cached is None:
-                    cached = [key(t) for t in tokens(value)]
+                    cached = tokens(value)
                     if field in ("city", "locality"):
                         cache[value] = cached
                 words.update(cached)
         vocab = self.vocab
-        for word in words:
-            if word not in vocab and self._blobs is not None:
-                self._extra_words.add(word)
-            _post(vocab, word, position)
+        if self._blobs is not None:
+            # A patch after the build: words the blobs do not list are scanned apart.
+            self._extra_words.update(w for w in words if w not in vocab)
+        _post_all(vocab, words, position, share)
         text = "\n".join(words)
         if position == len(self._texts):
             self._texts.append(text)

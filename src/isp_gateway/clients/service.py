@@ -39,6 +39,7 @@ from isp_gateway.errors import (
     UpstreamRateLimited,
     UpstreamUnauthorized,
 )
+from isp_gateway.memory import release_free_memory
 from isp_gateway.throttle import FailureThrottle
 from isp_gateway.upstream import clients as upstream
 from isp_gateway.upstream.clients import Client, ClientRecord
@@ -186,6 +187,9 @@ class ClientService:
         # milliseconds. Frozen, they are skipped (they are still freed by reference count
         # when the next generation replaces them).
         gc.freeze()
+        # The load's parsed pages and the build's temporaries are freed by now (this runs in
+        # the loader's or the adopter's thread): give their memory back.
+        release_free_memory()
         return index
 
     async def _warm(self) -> tuple[ClientIndex, bool]:

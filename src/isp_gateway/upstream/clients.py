@@ -80,6 +80,8 @@ def service_state(estado: Any) -> str:
 
 
 def _text(value: Any) -> str | None:
+    if type(value) is str:  # nearly every field of every row: the first test
+        return value.strip() or None
     if value is None or isinstance(value, dict | list):
         return None
     text = str(value).strip()

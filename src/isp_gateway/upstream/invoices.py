@@ -107,6 +107,18 @@ def map_pending(rows: list[dict[str, Any]]) -> list[tuple[str, PendingInvoice]]:
 async def fetch_pending(
     gateway: UpstreamGateway, *, background: bool
 ) -> list[tuple[str, PendingInvoice]]:
-    """Every pending invoice, every page; raises an UpstreamError when any page fails."""
-    rows = await gateway.get_all_pages(INVOICES_PATH, {"estado": PENDING}, background=background)
-    return map_pending(rows)
+    """Every pending invoice, every page; raises an UpstreamError when any page fails.
+    Each page is mapped as it arrives, so the raw rows of a list of 100,000 invoices are
+    never all held at once; an id repeated across pages is kept once, as `map_pending`
+    keeps it within one."""
+    pages = await gateway.get_all_pages_as(
+        INVOICES_PATH, map_pending, {"estado": PENDING}, background=background
+    )
+    out: list[tuple[str, PendingInvoice]] = []
+    seen: set[int] = set()
+    for page in pages:
+        for username, invoice in page:
+            if invoice["invoice_id"] not in seen:
+                seen.add(invoice["invoice_id"])
+                out.append((username, invoice))
+    return out
