@@ -4,7 +4,9 @@ anywhere in them (grepped over every line the process wrote)."""
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import re
 import signal
 import subprocess
@@ -17,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from isp_gateway.logs import mask_path
+from isp_gateway.logs import FILE_BATCH, PIPE_BATCH, default_batch, mask_path
 from tests.conftest import API_KEY, JWT_SECRET, PASSWORD, USERNAME, Simulator
 from tests.foundation.conftest import required_env
 from tests.foundation.test_cli import base_env, free_port, wait_for
@@ -190,3 +192,17 @@ def test_a_phone_or_document_over_several_path_segments_is_masked_whole() -> Non
     assert mask_path("/api/v1/clients/by-phone/315/123 4567") == "/api/v1/clients/by-phone/***"
     assert mask_path("/api/v1/clients/by-document/12/34") == "/api/v1/clients/by-document/***"
     assert mask_path("/api/v1/clients/search") == "/api/v1/clients/search"
+
+
+def test_batches_stay_pipe_sized_on_a_pipe_and_grow_on_a_file(tmp_path: Path) -> None:
+    """Workers sharing a pipe must not interleave lines (a write up to PIPE_BUF is atomic);
+    to a file a batch may be larger, for fewer writes."""
+    read, write = os.pipe()
+    try:
+        with os.fdopen(write, "w") as pipe, (tmp_path / "gateway.log").open("w") as file:
+            assert default_batch(pipe) == PIPE_BATCH
+            assert default_batch(file) == FILE_BATCH
+    finally:
+        os.close(read)
+    assert default_batch(io.StringIO()) == PIPE_BATCH  # no file behind it: the safe size
+    assert FILE_BATCH > PIPE_BATCH
