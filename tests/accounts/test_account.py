@@ -262,3 +262,33 @@ def test_service_state_on_client_answers(start_accounts: StartAccounts) -> None:
     # The spec's payment_status keeps carrying estado unchanged.
     found = gw.get("/api/v1/clients/by-service-id/205").json()["data"]
     assert found["payment_status"] == "cancelado"
+
+
+def test_an_answer_does_not_wait_out_a_long_first_read_of_the_list(
+    start_accounts: StartAccounts,
+) -> None:
+    """While the first read of the pending list is still under way (minutes for a large
+    ISP), an account answer says it cannot confirm the balance after one upstream call's
+    time; the read goes on, and once it is done the balance is answered from it."""
+
+    def slow_invoices(sim: Simulator) -> None:
+        sim.state.faults.update(
+            {"latency": 0.8, "scopes": {"latency": {"path_prefix": "/api/facturas/"}}}
+        )
+
+    _, gw = start_accounts(
+        wait_invoices=False,
+        before_gateway=slow_invoices,
+        reset_stats=False,
+        UPSTREAM_TIMEOUT_SECONDS=1.0,
+    )
+    response = gw.get("/api/v1/clients/202/account")
+    assert response.status_code == 502
+    assert response.json()["action"] == "upstream_unavailable"
+    assert response.json()["message"].startswith("Cannot confirm the balance right now")
+    assert gw.runtime.accounts.invoices.loads == 0  # answered before the read was done
+    warm_invoices(gw)
+    answered = gw.get("/api/v1/clients/202/account")
+    assert answered.status_code == 200
+    assert answered.json()["data"]["total_due"] == 92501.5
+    assert gw.runtime.accounts.invoices.loads == 1  # the waiting answer did not stop it

@@ -126,10 +126,15 @@ class AccountService:
         """(index, load time, stale) of the pending list; failures mapped so that no
         failure reads as an empty list (the rate limit and our key keep their own errors)."""
         try:
-            snapshot = await self.invoices.get()
+            # One client's balance needs the whole list (the backend ignores a client filter
+            # on invoices), and a first read of a large one takes minutes under the budget.
+            # An answer waits for a read under way no longer than one upstream call may
+            # take, then says it cannot confirm the balance now; the read goes on.
+            async with asyncio.timeout(self.settings.UPSTREAM_TIMEOUT_SECONDS):
+                snapshot = await self.invoices.get()
         except (UpstreamUnauthorized, UpstreamRateLimited):
             raise
-        except UpstreamError:
+        except (UpstreamError, TimeoutError):
             raise balance_unconfirmed() from None
         return snapshot.value, snapshot.loaded_at, snapshot.stale
 
