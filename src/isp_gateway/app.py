@@ -170,7 +170,9 @@ def create_app(settings: Settings) -> FastAPI:
             )
             await runtime.accounts.start()
             stack.push_async_callback(runtime.accounts.aclose)
-            runtime.outages = OutageService(settings, store, runtime.gateway, runtime.metrics)
+            runtime.outages = OutageService(
+                settings, store, runtime.gateway, runtime.metrics, runtime.planner
+            )
             await runtime.outages.start()
             stack.push_async_callback(runtime.outages.aclose)
             runtime.diagnose = DiagnoseService(

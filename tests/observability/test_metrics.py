@@ -180,7 +180,15 @@ def test_every_list_kept_warm_reports_its_age_and_planned_refresh(gateway: Gatew
         "clients": settings.CLIENT_CACHE_SECONDS,
         "invoices:pending": settings.INVOICE_CACHE_SECONDS,
         "tickets:active": settings.ACTIVE_TICKETS_CACHE_SECONDS,
+        "routers": settings.OUTAGE_CACHE_SECONDS,
+        "payments:methods": settings.PAYMENT_METHODS_CACHE_SECONDS,
+        "plans:list": settings.PLAN_CACHE_SECONDS,
     }
+    # Every list kept warm spends the upstream budget, so every one is in the plan.
+    planned = {
+        dict(ls)["resource"] for (n, ls) in samples if n == "isp_gateway_refresh_interval_seconds"
+    }
+    assert planned == set(configured), planned
     for name, lifetime in configured.items():
         interval = value(samples, "isp_gateway_refresh_interval_seconds", resource=name)
         assert interval >= 0.8 * lifetime - 0.01, (name, interval)

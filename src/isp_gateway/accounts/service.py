@@ -91,6 +91,7 @@ class AccountService:
             ttl=float(settings.PAYMENT_METHODS_CACHE_SECONDS),
             stale_ttl=stale_ttl,
             metrics=metrics,
+            planner=planner,
         )
         self._job: asyncio.Task[None] | None = None
 

@@ -26,6 +26,7 @@ from isp_gateway.upstream.routers import Router, fetch_client_router, fetch_rout
 
 if TYPE_CHECKING:
     from isp_gateway.observability.metrics import Metrics
+    from isp_gateway.upstream.planner import RefreshPlanner
 
 
 def _index(value: Any) -> dict[int, Router]:
@@ -40,6 +41,7 @@ class OutageService:
         store: Store,
         gateway: UpstreamGateway,
         metrics: Metrics | None = None,
+        planner: RefreshPlanner | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -54,6 +56,10 @@ class OutageService:
             # Kept a little past its lifetime only so a refresh can replace it; never served.
             stale_ttl=self.ttl,
             metrics=metrics,
+            # Its refreshes spend the upstream budget like any list kept warm. Should the
+            # plan space them out, `router` still reads a copy past OUTAGE_CACHE_SECONDS
+            # again (interactive) before a customer hears of an outage.
+            planner=planner,
         )
         self._job: asyncio.Task[None] | None = None
 
