@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from json.decoder import scanstring  # type: ignore[attr-defined]  # (untyped, stdlib)
 from typing import Any
 
+from isp_gateway.clients.index import line_bounds
 from isp_gateway.upstream.invoices import PendingInvoice
 
 PACKED_FORMAT = "invoice-lines/1"
@@ -42,18 +43,6 @@ def pack_invoices(pairs: Iterable[tuple[str, PendingInvoice] | list[Any]]) -> di
     return {"format": PACKED_FORMAT, "lines": "\n".join(lines)}
 
 
-def _line_starts(text: str) -> array[int]:
-    """Start offsets of every line, and the end of the text plus one."""
-    starts = array("I", [0])
-    find = text.find
-    at = find("\n")
-    while at >= 0:
-        starts.append(at + 1)
-        at = find("\n", at + 1)
-    starts.append(len(text) + 1)
-    return starts
-
-
 class InvoiceIndex:
     """The pending list by username: each user's invoices oldest due first; a user with an
     invoice whose total could not be read is `unreadable` (their debt is unknown)."""
@@ -64,7 +53,7 @@ class InvoiceIndex:
             value = pack_invoices(value["invoices"])
         text: str = (value or {}).get("lines") or ""
         self._text = text
-        self._starts = _line_starts(text) if text else array("I", [0])
+        self._starts = line_bounds(text) if text else array("I", [0])
         self.count = len(self._starts) - 1
 
     def _line(self, n: int) -> str:

@@ -153,7 +153,7 @@ def _blob(words: list[str]) -> _Blob:
     return _Blob("\n".join(words), starts, words)
 
 
-def _line_bounds(text: str) -> array[int]:
+def line_bounds(text: str) -> array[int]:
     """Start offsets of every line, and the end of the text plus one."""
     bounds = array("I", [0])
     find = text.find
@@ -177,7 +177,7 @@ class ClientIndex:
             value = pack_records(value["records"])
         text: str = value["lines"] if value else ""
         self._text = text
-        bounds = _line_bounds(text) if text else array("I", [0])
+        bounds = line_bounds(text) if text else array("I", [0])
         self._bounds = bounds
         self._base = (len(bounds) - 1) // 2
         # Records patched or added after the load: position → (client JSON, rest JSON).
