@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import httpx
 
@@ -86,23 +86,15 @@ _TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @contextlib.contextmanager
-def simulator(clients: int, **extra: Any) -> Iterator[str]:
+def simulator(clients: int, *flags: str, timeout: float = 180) -> Iterator[str]:
+    """`isp-gateway simulator` with `clients` (seed 7) and any further command-line flags;
+    `timeout` covers generating the data."""
     port = free_port()
-    args = [
-        sys.executable,
-        "-m",
-        "isp_gateway",
-        "simulator",
-        "--port",
-        str(port),
-        "--clients",
-        str(clients),
-        "--seed",
-        "7",
-    ]
+    args = [sys.executable, "-m", "isp_gateway", "simulator", "--port", str(port)]
+    args += ["--clients", str(clients), "--seed", "7", *flags]
     with process(args, {"SIMULATOR_API_KEY": API_KEY}):
         url = f"http://127.0.0.1:{port}"
-        wait_until(f"{url}/_sim/stats", timeout=180)
+        wait_until(f"{url}/_sim/stats", timeout=timeout)
         yield url
 
 

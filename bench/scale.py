@@ -82,33 +82,11 @@ def _worker_rss_mb(pid: int) -> float:
     return max(found, default=math.nan)
 
 
-@contextlib.contextmanager
-def _simulator(clients: int, tickets: int, rate: int, page_cap: int) -> Iterator[str]:
-    port = procs.free_port()
-    args = [
-        sys.executable,
-        "-m",
-        "isp_gateway",
-        "simulator",
-        "--port",
-        str(port),
-        "--clients",
-        str(clients),
-        "--tickets",
-        str(tickets),
-        "--seed",
-        "7",
-        "--rate-limit",
-        f"{rate}/min",
-        "--latency",
-        "0.3,0.6",
-        "--max-page-size",
-        str(page_cap),
-    ]
-    with procs.process(args, {"SIMULATOR_API_KEY": procs.API_KEY}):
-        url = f"http://127.0.0.1:{port}"
-        procs.wait_until(f"{url}/_sim/stats", timeout=600)
-        yield url
+def _simulator(
+    clients: int, tickets: int, rate: int, page_cap: int
+) -> contextlib.AbstractContextManager[str]:
+    flags = ["--tickets", str(tickets), "--rate-limit", f"{rate}/min", "--latency", "0.3,0.6"]
+    return procs.simulator(clients, *flags, "--max-page-size", str(page_cap), timeout=600)
 
 
 @contextlib.contextmanager
@@ -207,12 +185,16 @@ class Conversations:
                 }
                 self._step(http, "ticket", "POST", "/api/v1/tickets", json=ticket)
 
-    def run(self, seconds: float, every: float, start: int) -> None:
+    def run(
+        self, seconds: float, every: float, start: int, stop: threading.Event | None = None
+    ) -> None:
+        """One conversation every `every` seconds for `seconds` (or until `stop` is set),
+        each in its own thread, numbered from `start`."""
         threads: list[threading.Thread] = []
         deadline = time.monotonic() + seconds
         n = start
         next_at = time.monotonic()
-        while next_at < deadline:
+        while next_at < deadline and not (stop is not None and stop.is_set()):
             time.sleep(max(0.0, next_at - time.monotonic()))
             thread = threading.Thread(target=self.one, args=(n,), daemon=True)
             thread.start()
@@ -322,8 +304,8 @@ def run(
                 watcher.start()
                 bots_during = Conversations(urls, token, people)
                 phase = threading.Thread(
-                    target=_until,
-                    args=(bots_during, stop, conversation_every, max_load_seconds),
+                    target=bots_during.run,
+                    args=(max_load_seconds, conversation_every, 0, stop),
                     daemon=True,
                 )
                 phase.start()
@@ -353,22 +335,6 @@ def run(
     bots_during.report("conversations during the first loads (background paging)")
     bots_after.report("conversations after the loads (no background work)")
     print(f"  upstream calls answered by the simulator: {stats.get('total')}")
-
-
-def _until(bots: Conversations, stop: threading.Event, every: float, limit: float) -> None:
-    deadline = time.monotonic() + limit
-    n = 0
-    threads: list[threading.Thread] = []
-    next_at = time.monotonic()
-    while not stop.is_set() and next_at < deadline:
-        time.sleep(max(0.0, next_at - time.monotonic()))
-        thread = threading.Thread(target=bots.one, args=(n,), daemon=True)
-        thread.start()
-        threads.append(thread)
-        n += 1
-        next_at += every
-    for thread in threads:
-        thread.join(timeout=120)
 
 
 def _plans(logs: Path) -> list[str]:
