@@ -12,7 +12,9 @@
 (e)  a bot's "no internet" conversation on warm caches (find by phone, verify, account,
      diagnose, open a ticket) with the upstream calls of each step;
 (f)  the cost of metrics: workload (a) with METRICS_ENABLED on and off, alternating;
-(g)  scale: 200,000 clients behind the upstream's own 100 calls a minute (bench/scale.py).
+(g)  scale: 200,000 clients behind the upstream's own 100 calls a minute (bench/scale.py);
+(h)  agents: an MCP tool call's server time beside the same REST call (find by document,
+     account), and ticket creation's p50 with the audit on and off (bench/agents.py).
 
 A new part: a module in bench/ with a `run(ns)` function, added to PARTS below.
 """
@@ -23,7 +25,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from bench import accounts, conversation, indexing, lookups, metrics, scale
+from bench import accounts, agents, conversation, indexing, lookups, metrics, scale
 
 PARTS: dict[str, Callable[[argparse.Namespace], None]] = {
     "lookups": lambda ns: lookups.run(
@@ -40,6 +42,7 @@ PARTS: dict[str, Callable[[argparse.Namespace], None]] = {
         clients=ns.clients, duration=ns.duration, connections=ns.connections, rounds=ns.rounds
     ),
     "scale": lambda ns: scale.run(clients=ns.scale_clients),
+    "agents": lambda ns: agents.run(),
 }
 
 

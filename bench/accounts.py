@@ -20,9 +20,11 @@ import httpx
 from bench import procs
 from bench.indexing import _percentile, _settings
 from isp_gateway.accounts.service import AccountService
-from isp_gateway.clients.service import ClientService
+from isp_gateway.audit import AuditLog
+from isp_gateway.cache import Lists
+from isp_gateway.clients.lookups import ClientService
 from isp_gateway.envelope import respond, success
-from isp_gateway.runtime import Runtime
+from isp_gateway.parts import Parts
 from isp_gateway.simulator import (
     SimulatorConfig,
     SimulatorState,
@@ -30,7 +32,6 @@ from isp_gateway.simulator import (
     create_simulator_app,
 )
 from isp_gateway.store import MemoryStore
-from isp_gateway.throttle import FailureThrottle
 from isp_gateway.upstream.budget import RateBudget
 from isp_gateway.upstream.gateway import UpstreamGateway, build_http_client
 
@@ -80,15 +81,11 @@ async def _service(url: str, sample: list[int], rounds: int) -> tuple[float, int
     settings = _settings(url)
     store = MemoryStore()
     async with build_http_client(settings) as http:
-        runtime = Runtime(
-            settings=settings,
-            store=store,
-            http=http,
-            gateway=UpstreamGateway(settings, http, RateBudget(store, 10**6, 10**7)),
-            login_throttle=FailureThrottle(store, "login", 5, 900),
-        )
-        clients = ClientService(runtime)
-        accounts = AccountService(settings, store, runtime.gateway, clients)
+        gateway = UpstreamGateway(settings, http, RateBudget(store, 10**6, 10**7))
+        lists = Lists(store, float(settings.STALE_IF_ERROR_SECONDS))
+        parts = Parts(settings, store, gateway, lists, AuditLog(store, settings.AUDIT_MAX_EVENTS))
+        clients = ClientService(parts)
+        accounts = AccountService(parts, clients)
         started = time.perf_counter()
         await accounts.invoices.refresh()
         load = time.perf_counter() - started

@@ -17,13 +17,14 @@ from typing import Any
 import httpx
 
 from bench import procs
+from isp_gateway.audit import AuditLog
+from isp_gateway.cache import Lists
 from isp_gateway.clients.index import ClientIndex
-from isp_gateway.clients.service import ClientService
-from isp_gateway.runtime import Runtime
+from isp_gateway.clients.lookups import ClientService
+from isp_gateway.parts import Parts
 from isp_gateway.settings import Settings, load_settings
 from isp_gateway.simulator import SimulatorConfig, build_dataset, create_simulator_app
 from isp_gateway.store import MemoryStore
-from isp_gateway.throttle import FailureThrottle
 from isp_gateway.upstream import clients as upstream_clients
 from isp_gateway.upstream.budget import RateBudget
 from isp_gateway.upstream.gateway import UpstreamGateway, build_http_client
@@ -92,14 +93,10 @@ async def _service_load(url: str, *, time_index: bool = True) -> tuple[ClientInd
     settings = _settings(url)
     store = MemoryStore()
     async with build_http_client(settings) as http:
-        runtime = Runtime(
-            settings=settings,
-            store=store,
-            http=http,
-            gateway=UpstreamGateway(settings, http, RateBudget(store, 10**6, 10**7)),
-            login_throttle=FailureThrottle(store, "login", 5, 900),
-        )
-        service = ClientService(runtime)
+        gateway = UpstreamGateway(settings, http, RateBudget(store, 10**6, 10**7))
+        lists = Lists(store, float(settings.STALE_IF_ERROR_SECONDS))
+        parts = Parts(settings, store, gateway, lists, AuditLog(store, settings.AUDIT_MAX_EVENTS))
+        service = ClientService(parts)
         started = time.perf_counter()
         await service.cache.refresh()
         total = time.perf_counter() - started

@@ -1,6 +1,7 @@
 """(a) by-document lookups under load, measured by wrk: the gateway as `isp-gateway serve`
 ships (no setting changed but the upstream and the secrets: access log on, INFO, the
-default server) beside a bare Starlette app under uvicorn and under the same server; then
+default server) beside a bare Starlette app under uvicorn and under the same server, and
+the same lookups on the same gateway with an API key instead of the JWT (within 5 %); then
 `serve --workers 2` on a throwaway Redis; then the server time of three kinds of bad input.
 """
 
@@ -21,6 +22,7 @@ from typing import IO
 import httpx
 
 from bench import procs
+from isp_gateway.auth import keys
 
 _LATENCY = re.compile(r"^\s+(50|75|90|99)%\s+([\d.]+)(us|ms|s)\s*$", re.MULTILINE)
 _MEAN = re.compile(r"^\s+Latency\s+([\d.]+)(us|ms|s)", re.MULTILINE)
@@ -31,6 +33,8 @@ _REQUESTS = re.compile(r"^\s+(\d+) requests in", re.MULTILINE)
 _UNIT = {"us": 0.001, "ms": 1.0, "s": 1000.0}
 
 SERVER = "granian"  # the shipped default of SERVER (settings.py)
+# The same lookups on the same gateway with an API key (X-API-Key) instead of the JWT.
+KEY_ROW = "gateway, API key (X-API-Key)"
 
 
 @dataclass
@@ -45,12 +49,13 @@ class WrkResult:
     cpu_us: float = 0.0  # the server's CPU time per request: steady on a busy machine
 
 
-def _lua(documents: list[str], token: str) -> str:
+def _lua(documents: list[str], token: str, header: str = "Authorization") -> str:
     docs = ",".join(json.dumps(d) for d in documents)
+    value = f"Bearer {token}" if header == "Authorization" else token
     return f"""
 local docs = {{{docs}}}
 local i = 0
-wrk.headers["Authorization"] = "Bearer {token}"
+wrk.headers["{header}"] = "{value}"
 request = function()
   i = i + 1
   return wrk.format("GET", "/api/v1/clients/by-document/" .. docs[(i % #docs) + 1])
@@ -209,19 +214,30 @@ def run(*, clients: int, duration: int, connections: int, rounds: int = 3) -> No
         return
     print(
         f"(a) by-document lookups: {connections} connections, {duration} s a run, {rounds} "
-        "rounds alternating the three (medians), 2,000 documents, "
+        "rounds alternating the four rows (medians), 2,000 documents, "
         f"{clients:,} clients upstream"
     )
     print(
         f"    gateway = `isp-gateway serve` as shipped (SERVER={SERVER}, 1 process, INFO, "
         "access log on, written to a file); bare = Starlette returning the same body"
     )
-    with procs.simulator(clients) as upstream, _log_file() as (log_path, log):
+    with (
+        procs.simulator(clients) as upstream,
+        _log_file() as (log_path, log),
+        tempfile.TemporaryDirectory() as keys_dir,
+    ):
         documents = _documents(upstream, 2000)
-        with procs.gateway(upstream, log=log) as gw:
+        # An API key with clients:read (CALLERS.md 3), beside the JWT on the same gateway.
+        api_key = keys.generate_key()
+        keys_file = Path(keys_dir) / "keys.json"
+        keys.write_key_entries(
+            keys_file, [keys.new_entry(api_key, "bench", ["clients:read"], None)]
+        )
+        with procs.gateway(upstream, log=log, API_KEYS_FILE=str(keys_file)) as gw:
             token = _token(gw)
             body = _warm(gw, token, documents[0])
             script = _lua(documents, token)
+            key_script = _lua(documents, api_key, header="X-API-Key")
             with tempfile.NamedTemporaryFile("wb", suffix=".json", delete=False) as handle:
                 handle.write(body)
             try:
@@ -233,22 +249,25 @@ def run(*, clients: int, duration: int, connections: int, rounds: int = 3) -> No
                         "gateway (serve, shipped default)": gw,
                         "bare Starlette, uvicorn": bare_uv,
                         f"bare Starlette, {SERVER}": bare_srv,
+                        KEY_ROW: gw,
                     }
-                    for target in targets.values():
-                        wrk(target, script, 2, connections)  # warm-up
+                    scripts = {name: script for name in targets}
+                    scripts[KEY_ROW] = key_script
+                    for name, target in targets.items():
+                        wrk(target, scripts[name], 2, connections)  # warm-up
                     httpx.post(f"{upstream}/_sim/reset-stats").raise_for_status()
                     lines_before = _access_lines(log_path)
                     runs: dict[str, list[WrkResult]] = {name: [] for name in targets}
                     for _ in range(rounds):
                         for name, target in targets.items():
-                            runs[name].append(wrk(target, script, duration, connections))
+                            runs[name].append(wrk(target, scripts[name], duration, connections))
                     upstream_calls = _upstream_calls(upstream)
                     logged = _access_lines(log_path) - lines_before
             finally:
                 Path(handle.name).unlink()
             bad_input = _bad_input(gw, token, documents[0], connections)
     results = {name: _median(r) for name, r in runs.items()}
-    gw_r, uv_r, srv_r = results.values()
+    gw_r, uv_r, srv_r, key_r = results.values()
     print(f"    body size {len(body)} bytes")
     print(_header())
     for name, r in results.items():
@@ -257,7 +276,8 @@ def run(*, clients: int, duration: int, connections: int, rounds: int = 3) -> No
         print(f"    per round req/s, {name}: " + ", ".join(f"{r.rps:.0f}" for r in r_list))
     to_uv = gw_r.rps / uv_r.rps if uv_r.rps else 0.0
     to_srv = gw_r.rps / srv_r.rps if srv_r.rps else 0.0
-    served = sum(r.rps for r in runs[next(iter(runs))]) * duration
+    # The gateway served both its rows (the JWT's and the key's).
+    served = sum(r.rps for name in (next(iter(runs)), KEY_ROW) for r in runs[name]) * duration
     clean = all(r.non_2xx == 0 and r.errors == 0 for r in results.values())
     print(
         f"    ratio gateway / bare on uvicorn: {to_uv:.2f}x "
@@ -268,6 +288,11 @@ def run(*, clients: int, duration: int, connections: int, rounds: int = 3) -> No
         f"({_check('target >= 0.9x', to_srv >= 0.9)})"
     )
     print(f"    gateway p99 {gw_r.p99_ms:.2f} ms ({_check('target < 10 ms', gw_r.p99_ms < 10)})")
+    to_jwt = key_r.rps / gw_r.rps if gw_r.rps else 0.0
+    print(
+        f"    ratio API key / JWT on the gateway: {to_jwt:.2f}x "
+        f"({_check('target >= 0.95x', to_jwt >= 0.95)})"
+    )
     print(f"    {_calls_line(*upstream_calls)}")
     print(f"    non-2xx or socket errors, all runs: {_check('target none', clean)}")
     print(

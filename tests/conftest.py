@@ -176,6 +176,19 @@ def start_redis_server() -> RedisServer:
     return server
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under xdist each worker starts its own redis-server (the session fixture below runs
+    once per worker process). A REDIS_URL is one Redis for all workers, and a module's tests
+    share their database: they then stay on one worker (`--dist loadgroup`, as `make test`
+    runs), so two workers never use one database at once."""
+    if not os.environ.get("REDIS_URL", "").strip():
+        return
+    for item in items:
+        if "redis_url" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group(f"redis:{item.module.__name__}"))
+
+
 @pytest.fixture(scope="session")
 def redis_base_url() -> Iterator[str]:
     """The Redis of this test run: REDIS_URL when set, else a throwaway redis-server on a free

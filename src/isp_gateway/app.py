@@ -9,18 +9,17 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, FastAPI
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from isp_gateway import system
 from isp_gateway.accounts.router import router as accounts_router
-from isp_gateway.accounts.service import AccountService
+from isp_gateway.audit import AuditLog
+from isp_gateway.audit_router import router as audit_router
+from isp_gateway.auth.keys import KeyRing
 from isp_gateway.auth.router import router as auth_router
-from isp_gateway.clients.fastpath import LookupEdge, LookupFastPath
+from isp_gateway.clients.fastpath import LookupEdge
 from isp_gateway.clients.router import router as clients_router
-from isp_gateway.clients.service import ClientService
-from isp_gateway.diagnose.outages import OutageService
 from isp_gateway.diagnose.router import router as diagnose_router
-from isp_gateway.diagnose.service import DiagnoseService
 from isp_gateway.docs import install_docs
 from isp_gateway.envelope import install_error_handlers
 from isp_gateway.limits import BodyLimitMiddleware
@@ -34,19 +33,18 @@ from isp_gateway.middleware import (
     UnhandledErrorMiddleware,
 )
 from isp_gateway.network.router import router as network_router
-from isp_gateway.network.service import PingService
 from isp_gateway.notfound import UnknownPathMiddleware
 from isp_gateway.observability import readiness
 from isp_gateway.openapi import install_openapi
 from isp_gateway.plans.router import router as plans_router
-from isp_gateway.plans.service import PlanService
+from isp_gateway.route_table import RouteTable
 from isp_gateway.runtime import Runtime
+from isp_gateway.services import start_services
 from isp_gateway.settings import Settings
 from isp_gateway.store import MemoryStore, Store
 from isp_gateway.throttle import FailureThrottle
 from isp_gateway.tickets.client_router import router as client_tickets_router
 from isp_gateway.tickets.router import router as tickets_router
-from isp_gateway.tickets.service import TicketService
 from isp_gateway.upstream.budget import RateBudget
 from isp_gateway.upstream.gateway import UpstreamGateway, build_http_client
 from isp_gateway.upstream.planner import RefreshPlanner
@@ -100,24 +98,35 @@ async def build_store(settings: Settings) -> Store:
     if settings.REDIS_URL is not None:
         from isp_gateway.store.redis import RedisStore
 
-        store = RedisStore(settings.REDIS_URL.get_secret_value())
+        store = RedisStore(
+            settings.REDIS_URL.get_secret_value(), timeout=settings.REDIS_TIMEOUT_SECONDS
+        )
         await store.ping()
         return store
     return MemoryStore()
 
 
 class GatewayApp(FastAPI):
-    """FastAPI with the lookup edge in front (clients/fastpath.py): a warm lookup hit is
-    answered before Starlette's and FastAPI's own layers and ours, which would otherwise
-    cost more than the lookup itself. Everything else goes through the full stack."""
+    """FastAPI with, optionally, one layer in front of its whole middleware stack (the
+    lookup edge, clients/fastpath.py): a warm lookup hit is then answered before
+    Starlette's and FastAPI's own layers and ours, which would otherwise cost more than the
+    lookup itself. With `edge_options` set, `edge` is that layer once the stack is built
+    (on the first request)."""
 
+    edge_options: dict[str, Any] | None = None
     edge: LookupEdge | None = None
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        edge = self.edge
-        if edge is not None and await edge.serve(scope, send):
-            return
-        await super().__call__(scope, receive, send)
+    def build_middleware_stack(self) -> ASGIApp:
+        # The app is about to serve: every route is added. The route table the layers
+        # share is filled, once, and the 405 guards put first in it and in the router.
+        routes: RouteTable = self.state.route_table
+        routes.load(self.router.routes)
+        guard_fixed_paths(self, routes)
+        stack = super().build_middleware_stack()
+        if self.edge_options is None:
+            return stack
+        self.edge = LookupEdge(stack, **self.edge_options)
+        return self.edge
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -142,6 +151,7 @@ def create_app(settings: Settings) -> FastAPI:
                 settings.UPSTREAM_RATE_PER_MINUTE,
                 settings.UPSTREAM_RATE_PER_HOUR,
                 reserve=settings.UPSTREAM_INTERACTIVE_RESERVE,
+                share=settings.UPSTREAM_CALLER_SHARE,
             )
             if metrics is not None:
                 metrics.watch_budget(budget)
@@ -150,40 +160,32 @@ def create_app(settings: Settings) -> FastAPI:
             runtime = Runtime(
                 settings=settings,
                 store=store,
-                http=http,
                 gateway=UpstreamGateway(settings, http, budget, metrics),
                 login_throttle=FailureThrottle(
                     store, "login", settings.LOGIN_MAX_FAILURES, settings.LOGIN_LOCKOUT_SECONDS
                 ),
+                audit=AuditLog(store, settings.AUDIT_MAX_EVENTS, enabled=settings.AUDIT_ENABLED),
                 metrics=metrics,
                 planner=RefreshPlanner(budget),
+                # The API keys of API_KEYS_FILE (CALLERS.md 3), as keys.get_key_ring hands out.
+                key_ring=KeyRing(settings.API_KEYS_FILE),
             )
-            runtime.plans = PlanService(runtime)
-            runtime.clients = ClientService(runtime)
-            runtime.tickets = TicketService(runtime, runtime.clients)
-            runtime.pings = PingService(runtime)
-            for service in (runtime.plans, runtime.clients, runtime.tickets, runtime.pings):
-                await service.start()
-                stack.push_async_callback(service.aclose)
-            runtime.accounts = AccountService(
-                settings, store, runtime.gateway, runtime.clients, runtime.metrics, runtime.planner
+            app.state.audit = runtime.audit
+            runtime.services = await start_services(
+                stack, settings, store, runtime.gateway, metrics, runtime.planner, runtime.audit
             )
-            await runtime.accounts.start()
-            stack.push_async_callback(runtime.accounts.aclose)
-            runtime.outages = OutageService(
-                settings, store, runtime.gateway, runtime.metrics, runtime.planner
-            )
-            await runtime.outages.start()
-            stack.push_async_callback(runtime.outages.aclose)
-            runtime.diagnose = DiagnoseService(
-                runtime.clients, runtime.accounts, runtime.tickets, runtime.outages, runtime.pings
-            )
+            if settings.MCP_ENABLED:
+                # After the services it calls, closed before them (CALLERS.md 5).
+                from isp_gateway.mcp.server import running
+
+                await stack.enter_async_context(running(app))
             planner = runtime.planner
             if planner is not None:
                 planner.log_plan("start-up")
                 if metrics is not None:
                     metrics.watch_planner(planner)
             app.state.runtime = runtime
+            app.state.key_ring = runtime.key_ring
             log.info("isp-gateway started; upstream %s", settings.UPSTREAM_NET_HOST)
             yield {}
 
@@ -211,16 +213,33 @@ def create_app(settings: Settings) -> FastAPI:
         accounts_router,
         client_tickets_router,
         diagnose_router,
+        audit_router,
         readiness.router,
     )
+    if settings.MCP_ENABLED:
+        from isp_gateway.mcp.server import install as install_mcp
+
+        install_mcp(app)
+    if metrics is not None:
+        from isp_gateway.observability.metrics import MetricsMiddleware
+        from isp_gateway.observability.metrics import router as metrics_router
+
+        app.state.metrics = metrics
+        add_routes(app, metrics_router)
+    # The contract (issue 12): offline docs, 405 for every wrong method, the full OpenAPI.
+    install_docs(app)
+    # The one route table the layers that read the routes share (route_table.py), filled
+    # when the app starts (GatewayApp.build_middleware_stack), the 405 guards with it.
+    routes = RouteTable()
+    app.state.route_table = routes
 
     # Added last = outermost. The order: metrics, request id and access log, the store's
-    # 503 (Redis only), the service rate limit and the lookup fast path behind it (only
-    # with a rate limit on; it serves only origin-less bot calls, so it may sit outside
-    # CORS), CORS, the last-resort error envelope, the body limit, the 404 of unknown
-    # paths, then FastAPI's routing.
-    # With no rate limit (the default) the fast path is the edge in front of all of them.
-    app.add_middleware(UnknownPathMiddleware, routes=lambda: app.router.routes)
+    # 503 (Redis only), the service rate limit and the lookup edge behind it (only with a
+    # rate limit on; it serves only origin-less bot calls, so it may sit outside CORS),
+    # CORS, the last-resort error envelope, the body limit, the 404 of unknown paths, then
+    # FastAPI's routing.
+    # With no rate limit (the default) the lookup edge is in front of all of them.
+    app.add_middleware(UnknownPathMiddleware, routes=routes)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.MAX_BODY_BYTES)
     app.add_middleware(UnhandledErrorMiddleware)
     app.add_middleware(
@@ -235,8 +254,9 @@ def create_app(settings: Settings) -> FastAPI:
         settings.RATE_LIMIT_PER_MINUTE > 0 or settings.RATE_LIMIT_PER_SUBJECT_PER_MINUTE > 0
     )
     if rate_limited:
-        # Every request is counted first: the fast path sits behind the limiter.
-        app.add_middleware(LookupFastPath, runtime_getter=lambda: app.state.runtime)
+        # Every request is counted first: the edge sits behind the limiter, and the outer
+        # layers give its answers their request id, access line and metrics.
+        app.add_middleware(LookupEdge, runtime_getter=lambda: app.state.runtime)
         app.add_middleware(
             RateLimitMiddleware,
             runtime_getter=lambda: app.state.runtime,
@@ -248,25 +268,16 @@ def create_app(settings: Settings) -> FastAPI:
     ids = RequestIds()
     access_log = AccessLog() if settings.ACCESS_LOG else None
     app.add_middleware(RequestContextMiddleware, ids=ids, access_log=access_log)
-    if not rate_limited:
-        app.edge = LookupEdge(
-            runtime_getter=lambda: app.state.runtime,
-            ids=ids,
-            access_log=access_log,
-            metrics=metrics,
-        )
     if metrics is not None:
-        from isp_gateway.observability.metrics import MetricsMiddleware
-        from isp_gateway.observability.metrics import router as metrics_router
-
-        app.state.metrics = metrics
-        add_routes(app, metrics_router)
-        # Outermost: it sees every answer, the rate limiter's and the fast path's too.
-        app.add_middleware(MetricsMiddleware, metrics=metrics, routes=app.routes)
-    # The contract (issue 12): offline docs, 405 for every wrong method, the full OpenAPI.
-    # Kept after every add_routes: the guards and the document see all routes.
-    install_docs(app)
-    guard_fixed_paths(app)
+        # Outermost: it sees every answer, the rate limiter's and the edge's too.
+        app.add_middleware(MetricsMiddleware, metrics=metrics, routes=routes)
+    if not rate_limited:
+        app.edge_options = {
+            "runtime_getter": lambda: app.state.runtime,
+            "ids": ids,
+            "access_log": access_log,
+            "metrics": metrics,
+        }
     install_openapi(app, settings)
     # Build the OpenAPI schema now: it also makes FastAPI resolve every route's
     # dependencies here, once, instead of lazily on first requests. Done lazily, two apps

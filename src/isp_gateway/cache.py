@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from isp_gateway.errors import StoreUnavailable, UpstreamError
 from isp_gateway.memory import release_free_memory
 from isp_gateway.store import Store
+from isp_gateway.upstream import deadline
 from isp_gateway.upstream.gateway import counting_calls
 from isp_gateway.upstream.planner import DEFAULT_REFRESH_RATIO, RefreshPlanner
 
@@ -44,6 +45,43 @@ log = logging.getLogger("isp_gateway.cache")
 D = TypeVar("D")
 
 Stamp = tuple[float | None, int]  # (base load time or None when nothing is cached, revision)
+
+
+@dataclass(frozen=True, slots=True)
+class Lists:
+    """What every whole list kept warm shares: the store, the stale-if-error window, the
+    metrics and the refresh planner. Services make their lists through it, so each list is
+    counted, planned and kept the same way."""
+
+    store: Store
+    stale_ttl: float
+    metrics: Metrics | None = None
+    planner: RefreshPlanner | None = None
+
+    def resource(
+        self,
+        key: str,
+        loader: Callable[[bool], Awaitable[Any]],
+        derive: Callable[[Any], D],
+        *,
+        ttl: float,
+        stale_ttl: float | None = None,
+        patch: Callable[[D, Any], D] | None = None,
+        planned: bool = True,
+    ) -> CachedResource[D]:
+        """A list kept warm; `planned=False` for one whose refreshes are not planned (they
+        are made on demand and rarely)."""
+        return CachedResource(
+            self.store,
+            key,
+            loader,
+            derive,
+            ttl=ttl,
+            stale_ttl=self.stale_ttl if stale_ttl is None else stale_ttl,
+            patch=patch,
+            metrics=self.metrics,
+            planner=self.planner if planned else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -110,7 +148,9 @@ class CachedResource(Generic[D]):
             planner.register(key, ttl, refresh_ratio=refresh_ratio)
         self._local: _Local[D] | None = None
         self._inflight: asyncio.Task[tuple[float, Any]] | None = None
+        self._recent: asyncio.Task[tuple[float, Any]] | None = None
         self._background: asyncio.Task[None] | None = None
+        self._periodic: asyncio.Task[None] | None = None
         self._deriving: asyncio.Future[D] | None = None
         self._deriving_at: float | None = None
         self.loads = 0  # upstream loads made by this process, for tests and metrics
@@ -274,11 +314,14 @@ class CachedResource(Generic[D]):
 
     # -- loading ---------------------------------------------------------------------
 
-    async def _load(self, background: bool, replacing: float | None = None) -> tuple[float, Any]:
+    async def _load(
+        self, background: bool, replacing: float | None = None, lock: str = "lock"
+    ) -> tuple[float, Any]:
         """Load the list and publish it. `replacing` is the generation (load time) the
-        caller found too old; without one, any generation older than this call is."""
+        caller found too old; without one, any generation older than this call is.
+        `lock` names the store lock the load holds (see `recent`)."""
         requested_at = time.time()
-        async with self._store.lock(f"lock:{self._key}", timeout=self._lock_timeout()):
+        async with self._store.lock(f"{lock}:{self._key}", timeout=self._lock_timeout()):
             # Another worker may have loaded it while we waited for the lock. A refresh
             # that saw generation G is done when a newer one is there, even one loaded
             # just before this call: workers sharing a store wake together at G's age,
@@ -336,15 +379,25 @@ class CachedResource(Generic[D]):
         self, background: bool, replacing: float | None = None
     ) -> tuple[float, Any]:
         if self._inflight is None or self._inflight.done():
-            self._inflight = asyncio.ensure_future(self._load(background, replacing))
-        # shield: a client that disconnects must not cancel the load others wait for.
-        return await asyncio.shield(self._inflight)
+            self._inflight = asyncio.ensure_future(self._without_deadline(background, replacing))
+        # Shielded: a client that disconnects must not cancel the load others wait for. A
+        # request waits only while it has time left (a load may be paused for the budget,
+        # a Retry-After or another worker's lock); the load goes on for the next caller.
+        return await deadline.bounded(self._inflight)
+
+    async def _without_deadline(
+        self, background: bool, replacing: float | None
+    ) -> tuple[float, Any]:
+        # A load outlives the request that started it: its own context has no deadline.
+        deadline.clear()
+        return await self._load(background, replacing)
 
     def _refresh_soon(self, replacing: float) -> None:
         if self._background is not None and not self._background.done():
             return
 
         async def run() -> None:
+            deadline.clear()
             try:
                 await self.refresh(replacing)
             except (UpstreamError, StoreUnavailable) as exc:
@@ -367,10 +420,35 @@ class CachedResource(Generic[D]):
         flight: a background refresh may be paused for the budget or a 429, and an
         interactive caller must not wait behind it. The copy is this caller's; the shared
         one is refreshed by its own schedule."""
-        value = await self._loader(False)
+        # The caller's own read: bounded by its deadline (a page that hangs, a list too long
+        # to read in time), and cancelled with it.
+        task = asyncio.ensure_future(self._loader(False))
+        try:
+            value = await deadline.bounded(task)
+        finally:
+            if not task.done():
+                task.cancel()
         loaded_at = time.time()
         derived = await asyncio.to_thread(self._derive, value)
         return Snapshot(derived, loaded_at, False)
+
+    async def recent(self, max_age: float) -> Snapshot[D]:
+        """The shared copy (with its patches) when it is at most `max_age` old; else one
+        interactive load, once across workers: under a store lock of its own (never behind
+        a background refresh paused for the budget or a 429), a copy another worker loaded
+        meanwhile is taken instead, and the new copy replaces the shared one."""
+        at = await self.loaded_at()
+        if at is None or time.time() - at >= max_age:
+            if self._recent is None or self._recent.done():
+                self._recent = asyncio.ensure_future(self._load(False, at, lock="lock-recent"))
+            # shield: a client that disconnects must not cancel the load others wait for.
+            loaded_at, value = await asyncio.shield(self._recent)
+            await self._derived(loaded_at, value)
+        current = await self._current()
+        if current is None:  # evicted from the store meanwhile: load as any reader would
+            loaded_at, derived = await self._loaded(background=False)
+            return Snapshot(derived, loaded_at, False)
+        return Snapshot(current[1], current[0], False)
 
     async def _loaded(self, background: bool) -> tuple[float, D]:
         loaded_at, value = await self._single_flight(background)
@@ -481,9 +559,23 @@ class CachedResource(Generic[D]):
                 log.exception("refresh of %s crashed; retrying soon", self._key)
                 delay = min(30.0, self.refresh_after)
 
+    def start(self) -> None:
+        """Keep the value fresh in the background from now on (start-up does not wait)."""
+        if self._periodic is None:
+            self._periodic = asyncio.create_task(self.run_periodic())
+
     async def aclose(self) -> None:
+        """Stop the background refresh and the loads in flight."""
         tasks = [
-            t for t in (self._background, self._inflight, self._deriving) if t and not t.done()
+            t
+            for t in (
+                self._periodic,
+                self._background,
+                self._inflight,
+                self._recent,
+                self._deriving,
+            )
+            if t and not t.done()
         ]
         for task in tasks:
             task.cancel()

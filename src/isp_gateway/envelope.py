@@ -5,6 +5,7 @@ Auth errors are the exception: they keep FastAPI's `{"detail": ...}` shape (spec
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -155,6 +156,38 @@ def envelope(
     }
 
 
+# The JSON options of every body the service answers (Starlette's JSONResponse's): compact,
+# UTF-8 as is, no NaN. One encoder, built once (json.dumps with options builds one per call).
+_encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
+
+
+def encode(body: Any, *, data_json: bytes | None = None) -> bytes:
+    """The bytes of a JSON body, the same whichever layer answers it: the handlers (through
+    `EnvelopeResponse`), the middleware's own answers, the pre-serialised lists and the
+    lookup edge's prebuilt hits. `data_json` is an envelope's `data` already encoded (a
+    cached list of clients), put in as is between the members before and after it."""
+    if data_json is None:
+        return _encode(body).encode()
+    keys = list(body)
+    at = keys.index("data")
+    head = _encode({key: body[key] for key in keys[:at]})[:-1]  # "{" and the members before
+    tail = _encode({key: body[key] for key in keys[at + 1 :]})[1:]  # the members after, "}"
+    return b"".join(
+        (
+            (head + ('"data":' if head == "{" else ',"data":')).encode(),
+            data_json,
+            (tail if tail == "}" else "," + tail).encode(),
+        )
+    )
+
+
+class EnvelopeResponse(JSONResponse):
+    """A JSON answer whose bytes come from `encode`."""
+
+    def render(self, content: Any) -> bytes:
+        return encode(content)
+
+
 def success(
     action: str | None,
     data: Any = None,
@@ -168,7 +201,7 @@ def success(
 def respond(
     status_code: int, body: dict[str, Any], headers: dict[str, str] | None = None
 ) -> JSONResponse:
-    return JSONResponse(body, status_code=status_code, headers=headers)
+    return EnvelopeResponse(body, status_code=status_code, headers=headers)
 
 
 def error_response(
@@ -189,7 +222,7 @@ def error_response(
         message=message,
         meta=meta,
     )
-    return JSONResponse(body, status_code=status_code, headers=headers)
+    return EnvelopeResponse(body, status_code=status_code, headers=headers)
 
 
 MALFORMED_JSON = "Malformed JSON body"
@@ -267,7 +300,8 @@ async def handle_http_error(request: Request, exc: Exception) -> JSONResponse:
     elif exc.status_code == 405:
         message = "Method not allowed"
         # Every method of the path, not only those of the first route Starlette tried.
-        headers["Allow"] = ", ".join(allowed_methods(request.app.router.routes, request.scope))
+        routes = request.app.state.route_table
+        headers["Allow"] = ", ".join(allowed_methods(routes, request.scope))
     else:
         message = str(exc.detail) if exc.detail else "Request failed"
         if exc.status_code == 413:

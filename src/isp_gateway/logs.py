@@ -38,6 +38,34 @@ def mask_path(path: str) -> str:
     return _PERSONAL_SEGMENT.sub("***", path) if "/by-" in path else path
 
 
+# A path no route knows may hold anything a caller typed: a document or a phone among
+# them. Its runs of 6 or more digits are masked (a service id has fewer in practice, and an
+# unknown path needs none of its digits to be understood).
+_LONG_DIGITS = re.compile(r"\d{6,}")
+
+
+def mask_unknown_path(path: str) -> str:
+    """An unknown path as logged: `mask_path`, then every run of 6+ digits masked."""
+    return _LONG_DIGITS.sub("***", mask_path(path))
+
+
+# Characters that would break a text log line or forge another one: C0 controls (a %0A
+# in a path decodes to a real newline), DEL, C1 controls and Unicode's line separators.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _escape_control(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(char)
+    return named or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def escape_control(text: str) -> str:
+    """`text` on one line: control characters written as `\\n`, `\\r`, `\\t` or `\\xNN`."""
+    return _CONTROL.sub(_escape_control, text) if not text.isprintable() else text
+
+
 # One request: (time, method, masked path, status, duration ms, request id). A plain
 # tuple: it is built on every request, and a NamedTuple's constructor costs ten times more.
 # The path is masked by the caller: the lookup edge knows its masked path without a regex.
@@ -90,12 +118,16 @@ class TextFormatter(logging.Formatter):
             seconds, prefix = self._seconds, f" {record.levelname} {record.name}: "
             return "\n".join(
                 [
-                    f"{seconds(t)},{int(t % 1 * 1000):03d}{prefix}{method} {path} "
-                    f"{status} {ms:.1f}ms id={rid}"
+                    f"{seconds(t)},{int(t % 1 * 1000):03d}{prefix}{escape_control(method)} "
+                    f"{escape_control(path)} {status} {ms:.1f}ms id={rid}"
                     for t, method, path, status, ms, rid in record.msg.entries
                 ]
             )
         return super().format(record)
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        # The message part only: a traceback appended after it keeps its own lines.
+        return escape_control(super().formatMessage(record))
 
 
 class JsonFormatter(logging.Formatter):

@@ -11,14 +11,14 @@ names the methods of the first route it found. Two gaps follow, both closed here
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.routing import iter_route_contexts
 from starlette.exceptions import HTTPException
-from starlette.routing import BaseRoute, Match, Route
+from starlette.routing import Match, Route
 from starlette.types import Scope
+
+from isp_gateway.route_table import RouteTable
 
 
 class MethodGuard(Route):
@@ -29,11 +29,11 @@ async def _method_not_allowed(request: Request) -> None:
     raise HTTPException(405)
 
 
-def _routes(routes: Sequence[BaseRoute]) -> list[Any]:
+def _routes(routes: RouteTable) -> list[Any]:
     """Every path route as the router matches it (full path, included routers unfolded)."""
     return [
         context
-        for context in iter_route_contexts(routes)
+        for context in routes.routes
         if isinstance(context.original_route, Route)
         and not isinstance(context.original_route, MethodGuard)
     ]
@@ -43,7 +43,7 @@ def _is_fixed(route: Any) -> bool:
     return not route.param_convertors
 
 
-def allowed_methods(routes: Sequence[BaseRoute], scope: Scope) -> list[str]:
+def allowed_methods(routes: RouteTable, scope: Scope) -> list[str]:
     """The methods of every route matching the request's path. A fixed path shadows the
     parameterised ones it also matches, as the guards make it do for routing."""
     matching = [r for r in _routes(routes) if r.matches(scope)[0] != Match.NONE]
@@ -54,10 +54,11 @@ def allowed_methods(routes: Sequence[BaseRoute], scope: Scope) -> list[str]:
     return sorted(methods)
 
 
-def guard_fixed_paths(app: FastAPI) -> None:
-    """Call once all routers are included: for each fixed path that a parameterised route
-    of another method also matches, a 405 route for those methods, tried first."""
-    routes = _routes(app.router.routes)
+def guard_fixed_paths(app: FastAPI, table: RouteTable) -> None:
+    """Call once all routes are added and in the table: for each fixed path that a
+    parameterised route of another method also matches, a 405 route for those methods,
+    tried first (by the router and in the table)."""
+    routes = _routes(table)
     fixed_methods: dict[str, set[str]] = {}
     for route in routes:
         if _is_fixed(route):
@@ -75,3 +76,4 @@ def guard_fixed_paths(app: FastAPI) -> None:
                 path, _method_not_allowed, methods=sorted(methods), include_in_schema=False
             )
             app.router.routes.insert(0, guard)
+            table.put_first(guard)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import re
 import time
@@ -14,9 +13,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from isp_gateway.auth.tokens import InvalidToken, verify_token
-from isp_gateway.envelope import envelope
-from isp_gateway.logs import AccessLog, mask_path, request_id_var
+from isp_gateway.auth.credentials import jwt_subject
+from isp_gateway.envelope import encode, envelope
+from isp_gateway.logs import AccessLog, mask_path, mask_unknown_path, request_id_var
+from isp_gateway.observability import ROUTE_TEMPLATE, UNMATCHED
 
 if TYPE_CHECKING:
     from isp_gateway.runtime import Runtime
@@ -29,8 +29,9 @@ _SAFE_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 async def send_json(
     send: Send, status: int, payload: Any, headers: list[tuple[bytes, bytes]] | None = None
 ) -> None:
-    """A JSON answer sent straight from middleware, below FastAPI's handlers."""
-    body = json.dumps(payload).encode()
+    """A JSON answer sent straight from middleware, below FastAPI's handlers; its bytes are
+    the handlers' (envelope.encode)."""
+    body = encode(payload)
     await send(
         {
             "type": "http.response.start",
@@ -119,9 +120,13 @@ class RequestContextMiddleware:
         finally:
             access = self.access_log
             if access is not None and access.enabled():
+                path = scope["path"]
                 access.add(
                     scope["method"],
-                    mask_path(scope["path"]),
+                    # A path no route knows (notfound.py marks it) may hold anything.
+                    mask_unknown_path(path)
+                    if scope.get(ROUTE_TEMPLATE) == UNMATCHED
+                    else mask_path(path),
                     status_holder["status"],
                     (time.perf_counter() - started) * 1000,
                     request_id,
@@ -253,20 +258,15 @@ class RateLimitMiddleware:
     def _subject(self, scope: Scope, runtime: Runtime) -> str | None:
         for name, value in scope["headers"]:
             if name == b"authorization":
-                scheme, _, token = value.decode("latin-1").partition(" ")
-                if scheme.lower() != "bearer" or not token.strip():
-                    return None
-                try:
-                    return verify_token(runtime.settings, token.strip(), runtime.token_cache)
-                except InvalidToken:
-                    return None
+                return jwt_subject(runtime, value.decode("latin-1"))
         return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
             scope["type"] != "http"
             or (self.per_address <= 0 and self.per_subject <= 0)
-            or not scope["path"].startswith("/api/v1/")
+            # /mcp (CALLERS.md 5) is the same API for AI agents, under the same limits.
+            or not (scope["path"].startswith("/api/v1/") or scope["path"] == "/mcp")
         ):
             await self.app(scope, receive, send)
             return

@@ -6,12 +6,16 @@ route cannot forget them:
 - 401 `{detail}` + `WWW-Authenticate` on every operation that needs a token;
 - 405 (envelope, `Allow`) everywhere; 413 `payload_too_large` where a body is read;
 - 429 `rate_limited` on /api/v1 (the service's own limit, when configured);
-- 422 in the envelope (`validation_error`) instead of FastAPI's `{detail: [...]}`.
+- 422 in the envelope (`validation_error`) instead of FastAPI's `{detail: [...]}`;
+- every 2xx answer's `action` values (SUCCESS_ACTIONS: an enum on `action` and a list in the
+  description), and 503 `store_unavailable` with `Retry-After` on every /api/v1 operation
+  (it can occur wherever REDIS_URL is set; listed always, as one document serves both).
 The ticket subject catalogue this deployment uses becomes the enum of `subject`.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -35,6 +39,98 @@ AUTH_401 = {
 }
 
 
+# What each operation answers on success (CALLERS.md 2 "OpenAPI"), `info` ones included:
+# read from the handlers and the services they call. A route missing here fails the
+# contract test, so a new route cannot leave its outcomes undocumented.
+_PING_OUTCOMES = (
+    "stable_connection",
+    "intermittent_connection",
+    "no_internet",
+    "ping_failed",
+    "ping_pending",
+)
+SUCCESS_ACTIONS: dict[tuple[str, str], tuple[str | None, ...]] = {
+    ("get", "/health"): (None,),
+    ("get", "/api/v1/clients/"): ("clients_listed",),
+    ("get", "/api/v1/clients/search"): ("clients_listed", "client_not_found"),
+    ("get", "/api/v1/clients/by-document/{document}"): ("client_found",),
+    ("get", "/api/v1/clients/by-phone/{phone}"): ("client_found",),
+    ("get", "/api/v1/clients/by-service-id/{service_id}"): ("client_found",),
+    ("post", "/api/v1/clients/resolve"): ("client_verified",),
+    ("post", "/api/v1/clients/{service_id}/verify"): (
+        "client_verified",
+        "client_verification_failed",
+    ),
+    ("put", "/api/v1/clients/{service_id}"): ("client_updated",),
+    ("get", "/api/v1/tickets/subjects"): ("ticket_subjects_listed",),
+    ("get", "/api/v1/tickets/zone-blocked/{zone_id}"): ("ticket_found",),
+    ("post", "/api/v1/tickets"): ("ticket_created",),
+    ("get", "/api/v1/tickets/{ticket_id}"): ("ticket_found",),
+    ("post", "/api/v1/{service_id}/ping/"): ("ping_created",),
+    ("get", "/api/v1/ping/{task_id}/"): _PING_OUTCOMES,
+    ("get", "/api/v1/internet-plans/"): ("internet_plans_listed", "internet_plan_not_found"),
+    ("get", "/api/v1/internet-plans/{plan_id}"): ("internet_plan_found",),
+    ("get", "/api/v1/clients/{service_id}/account"): ("account_found",),
+    ("get", "/api/v1/payment-methods"): ("payment_methods_listed",),
+    ("get", "/api/v1/clients/{service_id}/tickets"): ("tickets_listed",),
+    ("post", "/api/v1/clients/{service_id}/diagnose"): (
+        "service_cancelled",
+        "service_suspended",
+        "zone_outage",
+        *_PING_OUTCOMES,
+    ),
+    ("get", "/api/v1/audit"): ("audit_listed",),
+}
+STORE_UNAVAILABLE = "store_unavailable"
+_STORE_503 = (
+    "The service's shared store (Redis, with REDIS_URL set) does not answer; retry after "
+    "`Retry-After`"
+)
+TOKEN_503 = {
+    "description": _STORE_503 + ": `{detail}`",
+    "headers": {"Retry-After": {"description": "Seconds to wait before trying again",
+                                "schema": {"type": "integer"}}},
+    "content": {"application/json": {"schema": {"$ref": _REF.format(model="AuthError")}}},
+}  # fmt: skip
+
+
+def _success_actions(method: str, path: str, responses: dict[str, Any]) -> None:
+    """Pin the `action` values of an operation's 2xx envelope answers."""
+    values = SUCCESS_ACTIONS.get((method, path))
+    if values is None:
+        return
+    for status, response in responses.items():
+        if not status.startswith("2"):
+            continue
+        schema = response.get("content", {}).get("application/json", {}).get("schema")
+        if schema is None:
+            continue
+        schema.setdefault("properties", {})["action"] = {"enum": list(values)}
+        listed = ", ".join("null" if v is None else f"`{v}`" for v in values)
+        response["description"] = f"{response.get('description', 'Success')}. `action`: {listed}."
+
+
+def _store_unavailable(path: str, responses: dict[str, Any]) -> None:
+    """503 `store_unavailable` (with `Retry-After`) on every /api/v1 operation."""
+    if path == TOKEN_PATH:
+        responses.setdefault("503", TOKEN_503)
+        return
+    given = responses.get("503")
+    if given is None:
+        given = response_object(503, [STORE_UNAVAILABLE])
+        given["description"] = f"{_STORE_503}. `action`: `{STORE_UNAVAILABLE}`."
+        responses["503"] = given
+        return
+    # A copy: a route's `responses=` may be a constant several routes share.
+    given = responses["503"] = copy.deepcopy(given)
+    enum = given["content"]["application/json"]["schema"]["properties"]["action"]["enum"]
+    if STORE_UNAVAILABLE not in enum:
+        enum.append(STORE_UNAVAILABLE)
+        given["description"] = given["description"].rstrip(".") + (
+            f", `{STORE_UNAVAILABLE}` ({_STORE_503[0].lower()}{_STORE_503[1:]})."
+        )
+
+
 def response_object(status: int, actions: list[str] | None = None) -> dict[str, Any]:
     """An OpenAPI response object for an error status, in the envelope."""
     doc = error_response_doc(status, actions)
@@ -44,6 +140,34 @@ def response_object(status: int, actions: list[str] | None = None) -> dict[str, 
         "application/json": {"schema": {"$ref": _REF.format(model=model.__name__), **schema}}
     }
     return doc
+
+
+def _scope_403(security: list[dict[str, list[str]]]) -> dict[str, Any]:
+    """CALLERS.md 3: a valid credential without the operation's scope."""
+    scopes = sorted(
+        {scope for requirement in security for scope in next(iter(requirement.values()), [])}
+    )
+    doc = response_object(403, ["insufficient_scope"])
+    named = ", ".join(f"`{scope}`" for scope in scopes) or "its scope"
+    doc["description"] = (
+        f"The API key lacks the scope {named} (`data.required` names it). "
+        "`action`: `insufficient_scope`."
+    )
+    return doc
+
+
+def _add_scope_403(responses: dict[str, Any], security: list[dict[str, list[str]]]) -> None:
+    """The scope's 403, beside a 403 the route declares itself (the verification guard's)."""
+    scope_403 = _scope_403(security)
+    own = responses.get("403")
+    if own is None:
+        responses["403"] = scope_403
+        return
+    schema = own.get("content", {}).get("application/json", {}).get("schema", {})
+    action = schema.get("properties", {}).get("action", {})
+    if "enum" in action and "insufficient_scope" not in action["enum"]:
+        action["enum"] = ["insufficient_scope", *action["enum"]]
+    own["description"] = scope_403["description"] + " Or: " + own.get("description", "")
 
 
 def _complete(schema: dict[str, Any], settings: Settings) -> None:
@@ -60,11 +184,15 @@ def _complete(schema: dict[str, Any], settings: Settings) -> None:
                 responses["422"] = response_object(422)
             if operation.get("security"):
                 responses.setdefault("401", AUTH_401)
+                _add_scope_403(responses, operation["security"])
             responses.setdefault("405", response_object(405))
             if "requestBody" in operation:
                 responses.setdefault("413", response_object(413))
             if path.startswith("/api/v1/") and path != TOKEN_PATH:
                 responses.setdefault("429", response_object(429))
+            if path.startswith("/api/v1/"):
+                _store_unavailable(path, responses)
+            _success_actions(method, path, responses)
             operation["responses"] = dict(sorted(responses.items()))
     if '/HTTPValidationError"' not in json.dumps(schema["paths"]):
         for name in _FASTAPI_422:

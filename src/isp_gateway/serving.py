@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import os
 import sys
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -74,7 +73,7 @@ def run(
         overrides=overrides or {},
         factory=factory,
         proxy_headers=proxy_headers,
-        forwarded_allow_ips=os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1"),
+        forwarded_allow_ips=settings.FORWARDED_ALLOW_IPS,
     )
     if settings.SERVER == "uvicorn":
         _run_uvicorn(settings, host, port, workers, worker_app)

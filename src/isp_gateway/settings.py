@@ -8,12 +8,20 @@ failure into one short message that names every offending variable.
 from __future__ import annotations
 
 import json
+from difflib import get_close_matches
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEFAULT_CORS_ORIGINS = [
@@ -26,6 +34,21 @@ DEFAULT_CORS_ORIGINS = [
 
 # HS256 needs a key at least as long as its output; shorter secrets are brute-forceable.
 MIN_SECRET_BYTES = 32
+# A long secret of few characters ("aaaa...", "abab...") is no secret (CALLERS.md 2).
+MIN_SECRET_DISTINCT_CHARS = 16
+
+# The values `.env.example`'s required block holds (a test keeps the two the same): a
+# setting still holding one was copied and never filled in, and is refused, named.
+PLACEHOLDERS = {
+    "UPSTREAM_NET_KEY": "replace-with-the-wisphub-api-key",
+    "UPSTREAM_NET_HOST": "https://isp.example.com",
+    "JWT_SECRET_KEY": "CHANGE-ME-to-32+-random-bytes",
+    "API_USERNAME": "replace-with-the-bot-username",
+    "API_PASSWORD_HASH": "$2b$12$replace.with.the.output.of.isp-gateway.hash-password.xx",
+}
+
+# Variables the command line reads besides the settings: a `.env` may hold them too.
+CLI_VARIABLES = frozenset({"SIMULATOR_API_KEY", "PROMETHEUS_MULTIPROC_DIR"})
 
 
 def _split_list(value: Any) -> Any:
@@ -63,6 +86,8 @@ class Settings(BaseSettings):
     # Share of each budget window kept for interactive calls (tickets, pings, lookup
     # misses, confirmations); whole-list refreshes are planned within the rest.
     UPSTREAM_INTERACTIVE_RESERVE: float = Field(default=0.3, ge=0, lt=1)
+    # The most of the interactive part of the minute budget one end user may take (CALLERS.md 2).
+    UPSTREAM_CALLER_SHARE: float = Field(default=0.5, gt=0, le=1)
 
     # Client auth (spec 5.1)
     JWT_SECRET_KEY: SecretStr
@@ -72,6 +97,17 @@ class Settings(BaseSettings):
     API_PASSWORD_HASH: SecretStr
     LOGIN_MAX_FAILURES: int = Field(default=5, ge=1)
     LOGIN_LOCKOUT_SECONDS: int = Field(default=900, ge=1)
+    # CALLERS.md 2: failures of one username from every address lock it for the addresses
+    # that have not logged in as that user within LOGIN_KNOWN_ADDRESS_SECONDS.
+    LOGIN_USERNAME_MAX_FAILURES: int = Field(default=50, ge=1)
+    LOGIN_KNOWN_ADDRESS_SECONDS: int = Field(default=86400, ge=60)
+    # CALLERS.md 3: API keys (`isp-gateway keys create`), a JSON file of names, scopes and
+    # SHA-256 digests, re-read within seconds of a change; unset = keys off.
+    API_KEYS_FILE: Path | None = None
+    # CALLERS.md 4: the audit keeps the newest this many events (a capped stream with Redis).
+    AUDIT_MAX_EVENTS: int = Field(default=100_000, ge=100)
+    # Off: audit events are neither stored nor logged (for measuring what the audit costs).
+    AUDIT_ENABLED: bool = True
 
     # Tickets (spec 8)
     MAX_ACTIVE_TICKETS_PER_ZONE: int = Field(default=3, ge=1)
@@ -86,6 +122,9 @@ class Settings(BaseSettings):
     # the cached sweep of active tickets (client tickets, diagnose).
     DUPLICATE_TICKET_GUARD: bool = True
     ACTIVE_TICKETS_CACHE_SECONDS: int = Field(default=60, ge=1)
+    # CALLERS.md 2: zone status and ticket creation share one sweep of active tickets at most
+    # this old (single-flight across workers).
+    ZONE_SWEEP_FRESH_SECONDS: float = Field(default=5.0, gt=0, le=60)
 
     # Clients
     ACTIVE_CLIENT_STATES: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["Activo"])
@@ -93,6 +132,13 @@ class Settings(BaseSettings):
     PHONE_NATIONAL_LENGTH: int = Field(default=10, ge=6, le=15)
     VERIFY_MAX_FAILURES: int = Field(default=5, ge=1)
     VERIFY_LOCKOUT_SECONDS: int = Field(default=900, ge=1)
+    # CALLERS.md 2: failures of one end user on every service, and of every end user on one
+    # service, before a lock (same window).
+    VERIFY_END_USER_MAX_FAILURES: int = Field(default=20, ge=1)
+    VERIFY_SERVICE_MAX_FAILURES: int = Field(default=20, ge=1)
+    # A lookup that misses a complete index asks the upstream about that value at most once
+    # per this many seconds, across workers (CALLERS.md 2).
+    MISS_RECHECK_SECONDS: int = Field(default=300, ge=0)
 
     # Caching
     CLIENT_CACHE_SECONDS: int = Field(default=300, ge=1)
@@ -120,6 +166,8 @@ class Settings(BaseSettings):
     RATE_LIMIT_PER_MINUTE: int = Field(default=0, ge=0)  # per address; 0 = off (DECISIONS.md)
     RATE_LIMIT_PER_SUBJECT_PER_MINUTE: int = Field(default=0, ge=0)  # per token subject
     REDIS_URL: SecretStr | None = None
+    # Every store command answers within this many seconds, or the store counts as away (503).
+    REDIS_TIMEOUT_SECONDS: float = Field(default=2.0, gt=0, le=30)
     LOG_LEVEL: str = "INFO"
     # Request bodies: the largest accepted, in bytes (413 payload_too_large above it).
     MAX_BODY_BYTES: int = Field(default=65536, ge=1024)
@@ -129,6 +177,18 @@ class Settings(BaseSettings):
     SERVER: Literal["granian", "uvicorn"] = "granian"
     ACCESS_LOG: bool = True
     LOG_FORMAT: Literal["text", "json"] = "text"
+    # `serve --proxy-headers` trusts X-Forwarded-For / -Proto from these addresses.
+    FORWARDED_ALLOW_IPS: str = "127.0.0.1"
+
+    # AI agents (CALLERS.md 5): the MCP server at /mcp; how long a verification_id stays
+    # valid; the technician of an agent's ticket when the client record names none.
+    MCP_ENABLED: bool = True
+    VERIFICATION_TTL_SECONDS: int = Field(default=900, ge=1)
+    # CALLERS.md 5, REST's opt-in guard: account, a client's tickets, diagnose, PUT and ticket
+    # creation need X-Verification-Id naming a verification of that service by this caller
+    # and end user (issued by a successful verify, which then adds `data.verification_id`).
+    REQUIRE_VERIFICATION: bool = False
+    DEFAULT_TECHNICIAN_ID: int | None = Field(default=None, ge=1)
 
     @field_validator(
         "ACTIVE_TICKET_STATES",
@@ -190,11 +250,26 @@ class Settings(BaseSettings):
             raise ValueError("must be one of HS256, HS384, HS512")
         return value
 
+    @field_validator(*PLACEHOLDERS, mode="before")
+    @classmethod
+    def _not_a_placeholder(cls, value: Any, info: ValidationInfo) -> Any:
+        # Before the other checks, so a copied .env.example names each of them as such.
+        raw = value.get_secret_value() if isinstance(value, SecretStr) else value
+        name = info.field_name
+        if isinstance(raw, str) and name is not None and raw.strip() == PLACEHOLDERS[name]:
+            raise ValueError("still the .env.example placeholder; set the real value")
+        return value
+
     @field_validator("JWT_SECRET_KEY")
     @classmethod
     def _long_secret(cls, value: SecretStr) -> SecretStr:
         if len(value.get_secret_value().encode()) < MIN_SECRET_BYTES:
             raise ValueError(f"must be at least {MIN_SECRET_BYTES} bytes long")
+        if len(set(value.get_secret_value())) < MIN_SECRET_DISTINCT_CHARS:
+            raise ValueError(
+                f"must hold at least {MIN_SECRET_DISTINCT_CHARS} different characters "
+                '(generate one: python -c "import secrets; print(secrets.token_urlsafe(48))")'
+            )
         return value
 
     @field_validator("API_PASSWORD_HASH")
@@ -220,10 +295,18 @@ class Settings(BaseSettings):
             raise ValueError("must name a host, e.g. https://api.wisphub.net")
         return value.rstrip("/")
 
-    @field_validator("REDIS_URL", "TICKET_SUBJECTS_FILE", mode="before")
+    @field_validator("REDIS_URL", "TICKET_SUBJECTS_FILE", "DEFAULT_TECHNICIAN_ID", mode="before")
     @classmethod
     def _blank_is_unset(cls, value: Any) -> Any:
         # `REDIS_URL=` in a .env or compose file means "not configured", not an empty URL.
+        if isinstance(value, str) and not value.strip():
+            return None
+        return value
+
+    @field_validator("API_KEYS_FILE", mode="before")
+    @classmethod
+    def _blank_keys_file_is_unset(cls, value: Any) -> Any:
+        # `API_KEYS_FILE=` means keys are off, not a file named "".
         if isinstance(value, str) and not value.strip():
             return None
         return value
@@ -287,8 +370,33 @@ def describe_validation_error(exc: ValidationError) -> str:
     return "invalid configuration: " + "; ".join(problems)
 
 
+def unknown_env_file_keys(env_file: str | Path | None = ".env") -> list[str]:
+    """The keys of `env_file` that are no setting and no variable the CLI reads, each with
+    a hint when a setting's name is close (`CORS_ORIGIN` → `CORS_ORIGINS`)."""
+    if env_file is None or not Path(env_file).is_file():
+        return []
+    from dotenv import dotenv_values  # pydantic-settings' own .env reader
+
+    known = set(Settings.model_fields) | CLI_VARIABLES
+    problems = []
+    for key in dotenv_values(env_file, encoding="utf-8"):
+        if key in known:
+            continue
+        close = get_close_matches(key, sorted(known), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        problems.append(f"{key} in {Path(env_file).name} is no setting{hint}")
+    return problems
+
+
 def load_settings(**overrides: Any) -> Settings:
+    """The settings, or ConfigurationError naming every problem: invalid values and, in
+    `.env`, keys that are no setting (a typo would otherwise be silently ignored)."""
+    problems = unknown_env_file_keys(overrides.get("_env_file", ".env"))
     try:
-        return Settings(**overrides)
+        settings = Settings(**overrides)
     except ValidationError as exc:
-        raise ConfigurationError(describe_validation_error(exc)) from None
+        message = describe_validation_error(exc)
+        raise ConfigurationError("; ".join([message, *problems])) from None
+    if problems:
+        raise ConfigurationError("invalid configuration: " + "; ".join(problems))
+    return settings

@@ -31,14 +31,24 @@ class FailureThrottle:
         remaining = await self._store.ttl(self._key(key))
         return max(1, int(remaining or self.window))
 
+    async def remaining(self, key: str) -> int:
+        """Attempts `key` may still make before it is locked."""
+        count = await self._store.get(self._key(key))
+        return max(0, self.max_failures - int(count or 0))
+
     async def reserve(self, key: str) -> int | None:
         """Count one attempt now; None when it may go ahead, else seconds to wait. An
         attempt that goes ahead stays counted as a failure until `success` clears the key."""
+        return (await self.reserve_count(key))[1]
+
+    async def reserve_count(self, key: str) -> tuple[int, int | None]:
+        """`reserve`, with the attempt's place in the count: the attempt whose place is
+        `max_failures` is the one that locks the key when it fails (to log the lock once)."""
         count = await self._store.incr(self._key(key), 1, ttl=self.window)
         if count <= self.max_failures:
-            return None
+            return count, None
         remaining = await self._store.ttl(self._key(key))
-        return max(1, int(remaining or self.window))
+        return count, max(1, int(remaining or self.window))
 
     async def release(self, key: str) -> None:
         """Give back a reservation for an attempt that was not made after all."""

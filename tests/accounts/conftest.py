@@ -95,7 +95,7 @@ def account_data(tmp_path: Path) -> Path:
 
 def warm_invoices(gw: Gateway, loads: int = 1, timeout: float = 15) -> None:
     deadline = time.monotonic() + timeout
-    while gw.runtime.accounts.invoices.loads < loads:
+    while gw.runtime.services.accounts.invoices.loads < loads:
         assert time.monotonic() < deadline, "invoice cache did not load"
         time.sleep(0.01)
 

@@ -56,7 +56,7 @@ def test_warm_account_answers_make_no_upstream_call(start_accounts: StartAccount
 def test_the_pending_list_is_read_whole_every_page(start_accounts: StartAccounts) -> None:
     sim, gw = start_accounts(reset_stats=False)
     # 8 pending rows at 2 a page: one load is 4 pages; the last page holds beto's 9009.
-    assert gw.runtime.accounts.invoices.loads == 1
+    assert gw.runtime.services.accounts.invoices.loads == 1
     assert calls(sim, "GET /api/facturas/") == 4
     data = gw.get("/api/v1/clients/202/account").json()["data"]
     assert 9009 in [i["invoice_id"] for i in data["pending_invoices"]]
@@ -80,7 +80,7 @@ def test_a_row_of_nobody_is_ignored_and_totals_read_both_ways(
     assert [(i["invoice_id"], i["total"], i["overdue"]) for i in carla["pending_invoices"]] == [
         (9005, 55000.0, False)
     ]
-    index = gw.runtime.accounts.invoices.local
+    index = gw.runtime.services.accounts.invoices.local
     assert "nobody@isp" in index  # read, but no client ever matches it
     elena = gw.get("/api/v1/clients/205/account").json()["data"]
     assert (elena["service_state"], elena["total_due"]) == ("cancelled", 30000.0)
@@ -158,7 +158,43 @@ def test_a_read_cut_off_on_a_later_page_is_never_owes_nothing(
         assert body["data"] is None
     # Pages were read (the first answered, the later ones failed), yet nothing was kept.
     assert calls(sim, "GET /api/facturas/") >= 2
-    assert gw.runtime.accounts.invoices.local is None
+    assert gw.runtime.services.accounts.invoices.local is None
+
+
+@pytest.mark.parametrize("min_offset", [0, 2])
+def test_a_short_read_of_the_pending_list_is_never_owes_nothing(
+    start_accounts: StartAccounts, min_offset: int
+) -> None:
+    """Issue 17: a page answering 200 with fewer rows than asked and `next: null` before the
+    announced `count` (the first page, or a later one) is a failed read, not the whole list."""
+
+    def short_pages(sim: Simulator) -> None:
+        sim.state.faults.update(
+            {
+                "short_page": True,
+                "scopes": {
+                    "short_page": {"path_prefix": "/api/facturas/", "min_offset": min_offset}
+                },
+            }
+        )
+
+    sim, gw = start_accounts(
+        wait_invoices=False, before_gateway=short_pages, UPSTREAM_PAGE_RETRY_SECONDS=0.05
+    )
+    for service_id in (202, 201):  # suspended with four pending invoices; and another
+        response = gw.get(f"/api/v1/clients/{service_id}/account")
+        assert response.status_code == 502, response.text
+        body = response.json()
+        assert body["action"] == "upstream_unavailable"
+        assert body["message"].startswith("Cannot confirm the balance right now")
+        assert body["data"] is None
+    assert calls(sim, "GET /api/facturas/") >= 1
+    assert gw.runtime.services.accounts.invoices.local is None
+    # The backend answers whole again: the same customer owes what they owe.
+    sim.state.faults.reset()
+    response = gw.get("/api/v1/clients/202/account")
+    assert response.status_code == 200
+    assert response.json()["data"]["total_due"] == 92501.5
 
 
 def test_an_older_complete_copy_answers_stale_during_an_outage(
@@ -286,9 +322,9 @@ def test_an_answer_does_not_wait_out_a_long_first_read_of_the_list(
     assert response.status_code == 502
     assert response.json()["action"] == "upstream_unavailable"
     assert response.json()["message"].startswith("Cannot confirm the balance right now")
-    assert gw.runtime.accounts.invoices.loads == 0  # answered before the read was done
+    assert gw.runtime.services.accounts.invoices.loads == 0  # answered before the read was done
     warm_invoices(gw)
     answered = gw.get("/api/v1/clients/202/account")
     assert answered.status_code == 200
     assert answered.json()["data"]["total_due"] == 92501.5
-    assert gw.runtime.accounts.invoices.loads == 1  # the waiting answer did not stop it
+    assert gw.runtime.services.accounts.invoices.loads == 1  # the waiting answer did not stop it

@@ -64,7 +64,7 @@ def test_workers_share_one_pending_list_load(
     second = start_gateway(sim.url, REDIS_URL=redis_db_url, UPSTREAM_PAGE_SIZE=2)
     # The second worker adopts the stored lists instead of loading them again.
     _until(
-        lambda: second.runtime.accounts.invoices.local is not None,
+        lambda: second.runtime.services.accounts.invoices.local is not None,
         "the second worker did not adopt the list",
     )
     sim.state.reset_stats()
@@ -73,7 +73,7 @@ def test_workers_share_one_pending_list_load(
         assert response.status_code == 200
         assert response.json()["data"]["total_due"] == 92501.5
     assert sim.state.calls["GET /api/facturas/"] == 0
-    assert second.runtime.accounts.invoices.loads == 0
+    assert second.runtime.services.accounts.invoices.loads == 0
     # What the workers share holds no private field of the upstream rows either.
     for key in shared_redis.scan_iter(match="ispgw:*", count=500):
         value = shared_redis.get(key)
@@ -92,7 +92,7 @@ def test_a_confirmation_on_one_worker_serves_the_other(
     first = start_gateway(sim.url, REDIS_URL=redis_db_url, STATE_FRESH_SECONDS=1)
     second = start_gateway(sim.url, REDIS_URL=redis_db_url, STATE_FRESH_SECONDS=1)
     _until(
-        lambda: all(w.runtime.clients.cache.local is not None for w in (first, second)),
+        lambda: all(w.runtime.services.clients.cache.local is not None for w in (first, second)),
         "client list not loaded",
     )
     sim.state.set_client_fields(202, {"estado": "Activo"})
@@ -126,8 +126,10 @@ def test_a_client_list_cached_by_an_older_release_still_answers(
     )
     shared_redis.set("ispgw:cache:clients:at", json.dumps({"at": now, "rev": 0}), px=600_000)
     gw = start_gateway(sim.url, REDIS_URL=redis_db_url)
-    _until(lambda: gw.runtime.clients.cache.local is not None, "the old copy was not adopted")
-    assert gw.runtime.clients.cache.loads == 0  # the old copy serves
+    _until(
+        lambda: gw.runtime.services.clients.cache.local is not None, "the old copy was not adopted"
+    )
+    assert gw.runtime.services.clients.cache.loads == 0  # the old copy serves
     found = gw.get("/api/v1/clients/by-service-id/202").json()["data"]
     assert found["service_state"] == "suspended"
     account = gw.get("/api/v1/clients/202/account")

@@ -83,9 +83,12 @@ def data_file(tmp_path: Path) -> Path:
 
 
 def warm(gw: Gateway, loads: int = 1, timeout: float = 10) -> None:
-    """Wait for the start-up load of the client cache."""
+    """Wait for the start-up load of the client cache, to its end: `loads` counts a load
+    once fetched, before it is built and published, and a refresh started meanwhile would
+    join it instead of loading (on a busy machine that window is long)."""
+    cache = gw.runtime.services.clients.cache
     deadline = time.monotonic() + timeout
-    while gw.runtime.clients.cache.loads < loads:
+    while cache.loads < loads or (cache._inflight is not None and not cache._inflight.done()):
         assert time.monotonic() < deadline, "client cache did not load"
         time.sleep(0.01)
 

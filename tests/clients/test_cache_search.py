@@ -100,7 +100,7 @@ def test_whole_list_paged_in_parallel_and_concurrent_misses_load_once(
     active = sum(1 for c in sim.state.dataset.clients if c["estado"] == "Activo")
     assert all(len(body(r)["data"]) == active for r in responses)
     assert calls(sim) == 6
-    assert gw.runtime.clients.cache.loads == 1
+    assert gw.runtime.services.clients.cache.loads == 1
     assert all(int(c["id_servicio"]) for c in sim.state.dataset.clients)
 
 
@@ -121,7 +121,7 @@ def test_refresh_ahead_in_the_background(start_pair: StartPair) -> None:
     sim, gw = start_pair(CLIENT_CACHE_SECONDS=1)
     # The refresh job reloads at 80 % of the lifetime: no request waits, none is stale.
     deadline = time.monotonic() + 5
-    while gw.runtime.clients.cache.loads < 3:
+    while gw.runtime.services.clients.cache.loads < 3:
         out = body(gw.get("/api/v1/clients/"))
         assert out["meta"] is None
         assert time.monotonic() < deadline
@@ -140,8 +140,10 @@ def test_stale_if_error(start_pair: StartPair) -> None:
     out = body(response)
     assert out["meta"] == {"stale": True} and len(out["data"]) == 5
     hit = body(gw.get("/api/v1/clients/by-document/12345678"))
-    assert hit["meta"] == {"stale": True} and hit["data"]["service_id"] == 101
-    assert body(search(gw, "rosa"))["meta"] == {"stale": True}
+    assert hit["meta"] == {"other_service_ids": [], "stale": True}
+    assert hit["data"]["service_id"] == 101
+    # CALLERS.md 2: a search's meta also says how many match in all.
+    assert body(search(gw, "rosa"))["meta"] == {"total": 4, "has_more": False, "stale": True}
     resolved = gw.post(
         "/api/v1/clients/resolve",
         json={"name": "Juan Perez", "address": "El Rosal", "internet_plan_name": "plan 10mb"},
@@ -215,14 +217,14 @@ def test_the_refresh_is_planned_within_the_budget_for_the_list_size(
     assert planned.pages == 4
     # 14 background calls an hour (70 % of 20), shared with the plan list.
     assert planned.calls_per_hour <= 14
-    assert gw.runtime.clients.cache.refresh_after == planned.refresh_every > 600
+    assert gw.runtime.services.clients.cache.refresh_after == planned.refresh_every > 600
     messages = [r.getMessage() for r in caplog.records]
     assert any("clients: 4 pages every" in m for m in messages)
     warnings = [m for m in messages if m.startswith("clients: 4 pages cannot be refreshed")]
     assert len(warnings) == 1
     # Not refreshed at the configured 0.8 s.
     time.sleep(2)
-    assert gw.runtime.clients.cache.loads == 1
+    assert gw.runtime.services.clients.cache.loads == 1
 
 
 def test_the_configured_lifetime_is_kept_when_it_fits(
@@ -232,5 +234,67 @@ def test_the_configured_lifetime_is_kept_when_it_fits(
     _, gw = start_pair(UPSTREAM_PAGE_SIZE=500, UPSTREAM_RATE_PER_HOUR=1000)
     warm(gw)
     assert gw.runtime.planner.plan()["clients"].pages == 1
-    assert gw.runtime.clients.cache.ttl == gw.settings.CLIENT_CACHE_SECONDS
+    assert gw.runtime.services.clients.cache.ttl == gw.settings.CLIENT_CACHE_SECONDS
     assert not [r for r in caplog.records if "UPSTREAM_PAGE_SIZE" in r.getMessage()]
+
+
+def test_a_short_client_list_is_never_published(start_pair: StartPair) -> None:
+    """Issue 17: a list page answering 200 with fewer rows than its `count` and `next: null`
+    is a failed read: the complete older copy keeps answering (stale), never the short one."""
+    sim, gw = start_pair(CLIENT_CACHE_SECONDS=1, UPSTREAM_PAGE_RETRY_SECONDS=0.05)
+    sim.state.faults.update(
+        {"short_page": True, "scopes": {"short_page": {"path_prefix": "/api/clientes/"}}}
+    )
+    loads = gw.runtime.services.clients.cache.loads
+    time.sleep(1.2)
+    deadline = time.monotonic() + 5
+    while True:
+        response = gw.get("/api/v1/clients/")
+        assert response.status_code == 200
+        out = body(response)
+        assert len(out["data"]) == 5  # never the two rows of the short page
+        if out["meta"] == {"stale": True}:
+            break
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert calls(sim) >= 1
+    assert gw.runtime.services.clients.cache.loads == loads
+
+
+def test_a_short_client_list_on_a_cold_start_is_a_failure(
+    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+) -> None:
+    sim = start_simulator()
+    sim.state.faults.update(
+        {"short_page": True, "scopes": {"short_page": {"path_prefix": "/api/clientes/"}}}
+    )
+    gw = start_gateway(sim.url, UPSTREAM_PAGE_RETRY_SECONDS=0.05)
+    response = gw.get("/api/v1/clients/")
+    assert response.status_code == 500
+    assert body(response)["message"] == "Failed to retrieve clients"
+    assert gw.runtime.services.clients.cache.local is None
+
+
+@pytest.mark.parametrize(
+    "faults",
+    [{"hang_rate": 1.0, "hang_seconds": 60}, {"force_429": True, "retry_after": 30}],
+)
+def test_a_cold_list_answers_within_the_deadline(
+    start_simulator: Callable[..., Simulator],
+    start_gateway: Callable[..., Gateway],
+    faults: dict[str, Any],
+) -> None:
+    """Issue 17: a request never waits on a whole-list load it cannot finish in time (the
+    start-up load retries its pages in the background, 2, 4 and 8 s apart, or after a
+    Retry-After)."""
+    timeout = 1.0
+    sim = start_simulator()
+    sim.state.faults.update({**faults, "path_prefix": "/api/clientes/"})
+    gw = start_gateway(sim.url, UPSTREAM_TIMEOUT_SECONDS=timeout)
+    for path in ("/api/v1/clients/", "/api/v1/clients/search?q=rosa"):
+        started = time.monotonic()
+        response = gw.get(path)
+        assert time.monotonic() - started < timeout + 2
+        assert response.status_code in (500, 502, 503), response.text
+        assert body(response)["ok"] is False
+    assert gw.runtime.services.clients.cache.local is None

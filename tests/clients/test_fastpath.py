@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from isp_gateway.auth.tokens import issue_token
-from isp_gateway.clients.fastpath import LookupFastPath
+from isp_gateway.clients.fastpath import LookupEdge
 from tests.clients.conftest import StartPair, calls
 from tests.conftest import USERNAME
 from tests.foundation.conftest import wait_for_fresh_window
@@ -75,7 +75,7 @@ def test_only_sure_hits_skip_the_regular_app(start_pair: StartPair) -> None:
         await send({"type": "http.response.start", "status": 299, "headers": []})
         await send({"type": "http.response.body", "body": b""})
 
-    fast = LookupFastPath(regular, runtime_getter=lambda: gw.runtime)
+    fast = LookupEdge(regular, runtime_getter=lambda: gw.runtime)
     transport = httpx.ASGITransport(app=fast)
 
     async def fetch(path: str, token: str | None) -> int:
@@ -200,3 +200,36 @@ def test_with_a_rate_limit_every_lookup_is_counted(start_pair: StartPair) -> Non
     wait_for_fresh_window(60)
     statuses = [gw.get(LOOKUPS[0]).status_code for _ in range(6)]
     assert statuses == [200, 200, 200, 200, 429, 429]
+
+
+# X-End-User-Id (CALLERS.md 1): the edge answers a valid one, never a bad one.
+BAD_END_USERS: list[str | bytes] = ["x" * 129, "", "tab\there", b"caf\xc3\xa9", b"\xff"]
+
+
+def test_the_lookup_edge_lets_no_bad_end_user_through(start_pair: StartPair) -> None:
+    _, gw = start_pair()
+    path = "/api/v1/clients/by-document/12345678"
+    assert gw.get(path).status_code == 200  # the token is verified: the edge may answer
+    good = gw.get(path, headers={"X-End-User-Id": "chat-42"})
+    assert good.status_code == 200 and good.json()["data"]["service_id"] == 101
+    for value in BAD_END_USERS:
+        response = gw.get(path, headers={"X-End-User-Id": value})  # type: ignore[dict-item]
+        assert response.status_code == 422, value
+        assert response.json()["action"] == "validation_error"
+
+
+def test_one_edge_placed_by_the_rate_limit_setting(start_pair: StartPair) -> None:
+    """The same `LookupEdge` in front of the whole app (no rate limit) or behind the limiter:
+    either way a warm hit is the regular route's bytes, with the caller's request id."""
+    for overrides in ({}, {"RATE_LIMIT_PER_MINUTE": 1000}):
+        sim, gw = start_pair(**overrides)
+        behind = [m.cls for m in gw.app.user_middleware].count(LookupEdge)
+        in_front = gw.app.edge is not None
+        assert (in_front, behind) == ((False, 1) if overrides else (True, 0)), overrides
+        regular = gw.get(LOOKUPS[0])  # verifies and caches the token
+        before = calls(sim)
+        for _ in range(3):
+            fast = gw.get(LOOKUPS[0], headers={"X-Request-ID": "turn-7"})
+            assert fast.content == regular.content, overrides
+            assert fast.headers["x-request-id"] == "turn-7"
+        assert calls(sim) == before

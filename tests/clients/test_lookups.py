@@ -129,7 +129,8 @@ def test_unknown_document_asks_upstream_once_then_remembers(
 def test_negative_cache_expires(start_pair: StartPair) -> None:
     import time
 
-    sim, gw = start_pair(NEGATIVE_CACHE_SECONDS=1)
+    # The confirmed-miss memory alone (no re-check window: see the MISS_RECHECK tests).
+    sim, gw = start_pair(NEGATIVE_CACHE_SECONDS=1, MISS_RECHECK_SECONDS=0)
     assert gw.get("/api/v1/clients/by-document/424242").status_code == 404
     assert gw.get("/api/v1/clients/by-document/424242").status_code == 404
     assert calls(sim) == 1
@@ -151,7 +152,7 @@ def test_new_customer_found_upstream_then_served_from_index(
     import time
 
     deadline = time.monotonic() + 5
-    while gw.runtime.clients.cache.local.by_doc("77777777") is None:
+    while gw.runtime.services.clients.cache.local.by_doc("77777777") is None:
         assert time.monotonic() < deadline, "the index was not patched"
         time.sleep(0.01)  # the index is patched in the background
     response = gw.get("/api/v1/clients/by-document/77777777")
@@ -312,9 +313,60 @@ def test_the_collector_runs_while_a_load_waits_for_the_upstream(
     seen = set()
     deadline = time.monotonic() + 0.6
     while time.monotonic() < deadline:
-        assert gw.runtime.clients.cache.loads == 0  # the start-up load is waiting
+        assert gw.runtime.services.clients.cache.loads == 0  # the start-up load is waiting
         seen.add(gc.isenabled())
         time.sleep(0.01)
     assert seen == {True}
     warm(gw)
     assert gc.isenabled()
+
+
+# -- the miss re-check (CALLERS.md 2, issue 17) -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "other"),
+    [
+        ("/api/v1/clients/by-document/424242", "/api/v1/clients/by-document/424243"),
+        ("/api/v1/clients/by-phone/3009990001", "/api/v1/clients/by-phone/3009990002"),
+        ("/api/v1/clients/by-service-id/999991", "/api/v1/clients/by-service-id/999992"),
+    ],
+)
+def test_a_loop_of_misses_on_one_value_costs_one_upstream_call(
+    start_pair: StartPair, path: str, other: str
+) -> None:
+    # No confirmed-miss memory: only the re-check window holds the loop back.
+    sim, gw = start_pair(NEGATIVE_CACHE_SECONDS=0)
+    for _ in range(6):
+        response = gw.get(path)
+        assert response.status_code == 404
+        assert body(response)["action"] == "client_not_found"
+    assert calls(sim) == 1
+    # Another value is its own question.
+    assert gw.get(other).status_code == 404
+    assert calls(sim) == 2
+
+
+def test_the_miss_recheck_window_expires(start_pair: StartPair) -> None:
+    import time
+
+    sim, gw = start_pair(NEGATIVE_CACHE_SECONDS=0, MISS_RECHECK_SECONDS=1)
+    for _ in range(3):
+        assert gw.get("/api/v1/clients/by-document/424242").status_code == 404
+    assert calls(sim) == 1
+    time.sleep(1.1)
+    assert gw.get("/api/v1/clients/by-document/424242").status_code == 404
+    assert calls(sim) == 2
+
+
+def test_a_failed_recheck_is_no_answer_and_is_asked_again(start_pair: StartPair) -> None:
+    sim, gw = start_pair(NEGATIVE_CACHE_SECONDS=0)
+    sim.state.faults.update({"error_rate": 1.0})
+    response = gw.get("/api/v1/clients/by-document/77777777")
+    assert response.status_code == 502
+    sim.state.faults.reset()
+    # The upstream learns that document meanwhile: the next lookup asks, and finds it.
+    sim.state.update_profile(105, {"cedula": "77777777"})
+    response = gw.get("/api/v1/clients/by-document/77777777")
+    assert response.status_code == 200 and body(response)["data"]["service_id"] == 105
+    assert calls(sim) == 2

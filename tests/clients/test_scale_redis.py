@@ -69,24 +69,27 @@ def test_a_new_worker_adopts_the_lists_in_redis_without_the_upstream(
     settings = {"REDIS_URL": db_url, "UPSTREAM_PAGE_SIZE": 50}
     first = start_gateway(sim.url, **settings)
     warm(first)  # six pages
-    wait_for(lambda: first.runtime.plans.catalogue.loads >= 1, "plans did not load")
+    wait_for(lambda: first.runtime.services.plans.catalogue.loads >= 1, "plans did not load")
     httpx.post(f"{sim.url}/_sim/reset-stats", timeout=10)
     known = sim.state.dataset.clients[17]
 
     # A restarted process (or a new replica) on the same Redis.
     second = start_gateway(sim.url, **settings)
-    wait_for(lambda: second.runtime.clients.cache.local is not None, "clients not adopted")
-    wait_for(lambda: second.runtime.plans.catalogue.local is not None, "plans not adopted")
+    wait_for(lambda: second.runtime.services.clients.cache.local is not None, "clients not adopted")
+    wait_for(lambda: second.runtime.services.plans.catalogue.local is not None, "plans not adopted")
     found = second.get(f"/api/v1/clients/by-document/{known['cedula']}")
     assert found.status_code == 200
     assert found.json()["data"]["service_id"] == known["id_servicio"]
     assert second.get("/api/v1/clients/search", params={"q": known["cedula"]}).status_code == 200
     # Ready without a single upstream call, and no load of its own.
     assert upstream_calls(sim) == 0
-    assert second.runtime.clients.cache.loads == 0
+    assert second.runtime.services.clients.cache.loads == 0
     # It learned the list's size from the store, so it plans like the first worker.
     assert second.runtime.planner.plan()["clients"].pages == 6
-    assert second.runtime.clients.cache.refresh_after == first.runtime.clients.cache.refresh_after
+    assert (
+        second.runtime.services.clients.cache.refresh_after
+        == first.runtime.services.clients.cache.refresh_after
+    )
 
 
 def test_a_paused_refresh_on_one_worker_leaves_interactive_calls_to_another(
@@ -127,8 +130,8 @@ def test_a_paused_refresh_on_one_worker_leaves_interactive_calls_to_another(
     assert found.status_code == 200
     assert time.monotonic() - started < 20
     # The partial read was never published: neither worker holds a list yet.
-    assert loader.runtime.clients.cache.local is None
-    assert other.runtime.clients.cache.local is None
+    assert loader.runtime.services.clients.cache.local is None
+    assert other.runtime.services.clients.cache.local is None
     assert own_keys.get(f"{PREFIX}cache:clients") is None
 
 

@@ -204,20 +204,20 @@ def test_resolve_no_candidate_and_no_full_match(pair: tuple[Simulator, Gateway])
     assert few.status_code == 400 and body(few)["action"] == "client_verification_failed"
 
 
-def test_resolve_failures_are_throttled_per_name(start_pair: StartPair) -> None:
-    _, gw = start_pair(VERIFY_MAX_FAILURES=2)
+def test_resolve_failures_are_throttled_per_end_user(start_pair: StartPair) -> None:
+    # CALLERS.md 2 (changes the per-name count): resolve failures count on the end user's
+    # counter, whatever the name; without X-End-User-Id the end user is the caller.
+    _, gw = start_pair(VERIFY_END_USER_MAX_FAILURES=2)
     wrong = {**GOOD, "internet_plan_name": "PLAN 5MB"}
     for _ in range(2):
         assert resolve(gw, wrong).status_code == 404
     locked = resolve(gw, {**GOOD, "name": "JUAN  PÉREZ"})  # the same name, normalised
     assert locked.status_code == 429
     assert body(locked)["action"] == "client_verification_locked"
-    assert (
-        resolve(
-            gw, {"name": "jose perez", "address": "calle 5", "internet_plan_name": "10mb"}
-        ).status_code
-        == 200
-    )
+    jose = {"name": "jose perez", "address": "calle 5", "internet_plan_name": "10mb"}
+    assert resolve(gw, jose).status_code == 429  # another name: the same person
+    other = gw.post("/api/v1/clients/resolve", json=jose, headers={"X-End-User-Id": "chat-2"})
+    assert other.status_code == 200
 
 
 # -- update ---------------------------------------------------------------------------
@@ -232,11 +232,14 @@ def test_update_patches_upstream_and_cache(pair: tuple[Simulator, Gateway]) -> N
     out = body(response)
     assert (out["ok"], out["action"], out["data"]) == (True, "client_updated", None)
     assert calls(sim, "PATCH /api/clientes/{id}/perfil/") == 1
+    # CALLERS.md 2: the phone field is read fresh first, and its second number stays.
+    assert calls(sim) == 1
+    sim.state.reset_stats()
     stored = next(c for c in sim.state.dataset.clients if c["id_servicio"] == 101)
-    assert (stored["cedula"], stored["telefono"]) == ("A9988776", "3112223344")
+    assert (stored["cedula"], stored["telefono"]) == ("A9988776", "3112223344,3109876543")
     # The next lookups see the new values at once, from the cache.
     found = body(gw.get("/api/v1/clients/by-document/A9988776"))["data"]
-    assert found["service_id"] == 101 and found["phone"] == "3112223344"
+    assert found["service_id"] == 101 and found["phone"] == "3112223344,3109876543"
     assert body(gw.get("/api/v1/clients/by-phone/3112223344"))["data"]["service_id"] == 101
     assert gw.get("/api/v1/clients/by-document/12345678").status_code != 200
     assert (
@@ -296,6 +299,33 @@ def test_update_upstream_failure_is_500(start_pair: StartPair, faults: dict[str,
     assert (out["ok"], out["action"], out["data"]) == (False, "client_update_failed", None)
     # The cache keeps the old value: the write did not go through.
     assert gw.get("/api/v1/clients/by-document/12345678").status_code == 200
+
+
+@pytest.mark.parametrize(
+    "faults",
+    [
+        {"unreadable_write": True},  # 200 with an HTML page, the write not carried out
+        {"garbage": 1.0, "method": "PATCH"},  # 200 with a body that is not JSON
+    ],
+)
+def test_an_unreadable_200_is_not_an_update(start_pair: StartPair, faults: dict[str, Any]) -> None:
+    """Issue 17: a PATCH answered 200 with an unreadable body gave `client_updated`, and the
+    cache was patched with a phone the backend never got."""
+    sim, gw = start_pair()
+    before = body(gw.get("/api/v1/clients/by-service-id/102"))["data"]
+    sim.state.faults.update(faults)
+    for _ in range(3):
+        response = gw.put("/api/v1/clients/102", json={"phone": "3000000001"})
+        assert response.status_code == 500, response.text
+        out = body(response)
+        assert (out["ok"], out["action"], out["data"]) == (False, "client_update_failed", None)
+    sim.state.faults.reset()
+    stored = next(c for c in sim.state.dataset.clients if c["id_servicio"] == 102)
+    assert stored["telefono"] != "3000000001"
+    # Nothing in the caches changed: the old phone still finds the client, the new one not.
+    assert body(gw.get("/api/v1/clients/by-service-id/102"))["data"] == before
+    assert gw.get(f"/api/v1/clients/by-phone/{before['phone']}").status_code == 200
+    assert gw.get("/api/v1/clients/by-phone/3000000001").status_code == 404
 
 
 # -- the plan price from the plans source ---------------------------------------------

@@ -50,7 +50,8 @@ def test_workers_refresh_the_shared_list_once_per_period(
         for worker in (first, second):
             response = worker.get("/api/v1/clients/by-document/12345678")
             assert response.status_code == 200
-            assert response.json()["meta"] is None
+            # Never stale; CALLERS.md 2: the meta names the other services (none here).
+            assert response.json()["meta"] == {"other_service_ids": []}
         time.sleep(0.05)
     assert calls(sim) <= 6
 
@@ -68,3 +69,26 @@ def test_parallel_guesses_cannot_outrun_the_verify_lock(
     assert answers.count("client_verification_locked") == 9
     # Even the right answer is refused now.
     assert verify(gw, 101, GOOD).json()["action"] == "client_verification_locked"
+
+
+def test_a_miss_is_rechecked_once_across_two_workers(
+    start_simulator: Callable[..., Simulator],
+    start_gateway: Callable[..., Gateway],
+    data_file: Path,
+    shared_redis: str,
+) -> None:
+    """CALLERS.md 2: a value that misses the complete index is asked upstream at most once
+    per MISS_RECHECK_SECONDS across all workers, however the misses are spread."""
+    sim = start_simulator(data_file=data_file)
+    workers = [
+        start_gateway(sim.url, REDIS_URL=shared_redis, NEGATIVE_CACHE_SECONDS=0) for _ in range(2)
+    ]
+    warm(workers[0])  # the second adopts the shared copy
+    assert workers[1].get("/api/v1/clients/").status_code == 200
+    sim.state.reset_stats()
+    paths = ["/api/v1/clients/by-document/424242", "/api/v1/clients/by-phone/3009990001"]
+    jobs = [(worker, path) for _ in range(5) for worker in workers for path in paths]
+    with ThreadPoolExecutor(8) as pool:
+        statuses = list(pool.map(lambda job: job[0].get(job[1]).status_code, jobs))
+    assert statuses == [404] * len(jobs)
+    assert calls(sim) == 2  # one per value, not one per worker or per request

@@ -78,7 +78,8 @@ def test_route_statuses_carry_their_actions(gateway: Gateway) -> None:
     assert actions(by_document["400"]) == ["invalid_document"]
     assert actions(by_document["404"]) == ["client_not_found"]
     assert actions(by_document["502"]) == ["upstream_unavailable", "CLIENT_NOT_FOUND"]
-    assert actions(by_document["503"]) == ["upstream_rate_limited"]
+    # CALLERS.md 2: 503 `store_unavailable` is listed wherever the store can fail.
+    assert actions(by_document["503"]) == ["upstream_rate_limited", "store_unavailable"]
     update = paths["/api/v1/clients/{service_id}"]["put"]["responses"]
     assert actions(update["500"]) == ["client_update_failed"]
     verify = paths["/api/v1/clients/{service_id}/verify"]["post"]["responses"]
@@ -100,9 +101,95 @@ def test_route_statuses_carry_their_actions(gateway: Gateway) -> None:
         assert actions(answers["400"]) == ["invalid_service_id"], path
         assert actions(answers["404"]) == ["client_not_found"], path
         assert "CLIENT_NOT_FOUND" in actions(answers["502"]), path
-        assert actions(answers["503"]) == ["upstream_rate_limited"], path
+        assert actions(answers["503"]) == ["upstream_rate_limited", "store_unavailable"], path
     ref = create["409"]["content"]["application/json"]["schema"]["$ref"]
     assert ref.endswith("Union_ZoneLimitData__OpenTicketResponse__")
+
+
+DIAGNOSE_OUTCOMES = {
+    "service_cancelled",
+    "service_suspended",
+    "zone_outage",
+    "stable_connection",
+    "intermittent_connection",
+    "no_internet",
+    "ping_failed",
+    "ping_pending",
+}
+
+
+def test_every_success_answer_documents_its_actions(gateway: Gateway) -> None:
+    """CALLERS.md 2 "OpenAPI": a generated client reads each 2xx's `action` values as an
+    enum (and a person in the description); every 429 and 503 says `Retry-After`; 503
+    `store_unavailable` is listed on every /api/v1 operation."""
+    document = openapi(gateway)
+    for method, path, operation in operations(document):
+        responses = operation["responses"]
+        successes = [status for status in responses if status.startswith("2")]
+        assert successes, (method, path)
+        for status in successes:
+            if path == "/api/v1/auth/token":
+                continue  # the OAuth2 token answer has no envelope and no action
+            values = actions(responses[status])
+            assert values, (method, path, status)
+            for value in values:
+                shown = "null" if value is None else f"`{value}`"
+                assert shown in responses[status]["description"], (method, path, value)
+        for status in ("429", "503"):
+            if status in responses:
+                assert "Retry-After" in responses[status]["headers"], (method, path, status)
+        if path.startswith("/api/v1/"):
+            assert "503" in responses, (method, path)
+            if path != "/api/v1/auth/token":
+                assert "store_unavailable" in actions(responses["503"]), (method, path)
+    paths = document["paths"]
+    diagnose = paths["/api/v1/clients/{service_id}/diagnose"]["post"]["responses"]["200"]
+    assert set(actions(diagnose)) == DIAGNOSE_OUTCOMES
+    verify = paths["/api/v1/clients/{service_id}/verify"]["post"]["responses"]["200"]
+    assert actions(verify) == ["client_verified", "client_verification_failed"]
+    search = paths["/api/v1/clients/search"]["get"]["responses"]["200"]
+    assert actions(search) == ["clients_listed", "client_not_found"]
+    ping = paths["/api/v1/ping/{task_id}/"]["get"]["responses"]["200"]
+    assert "ping_pending" in actions(ping)
+    # The schema still points at the envelope model; the enum only narrows `action`.
+    assert diagnose["content"]["application/json"]["schema"]["$ref"].startswith(REF)
+
+
+def test_answers_given_are_among_the_documented_actions(gateway: Gateway) -> None:
+    """The document against the real answers: a hit, a search with none, a verify that
+    fails, a refused service, each `action` is one the document lists for that route."""
+    paths = openapi(gateway)["paths"]
+
+    def documented(path: str, method: str, status: int) -> list[str]:
+        return actions(paths[path][method]["responses"][str(status)])
+
+    calls = [
+        ("/api/v1/clients/search", "get", gateway.get("/api/v1/clients/search?q=zzzzqqq")),
+        ("/api/v1/clients/search", "get", gateway.get("/api/v1/clients/search?q=a")),
+        ("/api/v1/tickets/subjects", "get", gateway.get("/api/v1/tickets/subjects")),
+        ("/api/v1/payment-methods", "get", gateway.get("/api/v1/payment-methods")),
+        ("/api/v1/internet-plans/", "get", gateway.get("/api/v1/internet-plans/")),
+    ]
+    listed = gateway.get("/api/v1/clients/").json()["data"]
+    sid = listed[0]["service_id"]
+    calls += [
+        (
+            "/api/v1/clients/by-service-id/{service_id}",
+            "get",
+            gateway.get(f"/api/v1/clients/by-service-id/{sid}"),
+        ),
+        (
+            "/api/v1/clients/{service_id}/verify",
+            "post",
+            gateway.post(
+                f"/api/v1/clients/{sid}/verify",
+                json={"name": "NADIE", "address": "NINGUNA", "internet_plan_name": "NINGUNO"},
+            ),
+        ),
+    ]
+    for path, method, response in calls:
+        assert response.status_code in (200, 201), (path, response.text)
+        assert response.json()["action"] in documented(path, method, response.status_code), path
 
 
 def test_token_endpoint_documents_its_oauth2_shapes(gateway: Gateway) -> None:
@@ -202,10 +289,11 @@ def test_wrong_method_is_405_with_allow(
     assert (body["ok"], body["action"], body["message"]) == (False, "error", "Method not allowed")
 
 
-def test_a_non_numeric_id_on_the_parameter_route_is_still_422(gateway: Gateway) -> None:
+def test_a_non_numeric_id_on_the_parameter_route_is_invalid_service_id(gateway: Gateway) -> None:
+    # CALLERS.md 2: 400 `invalid_service_id` on every service-id route (it was 422).
     response = gateway.put("/api/v1/clients/abc", json={"phone": "3001234567"})
-    assert response.status_code == 422
-    assert response.json()["action"] == "validation_error"
+    assert response.status_code == 400
+    assert response.json()["action"] == "invalid_service_id"
 
 
 def _two_routers_one_path(app: FastAPI) -> None:

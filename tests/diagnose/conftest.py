@@ -22,11 +22,15 @@ CLIENTS = {
     103: ("Cancelado", 2, 8),
     104: ("Activo", 2, 8),
     105: ("Activo", 1, 7),
+    # Suspended with nothing owed: no pending invoice, a zero balance.
+    106: ("Suspendido", 1, 7),
 }
+PAID_UP = {106}
 
 
 def _client(service_id: int, estado: str, zone_id: int, router_id: int) -> dict[str, Any]:
     router = next(r for r in ROUTERS if r["id"] == router_id)
+    owes = estado == "Suspendido" and service_id not in PAID_UP
     return {
         "id_servicio": service_id,
         "usuario": f"cliente{service_id}@isp",
@@ -35,8 +39,8 @@ def _client(service_id: int, estado: str, zone_id: int, router_id: int) -> dict[
         "telefono": f"300{service_id:07d}",
         "direccion": "B/ CENTRO",
         "estado": estado,
-        "estado_facturas": "Vencidas" if estado == "Suspendido" else "Pagadas",
-        "saldo": "60000.00" if estado == "Suspendido" else "0.00",
+        "estado_facturas": "Vencidas" if owes else "Pagadas",
+        "saldo": "60000.00" if owes else "0.00",
         "zona": {"id": zone_id, "nombre": f"Zona {zone_id}"},
         "router": dict(router),
         "ip": f"172.16.0.{service_id - 100}",
@@ -132,10 +136,10 @@ def warm(gw: Gateway, sim: Simulator) -> None:
     the simulator's call counts."""
     runtime = gw.runtime
     resources = [
-        runtime.clients.cache,
-        runtime.tickets.active,
-        runtime.outages.catalogue,
-        runtime.accounts.invoices,
+        runtime.services.clients.cache,
+        runtime.services.tickets.active,
+        runtime.services.outages.catalogue,
+        runtime.services.accounts.invoices,
     ]
     deadline = time.monotonic() + 30
     while any(resource.local is None for resource in resources):

@@ -88,7 +88,34 @@ def test_suspended_says_what_is_owed(gw: Gateway, sim: Simulator) -> None:
     assert data["total_due"] == 60000.5
     assert [i["invoice_id"] for i in data["pending_invoices"]] == [9001, 9002]
     assert data["open_tickets"] == []
+    assert data["next_step"] == "pay"
+    assert "saldo pendiente" in body["message"]
     assert upstream_calls(sim) == {}
+
+
+DEBT_WORDS = ("saldo", "deuda", "debe", "pago", "pagar", "factura", "pendiente", "mora")
+
+
+def test_suspended_owing_nothing_is_told_to_reconnect_never_about_debt(
+    gw: Gateway, sim: Simulator
+) -> None:
+    warm(gw, sim)
+    # Asked again and again: the answer stays the same, never a debt from another client.
+    for _ in range(3):
+        body = diagnose(gw, 106).json()
+        assert (body["ok"], body["type"], body["action"]) == (True, "info", "service_suspended")
+        data = body["data"]
+        assert (data["service_state"], data["total_due"]) == ("suspended", 0)
+        assert data["pending_invoices"] == []
+        assert data["next_step"] == "reconnect"
+        message = body["message"].lower()
+        assert not [word for word in DEBT_WORDS if word in message], message
+    assert upstream_calls(sim) == {}
+
+
+def test_only_a_suspended_answer_carries_a_next_step(gw: Gateway, sim: Simulator) -> None:
+    warm(gw, sim)
+    assert "next_step" not in diagnose(gw, 103).json()["data"]
 
 
 def test_a_suspension_lifted_upstream_is_confirmed_before_it_is_said(
@@ -173,7 +200,7 @@ def test_rows_without_a_router_ask_the_one_client_endpoint_once(
     sim.state.set_outage(7, True, "Falla eléctrica")
     gw = start_gateway(sim.url, **GATEWAY_SETTINGS)
     warm(gw, sim)
-    assert gw.runtime.clients.cache.local.record(105)["router_id"] is None
+    assert gw.runtime.services.clients.cache.local.record(105)["router_id"] is None
     for _ in range(2):
         body = diagnose(gw, 105).json()
         assert body["action"] == "zone_outage", body
@@ -207,3 +234,18 @@ def test_no_body_uses_four_pings(gw: Gateway, sim: Simulator) -> None:
 
 def test_diagnose_needs_a_token(gw: Gateway) -> None:
     assert gw.client.post("/api/v1/clients/101/diagnose").status_code == 401
+
+
+def test_the_generated_suspended_customer_owing_nothing_is_told_to_reconnect(
+    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+) -> None:
+    sim = start_simulator(clients=40, answer_cases=True)
+    paid_up = sim.state.dataset.clients[-1]
+    assert paid_up["estado"] == "Suspendido"
+    gw = start_gateway(sim.url)
+    warm(gw, sim)
+    body = diagnose(gw, paid_up["id_servicio"]).json()
+    assert (body["action"], body["data"]["next_step"]) == ("service_suspended", "reconnect")
+    assert body["data"]["total_due"] == 0 and body["data"]["pending_invoices"] == []
+    message = body["message"].lower()
+    assert not [word for word in DEBT_WORDS if word in message], message

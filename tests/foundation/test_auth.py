@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import statistics
 import time
 import warnings
@@ -16,6 +17,7 @@ import bcrypt
 import httpx
 import jwt
 import pytest
+import redis
 from jwt.warnings import InsecureKeyLengthWarning
 
 from isp_gateway.auth.passwords import dummy_hash
@@ -25,6 +27,7 @@ from tests.conftest import JWT_SECRET, PASSWORD, USERNAME, Gateway
 CREDENTIALS = {"detail": "Could not validate credentials."}
 WHOAMI = "/api/v1/_probe/whoami"
 TOKEN = "/api/v1/auth/token"
+REDIS_DB = 3
 
 StartProbe = Callable[..., Gateway]
 
@@ -137,7 +140,7 @@ def test_other_hmac_algorithm_than_configured(gw: Gateway, alg: str) -> None:
 
 
 def test_configured_algorithm_is_pinned(start_probe_gateway: StartProbe) -> None:
-    secret = "s" * 64
+    secret = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_"
     gw = start_probe_gateway(JWT_ALGORITHM="HS512", JWT_SECRET_KEY=secret)
     assert gw.get(WHOAMI).status_code == 200
     assert jwt.get_unverified_header(gw.token)["alg"] == "HS512"
@@ -232,32 +235,131 @@ def _assert_throttled(response: httpx.Response) -> None:
     assert int(response.headers["retry-after"]) >= 1
 
 
-def test_throttle_per_username(start_probe_gateway: StartProbe, fast_hash: str) -> None:
+def _xff(gw: Gateway, address: str, username: str = USERNAME, password: str = PASSWORD) -> Any:
+    """A login as the reverse proxy passes it on: the test server trusts X-Forwarded-For
+    from loopback (uvicorn's FORWARDED_ALLOW_IPS default), as `serve --proxy-headers` does."""
+    form = {"username": username, "password": password}
+    return gw.client.post(TOKEN, data=form, headers={"X-Forwarded-For": address})
+
+
+def test_strangers_cannot_lock_the_bots_out(
+    start_probe_gateway: StartProbe, fast_hash: str
+) -> None:
+    # Issue 17: five wrong passwords for the one username, each from another address, then
+    # the right one from the bots' own address (which never logged in before) got 429.
+    gw = start_probe_gateway(API_PASSWORD_HASH=fast_hash)
+    for n in range(5):
+        assert _xff(gw, f"203.0.113.{n}", password="wrong").status_code == 401
+    assert _xff(gw, "198.51.100.7").status_code == 200
+
+
+def test_username_lock_spares_addresses_that_logged_in(
+    start_probe_gateway: StartProbe, fast_hash: str
+) -> None:
+    # CALLERS.md 2 (changes DECISIONS "Auth"): the username's failures from every address
+    # lock it only for addresses that have not logged in as it lately.
     gw = start_probe_gateway(
-        API_PASSWORD_HASH=fast_hash, LOGIN_MAX_FAILURES=3, LOGIN_LOCKOUT_SECONDS=60
+        API_PASSWORD_HASH=fast_hash,
+        LOGIN_MAX_FAILURES=3,
+        LOGIN_USERNAME_MAX_FAILURES=4,
+        LOGIN_LOCKOUT_SECONDS=60,
     )
-    # Three failures for one username, each from its own address: no address is throttled.
-    for n in range(3):
-        with _client_from(gw, f"127.0.0.{10 + n}") as client:
-            assert login(client, password="wrong").status_code == 401
-    with _client_from(gw, "127.0.0.20") as client:
-        _assert_throttled(login(client))  # even the right password waits
-        retry = int(login(client).headers["retry-after"])
-        assert 1 <= retry <= 60
-        # Another username from the same fresh address is not affected.
-        assert login(client, "other", "x").status_code == 401
+    with _client_from(gw, "127.0.0.20") as bots:
+        assert login(bots).status_code == 200  # the bots' address is known from now on
+        # Four failures for one username, each from its own address: no pair is locked...
+        for n in range(4):
+            with _client_from(gw, f"127.0.0.{10 + n}") as client:
+                assert login(client, password="wrong").status_code == 401
+        # ...but the username is, for an address that never logged in as it,
+        with _client_from(gw, "127.0.0.21") as stranger:
+            _assert_throttled(login(stranger))  # even the right password waits
+            assert 1 <= int(login(stranger).headers["retry-after"]) <= 60
+            # (another username from that address is not affected)
+            assert login(stranger, "other", "x").status_code == 401
+        # ...and not for the bots' own address, again and again.
+        for _ in range(3):
+            assert login(bots).status_code == 200
+        # The known address's own pair count still applies.
+        for _ in range(3):
+            assert login(bots, password="wrong").status_code == 401
+        _assert_throttled(login(bots))
 
 
-def test_throttle_per_address(start_probe_gateway: StartProbe, fast_hash: str) -> None:
+def test_throttle_per_username_and_address(start_probe_gateway: StartProbe, fast_hash: str) -> None:
+    # CALLERS.md 2 (changes the old per-address lock): failures count per (username,
+    # address). Three for one username from one address lock that pair only.
     gw = start_probe_gateway(
         API_PASSWORD_HASH=fast_hash, LOGIN_MAX_FAILURES=3, LOGIN_LOCKOUT_SECONDS=60
     )
     with _client_from(gw, "127.0.0.30") as client:
-        for n in range(3):
-            assert login(client, f"guess{n}", "wrong").status_code == 401
+        for _ in range(3):
+            assert login(client, password="wrong").status_code == 401
         _assert_throttled(login(client))
+        # The same address with another username is its own pair.
+        assert login(client, "guess", "wrong").status_code == 401
+        # The username's name is case-insensitive for the count: no way around the lock.
+        _assert_throttled(login(client, USERNAME.upper(), "wrong"))
     with _client_from(gw, "127.0.0.31") as client:
         assert login(client).status_code == 200
+
+
+def test_each_lock_writes_one_warning(
+    start_probe_gateway: StartProbe, fast_hash: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    gw = start_probe_gateway(
+        API_PASSWORD_HASH=fast_hash,
+        LOGIN_MAX_FAILURES=2,
+        LOGIN_USERNAME_MAX_FAILURES=3,
+        LOGIN_LOCKOUT_SECONDS=60,
+    )
+    secret = "hunter2-not-the-password"
+    with caplog.at_level(logging.WARNING, logger="isp_gateway.auth"):
+        for _ in range(4):  # two failures lock the pair; two refusals log nothing more
+            _xff(gw, "203.0.113.9", password=secret)
+        _xff(gw, "203.0.113.10", password=secret)  # the username's third failure
+        for _ in range(3):
+            _xff(gw, "203.0.113.11", password=secret)
+    lines = [r.getMessage() for r in caplog.records if r.name == "isp_gateway.auth"]
+    assert all(r.levelno == logging.WARNING for r in caplog.records if r.name == "isp_gateway.auth")
+    pair = [line for line in lines if "203.0.113.9" in line]
+    assert len(pair) == 1 and USERNAME in pair[0] and "locked" in pair[0], lines
+    username = [line for line in lines if "addresses that have not logged in" in line]
+    assert len(username) == 1, lines
+    assert len(lines) == 2, lines
+    assert not any(secret in line or PASSWORD in line for line in caplog.messages)
+
+
+def test_login_locks_hold_across_two_workers_on_redis(
+    start_probe_gateway: StartProbe, fast_hash: str, redis_url: Callable[[int], str]
+) -> None:
+    url = redis_url(REDIS_DB)
+    store = redis.Redis.from_url(url)
+    store.flushdb()
+    try:
+        settings = {
+            "API_PASSWORD_HASH": fast_hash,
+            "REDIS_URL": url,
+            "LOGIN_MAX_FAILURES": 2,
+            "LOGIN_USERNAME_MAX_FAILURES": 4,
+            "LOGIN_LOCKOUT_SECONDS": 60,
+        }
+        first, second = start_probe_gateway(**settings), start_probe_gateway(**settings)
+        assert _xff(first, "198.51.100.7").status_code == 200  # the bots, on worker one
+        # A pair's failures split over the workers lock it on both.
+        assert _xff(first, "203.0.113.1", password="wrong").status_code == 401
+        assert _xff(second, "203.0.113.1", password="wrong").status_code == 401
+        for worker in (first, second):
+            _assert_throttled(_xff(worker, "203.0.113.1"))
+        # The username's failures, from other addresses over both workers.
+        assert _xff(second, "203.0.113.2", password="wrong").status_code == 401
+        assert _xff(first, "203.0.113.3", password="wrong").status_code == 401
+        for worker in (first, second):
+            _assert_throttled(_xff(worker, "203.0.113.4"))
+            # The bots' address logged in on worker one; worker two knows it too.
+            assert _xff(worker, "198.51.100.7").status_code == 200
+    finally:
+        store.flushdb()
+        store.close()
 
 
 def test_success_resets_the_throttle(start_probe_gateway: StartProbe, fast_hash: str) -> None:

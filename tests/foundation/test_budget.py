@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from isp_gateway.callers import Caller, set_current_caller
 from isp_gateway.errors import UpstreamRateLimited
 from isp_gateway.store import MemoryStore
 from isp_gateway.upstream.budget import RateBudget
@@ -126,3 +127,46 @@ async def test_the_window_slides_over_its_edge() -> None:
     await asyncio.sleep(1.0)  # half a window later: the five still count
     with pytest.raises(UpstreamRateLimited):
         await budget.acquire()
+
+
+# -- the fair share (CALLERS.md 2) ---------------------------------------------------------
+
+
+async def _as(end_user: str | None, budget: RateBudget, *, background: bool = False) -> None:
+    """One acquire in a task of its own (the context variable set there stays there)."""
+
+    async def run() -> None:
+        if end_user is not None:
+            set_current_caller(Caller("jwt:bot", end_user, "127.0.0.1"))
+        await budget.acquire(background=background)
+
+    await asyncio.create_task(run())
+
+
+async def test_one_end_user_takes_at_most_its_share_of_the_minute() -> None:
+    budget = RateBudget(MemoryStore(), per_minute=10, per_hour=1000, share=0.5)
+    for _ in range(5):
+        await _as("mallory", budget)
+    with pytest.raises(UpstreamRateLimited) as caught:
+        await _as("mallory", budget)
+    assert caught.value.status_code == 503
+    assert 1 <= int(caught.value.headers["Retry-After"]) <= 60
+    # Everyone else is still served, and the refusal cost the window nothing.
+    for _ in range(5):
+        await _as("alice", budget)
+    with pytest.raises(UpstreamRateLimited):
+        await _as("bob", budget)  # now the minute itself is spent
+
+
+async def test_background_work_is_not_subject_to_the_share() -> None:
+    # A minute with room for the background calls (with 10 a minute, they waited for the next
+    # minute, about 60 s, for the same outcome).
+    budget = RateBudget(MemoryStore(), per_minute=100, per_hour=1000, share=0.02, reserve=0.0)
+    for _ in range(6):
+        await _as(None, budget)  # no caller in context: background work of the service
+    for _ in range(2):
+        await _as("mallory", budget, background=True)  # a refresh a request started
+    await _as("mallory", budget)
+    await _as("mallory", budget)  # 2 = 2 % of 100: her own calls only
+    with pytest.raises(UpstreamRateLimited):
+        await _as("mallory", budget)

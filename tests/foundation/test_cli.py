@@ -21,6 +21,7 @@ import pytest
 
 from tests.conftest import API_KEY, JWT_SECRET
 from tests.foundation.conftest import required_env
+from tests.support import free_port
 
 
 def base_env(**extra: str) -> dict[str, str]:
@@ -43,13 +44,6 @@ def run_cli(
         text=True,
         timeout=60,
     )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 @pytest.fixture

@@ -7,7 +7,13 @@ from typing import Any
 
 import pytest
 
-from isp_gateway.settings import DEFAULT_CORS_ORIGINS, ConfigurationError, Settings, load_settings
+from isp_gateway.settings import (
+    DEFAULT_CORS_ORIGINS,
+    PLACEHOLDERS,
+    ConfigurationError,
+    Settings,
+    load_settings,
+)
 from tests.conftest import API_KEY, JWT_SECRET, USERNAME
 from tests.foundation.conftest import required_env
 
@@ -169,11 +175,16 @@ def test_invalid_values_are_all_named_and_never_echoed(clean_env: Any, password_
     assert "plain-text-password-oops" not in message
 
 
+# 64 different characters: a secret of any length up to 64 that fails only on its length
+# (CALLERS.md 2 also asks for 16 different characters; "x" * 32 is refused for that now).
+VARIED = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_"
+
+
 def test_short_jwt_secret_refused(clean_env: Any, password_hash: str) -> None:
     assert "JWT_SECRET_KEY: must be at least 32 bytes" in refusal(
-        password_hash, JWT_SECRET_KEY="x" * 31
+        password_hash, JWT_SECRET_KEY=VARIED[:31]
     )
-    assert load_settings(**values(password_hash, JWT_SECRET_KEY="x" * 32))
+    assert load_settings(**values(password_hash, JWT_SECRET_KEY=VARIED[:32]))
 
 
 @pytest.mark.parametrize("alg", ["none", "RS256", "ES256", "hs256", ""])
@@ -183,7 +194,7 @@ def test_only_hmac_algorithms(clean_env: Any, password_hash: str, alg: str) -> N
 
 @pytest.mark.parametrize("alg", ["HS256", "HS384", "HS512"])
 def test_hmac_algorithms_accepted(clean_env: Any, password_hash: str, alg: str) -> None:
-    loaded = load_settings(**values(password_hash, JWT_ALGORITHM=alg, JWT_SECRET_KEY="k" * 64))
+    loaded = load_settings(**values(password_hash, JWT_ALGORITHM=alg, JWT_SECRET_KEY=VARIED))
     assert alg == loaded.JWT_ALGORITHM
 
 
@@ -247,11 +258,11 @@ def test_log_level_case_insensitive(clean_env: Any, password_hash: str) -> None:
 def test_longer_hmacs_need_longer_secrets(
     clean_env: Any, password_hash: str, alg: str, needed: int
 ) -> None:
-    message = refusal(password_hash, JWT_ALGORITHM=alg, JWT_SECRET_KEY="k" * (needed - 1))
+    message = refusal(password_hash, JWT_ALGORITHM=alg, JWT_SECRET_KEY=VARIED[: needed - 1])
     assert message == (
         f"invalid configuration: JWT_SECRET_KEY: must be at least {needed} bytes long for {alg}"
     )
-    assert load_settings(**values(password_hash, JWT_ALGORITHM=alg, JWT_SECRET_KEY="k" * needed))
+    assert load_settings(**values(password_hash, JWT_ALGORITHM=alg, JWT_SECRET_KEY=VARIED[:needed]))
 
 
 def test_subjects_file_named(clean_env: Any, password_hash: str, tmp_path: Path) -> None:
@@ -288,3 +299,39 @@ def test_env_example_placeholder_secret_is_refused(
     (tmp_path / ".env").write_text(example.read_text())
     with pytest.raises(ConfigurationError, match="JWT_SECRET_KEY"):
         load_settings()
+
+
+def test_placeholders_are_env_example_s_required_block() -> None:
+    """The one list of placeholders is what `.env.example`'s required block holds."""
+    example = Path(__file__).resolve().parents[2] / ".env.example"
+    text = example.read_text()
+    block = text.split("# --- Required", 1)[1].split("\n# --- ", 1)[0].splitlines()[1:]
+    held = dict(line.split("=", 1) for line in block if line and not line.startswith("#"))
+    assert {name: value.strip("'") for name, value in held.items()} == PLACEHOLDERS
+    assert set(PLACEHOLDERS) == {n for n, f in Settings.model_fields.items() if f.is_required()}
+
+
+@pytest.mark.parametrize("name", sorted(PLACEHOLDERS))
+def test_each_placeholder_is_refused_by_name(clean_env: Any, password_hash: str, name: str) -> None:
+    message = refusal(password_hash, **{name: f"  {PLACEHOLDERS[name]} "})
+    assert (
+        message
+        == f"invalid configuration: {name}: still the .env.example placeholder; set the real value"
+    )
+
+
+@pytest.mark.parametrize(
+    "secret",
+    [
+        "ab" * 24,  # 48 bytes, 2 characters
+        "0123456789abcde" * 4,  # 60 bytes, 15 characters
+        "x" * 64,
+    ],
+)
+def test_a_long_secret_of_few_characters_is_refused(
+    clean_env: Any, password_hash: str, secret: str
+) -> None:
+    message = refusal(password_hash, JWT_SECRET_KEY=secret)
+    assert "JWT_SECRET_KEY: must hold at least 16 different characters" in message
+    assert secret not in message
+    assert load_settings(**values(password_hash, JWT_SECRET_KEY="0123456789abcdef" * 2))

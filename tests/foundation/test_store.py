@@ -293,3 +293,37 @@ async def test_redis_keys_are_prefixed(
         assert await client.keys(f"*{RUN}*") == [f"ispgw:{RUN}:mine".encode()]
     finally:
         await client.aclose()
+
+
+async def test_a_frozen_redis_is_store_unavailable_within_its_timeout() -> None:
+    """Issue 17: a Redis that is up but does not answer (SIGSTOP) held a command for good.
+    Each command now waits REDIS_TIMEOUT_SECONDS once (no retry on a timeout) and raises
+    StoreUnavailable, as for a dead Redis; the store answers again once Redis does."""
+    import os
+    import signal
+
+    from isp_gateway.errors import StoreUnavailable
+    from tests.conftest import start_redis_server
+
+    server = start_redis_server()
+    store = RedisStore(server.url + "/0", timeout=0.3)
+    try:
+        await store.set("probe", 1)
+        assert server.process is not None
+        os.kill(server.process.pid, signal.SIGSTOP)
+        try:
+            for command in (
+                lambda: store.get("probe"),
+                lambda: store.incr("counter", 1, ttl=5),
+                lambda: store.set_if_absent("slot", True, ttl=5),
+            ):
+                started = time.monotonic()
+                with pytest.raises(StoreUnavailable):
+                    await asyncio.wait_for(command(), 5)
+                assert time.monotonic() - started < 1.0
+        finally:
+            os.kill(server.process.pid, signal.SIGCONT)
+        assert await store.get("probe") == 1
+    finally:
+        await store.close()
+        server.stop()

@@ -70,10 +70,13 @@ def test_openapi_metadata(gateway: Gateway) -> None:
 
 
 def test_authorize_button_uses_the_password_flow(gateway: Gateway) -> None:
+    # CALLERS.md 3: the password flow, and beside it an API key header.
     schemes = openapi(gateway)["components"]["securitySchemes"]
-    (scheme,) = schemes.values()
-    assert scheme["type"] == "oauth2"
+    assert sorted(scheme["type"] for scheme in schemes.values()) == ["apiKey", "oauth2"]
+    (scheme,) = (s for s in schemes.values() if s["type"] == "oauth2")
     assert scheme["flows"]["password"]["tokenUrl"] == "/api/v1/auth/token"
+    (key,) = (s for s in schemes.values() if s["type"] == "apiKey")
+    assert key["in"] == "header" and key["name"] == "X-API-Key"
 
 
 def test_token_endpoint_declares_a_form_body(gateway: Gateway) -> None:

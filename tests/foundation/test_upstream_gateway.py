@@ -133,6 +133,31 @@ async def test_empty_list(simulator: Simulator, make_gateway: Factory) -> None:
     assert await gateway.get_all_pages("api/clientes/", {"cedula": "no-such-doc"}) == []
 
 
+@pytest.mark.parametrize(
+    ("faults", "size"),
+    [
+        ({}, 500),  # the first page itself ends early (half its rows, next: null)
+        ({"min_offset": 60}, 30),  # a later page ends early
+        ({"min_offset": 90}, 30),  # a page of one row comes back empty
+    ],
+)
+async def test_a_short_read_is_a_failed_read(
+    start_simulator: Callable[..., Simulator],
+    make_gateway: Factory,
+    faults: dict[str, Any],
+    size: int,
+) -> None:
+    sim = start_simulator(clients=91, max_page_size=30)
+    sim.state.faults.update(
+        {"short_page": True, "scopes": {"short_page": {"path_prefix": "/api/clientes/", **faults}}}
+    )
+    gateway = make_gateway(sim.url, UPSTREAM_PAGE_SIZE=size)
+    with pytest.raises(UpstreamUnavailable):
+        await gateway.get_all_pages("api/clientes/")
+    with pytest.raises(UpstreamUnavailable):
+        await gateway.get_all_pages_as("api/clientes/", len)
+
+
 # -- request shape ----------------------------------------------------------------------------
 
 

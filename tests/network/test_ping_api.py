@@ -122,11 +122,15 @@ def test_unknown_task_is_404(gateway: Gateway) -> None:
 
 
 def test_unknown_service_is_404_client_not_found(gateway: Gateway, simulator: Simulator) -> None:
-    for service_id in (999_999, 0):
+    for service_id in (999_999,):
         response = gateway.post(f"/api/v1/{service_id}/ping/", json={"pings": 4})
         assert response.status_code == 404
         body = response.json()
         assert body["action"] == "client_not_found" and body["ok"] is False
+    # 0 is no service id at all (CALLERS.md 2): 400 before any lookup.
+    response = gateway.post("/api/v1/0/ping/", json={"pings": 4})
+    assert response.status_code == 400
+    assert response.json()["action"] == "invalid_service_id"
     # A confirmed miss of the clients source spends no upstream ping.
     assert simulator.state.calls[PING_CREATES] == 0
 
@@ -369,3 +373,20 @@ def test_create_refused_with_field_errors_or_403(start_gateway: Callable[..., Ga
         assert response.status_code == 502
         assert response.json()["action"] == "upstream_unauthorized"
         assert API_KEY not in response.text
+
+
+def test_long_poll_answers_a_rate_limit_it_cannot_outwait_at_once(fast: Any) -> None:
+    """The fuzzer's find (issue 17): a diagnose's default 20 s long poll, its task reads
+    refused by the rate limit, kept retrying and answered the 503 only when the 20 s were
+    over. A Retry-After longer than the time left is answered at once (CALLERS.md 2)."""
+    sim, gw = fast
+    task_id = create(gw, service_ids(sim, 1)[0])
+    sim.state.faults.update({"force_429": True, "retry_after": 30})
+    time.sleep(0.15)
+    started = time.monotonic()
+    response = gw.get(f"/api/v1/ping/{task_id}/", params={"wait": 10})
+    elapsed = time.monotonic() - started
+    assert response.status_code == 503, response.text
+    assert response.json()["action"] == "upstream_rate_limited"
+    assert int(response.headers["Retry-After"]) > 0
+    assert elapsed < 3

@@ -152,7 +152,9 @@ def test_cache_age_and_stale_copies_served(
     time.sleep(1.3)
     for _ in range(3):
         response = gw.get(f"/api/v1/clients/by-document/{doc}")
-        assert response.status_code == 200 and response.json()["meta"] == {"stale": True}
+        assert response.status_code == 200
+        # CALLERS.md 2: a document lookup's meta also names the other services (none here).
+        assert response.json()["meta"] == {"other_service_ids": [], "stale": True}
     _, samples = scrape(gw)
     assert value(samples, "isp_gateway_stale_served_total", resource="clients") >= 3
     assert value(samples, "isp_gateway_cache_age_seconds", resource="clients") >= 1.3
@@ -212,13 +214,20 @@ def test_ticket_outcomes_by_the_answers_action(
     assert gw.post("/api/v1/tickets", json=ticket_body(zone_id=1), headers=key).status_code == 201
     refused = gw.post("/api/v1/tickets", json=ticket_body(zone_id=1, description="another"))
     assert refused.status_code == 409
-    assert gw.post("/api/v1/tickets/", json=ticket_body(zone_id=2)).status_code == 409
+    # Service 201 is in the full zone 2 (naming its zone: the cap; another: a mismatch).
+    assert (
+        gw.post("/api/v1/tickets/", json=ticket_body(zone_id=2, service_id=201)).status_code == 409
+    )
+    assert (
+        gw.post("/api/v1/tickets/", json=ticket_body(zone_id=3, service_id=201)).status_code == 422
+    )
     bad = gw.post("/api/v1/tickets", json=ticket_body(subject="Not a subject"))
     assert bad.status_code == 400 and bad.json()["action"] == "ticket_creation_failed"
     _, samples = scrape(gw)
     assert value(samples, "isp_gateway_tickets_total", outcome="created") == 1
     assert value(samples, "isp_gateway_tickets_total", outcome="zone_limit") == 2
     assert value(samples, "isp_gateway_tickets_total", outcome="failed") == 1
+    assert value(samples, "isp_gateway_tickets_total", outcome="zone_mismatch") == 1
     assert ("isp_gateway_tickets_total", frozenset({("outcome", "duplicate")})) in samples
 
 

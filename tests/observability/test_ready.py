@@ -4,6 +4,8 @@ test's own, killed mid-run and started again on the same port."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -62,7 +64,10 @@ def test_ready_follows_the_store_through_an_outage(
 ) -> None:
     gw = start_gateway(ticket_sim.url, REDIS_URL=own_redis.url + "/0")
     body = wait_ready(gw, 200)
-    assert body == {"status": "ready", "checks": {"store": "ok", "clients": "ok"}}
+    assert body == {
+        "status": "ready",
+        "checks": {"store": "ok", "clients": "ok", "upstream": "ok"},
+    }
     service = gw.get("/api/v1/clients/").json()["data"][0]
     lookup = f"/api/v1/clients/by-document/{service['document']}"
     for _ in range(3):  # warm: the last ones take the fast path
@@ -71,7 +76,7 @@ def test_ready_follows_the_store_through_an_outage(
     own_redis.stop()
     body = wait_ready(gw, 503)
     assert body["status"] == "not_ready" and body["failing"] == ["store"]
-    assert body["checks"] == {"store": "unavailable", "clients": "ok"}
+    assert body["checks"] == {"store": "unavailable", "clients": "ok", "upstream": "ok"}
     # Liveness touches nothing; metrics still answer.
     assert gw.client.get("/health").status_code == 200
     assert gw.client.get("/metrics").status_code == 200
@@ -80,7 +85,7 @@ def test_ready_follows_the_store_through_an_outage(
     assert_store_unavailable(gw.get("/api/v1/clients/by-service-id/999999"))
     assert_store_unavailable(gw.get("/api/v1/clients/"))
     # No ticket without its zone lock: refused before any upstream call.
-    created = gw.post("/api/v1/tickets", json=ticket_body(zone_id=3))
+    created = gw.post("/api/v1/tickets", json=ticket_body(zone_id=3, service_id=301))
     assert_store_unavailable(created)
     assert post_calls(ticket_sim) == 0 and not ticket_sim.state.created_tickets
     # The login throttle never turns off silently: the token endpoint refuses, in its shape.
@@ -89,10 +94,11 @@ def test_ready_follows_the_store_through_an_outage(
 
     own_redis.start()  # the same port, empty (no persistence)
     body = wait_ready(gw, 200)
-    assert body["checks"] == {"store": "ok", "clients": "ok"}
+    assert body["checks"] == {"store": "ok", "clients": "ok", "upstream": "ok"}
     assert gw.get(lookup).status_code == 200
     assert login(gw).status_code == 200
-    assert gw.post("/api/v1/tickets", json=ticket_body(zone_id=3)).status_code == 201
+    created = gw.post("/api/v1/tickets", json=ticket_body(zone_id=3, service_id=301))
+    assert created.status_code == 201
 
 
 def test_not_ready_until_the_client_list_has_loaded(start_gateway: Callable[..., Gateway]) -> None:
@@ -102,7 +108,90 @@ def test_not_ready_until_the_client_list_has_loaded(start_gateway: Callable[...,
     assert response.status_code == 503
     assert response.json() == {
         "status": "not_ready",
-        "checks": {"store": "ok", "clients": "not_loaded"},
+        "checks": {"store": "ok", "clients": "not_loaded", "upstream": "ok"},
         "failing": ["clients"],
     }
     assert gw.client.get("/health").status_code == 200
+
+
+def test_not_ready_while_the_upstream_refuses_our_key(
+    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+) -> None:
+    """Issue 17: with the backend refusing our key, /ready named only `clients: not_loaded`."""
+    sim = start_simulator()
+    # The simulator answers 403 to any key but its own.
+    gw = start_gateway(sim.url, UPSTREAM_NET_KEY="not-the-backend-key")
+    body = wait_ready(gw, 503)
+    deadline = time.monotonic() + 10
+    while body["checks"]["upstream"] != "unauthorized":
+        assert time.monotonic() < deadline, body
+        time.sleep(0.05)
+        body = gw.client.get("/ready").json()
+    assert body["status"] == "not_ready"
+    assert body["checks"] == {"store": "ok", "clients": "not_loaded", "upstream": "unauthorized"}
+    assert body["failing"] == ["clients", "upstream"]
+    assert "not-the-backend-key" not in json.dumps(body)
+
+
+def test_a_key_refused_after_start_fails_ready_until_accepted_again(
+    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+) -> None:
+    sim = start_simulator()
+    gw = start_gateway(sim.url)
+    assert wait_ready(gw, 200)["checks"]["upstream"] == "ok"
+    sim.state.faults.update({"force_403": True})
+    assert gw.get("/api/v1/clients/by-service-id/999999").status_code == 502
+    body = wait_ready(gw, 503)
+    assert body["checks"]["upstream"] == "unauthorized" and body["failing"] == ["upstream"]
+    sim.state.faults.reset()
+    assert gw.get("/api/v1/clients/by-service-id/999999").status_code == 404
+    assert wait_ready(gw, 200)["checks"]["upstream"] == "ok"
+
+
+def test_a_frozen_redis_answers_503_on_time(
+    own_redis: RedisServer, ticket_sim: Simulator, start_gateway: Callable[..., Gateway]
+) -> None:
+    """Issue 17: a frozen (not dead) Redis held requests for 40 s and more: the client had no
+    timeout. Now each store command waits REDIS_TIMEOUT_SECONDS and the request answers 503
+    `store_unavailable` like with a dead Redis, within UPSTREAM_TIMEOUT_SECONDS + 2 s."""
+    upstream_timeout = 2.0
+    gw = start_gateway(
+        ticket_sim.url,
+        REDIS_URL=own_redis.url + "/0",
+        REDIS_TIMEOUT_SECONDS=0.5,
+        UPSTREAM_TIMEOUT_SECONDS=upstream_timeout,
+    )
+    wait_ready(gw, 200)
+    service = gw.get("/api/v1/clients/").json()["data"][0]
+    lookup = f"/api/v1/clients/by-document/{service['document']}"
+    assert gw.get(lookup).status_code == 200
+    assert own_redis.process is not None
+    pid = own_redis.process.pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        for _ in range(2):  # the second time on connections the first one left behind
+            for call in (
+                lambda: gw.get(lookup),
+                lambda: gw.get("/api/v1/clients/by-service-id/999999"),
+                lambda: gw.get("/api/v1/clients/"),
+                lambda: gw.post("/api/v1/tickets", json=ticket_body(zone_id=3)),
+            ):
+                started = time.monotonic()
+                response = call()
+                took = time.monotonic() - started
+                assert_store_unavailable(response)
+                assert took < upstream_timeout + 2, took
+        started = time.monotonic()
+        refused = login(gw)
+        assert refused.status_code == 503 and set(refused.json()) == {"detail"}
+        assert time.monotonic() - started < upstream_timeout + 2
+        started = time.monotonic()
+        response = gw.client.get("/ready")
+        assert response.status_code == 503
+        assert response.json()["checks"]["store"] == "unavailable"
+        assert time.monotonic() - started < upstream_timeout + 2
+        assert post_calls(ticket_sim) == 0 and not ticket_sim.state.created_tickets
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    wait_ready(gw, 200)
+    assert gw.get(lookup).status_code == 200

@@ -249,7 +249,7 @@ def test_a_new_plan_is_found_on_a_miss(
 async def test_price_for(simulator: Simulator, password_hash: str) -> None:
     app = create_app(gateway_settings(simulator.url, password_hash))
     async with app.router.lifespan_context(app):
-        plans = app.state.runtime.plans
+        plans = app.state.runtime.services.plans
         assert await plans.price_for(2, None) == 40000.0
         assert await plans.price_for(7, "whatever") == 48000.0  # the id wins
         assert await plans.price_for(None, "plan 10mb") == 40000.0
@@ -265,3 +265,41 @@ async def test_price_for(simulator: Simulator, password_hash: str) -> None:
         simulator.state.faults.update({"error_rate": 1.0, "path_prefix": "/api/plan-internet/"})
         with pytest.raises(UpstreamUnavailable):
             await plans.price_for(3, None)  # not cached: the caller decides what this means
+
+
+@pytest.mark.parametrize(
+    ("faults", "status", "action"),
+    [
+        # A backend that hangs: each page would time out and be asked again in the background.
+        ({"hang_rate": 1.0, "hang_seconds": 60}, 502, "upstream_unavailable"),
+        # A 429 asking for 30 s: more than the time left, answered at once.
+        ({"force_429": True, "retry_after": 30}, 503, "upstream_rate_limited"),
+    ],
+)
+def test_an_unknown_plan_id_answers_within_the_deadline(
+    start_simulator: Callable[..., Simulator],
+    start_gateway: Callable[..., Gateway],
+    faults: dict[str, Any],
+    status: int,
+    action: str,
+) -> None:
+    """Issue 17: an unknown plan id during a backend hang answered 502 after 54 s, and with
+    a 429 Retry-After: 30, 503 after 90 s: the request waited on the whole-list reload."""
+    timeout = 1.0
+    sim = start_simulator()
+    gw = start_gateway(sim.url, NEGATIVE_CACHE_SECONDS=0, UPSTREAM_TIMEOUT_SECONDS=timeout)
+    assert gw.get("/api/v1/internet-plans/").status_code == 200
+    sim.state.faults.update({**faults, "path_prefix": "/api/plan-internet/"})
+    for plan_id in (4242, 4243, 4242):  # a loop of the same call, then another id
+        started = time.monotonic()
+        response = gw.get(f"/api/v1/internet-plans/{plan_id}")
+        took = time.monotonic() - started
+        assert took < timeout + 2, took
+        assert response.status_code == status, response.text
+        body = response.json()
+        assert (body["ok"], body["action"], body["data"]) == (False, action, None)
+        if status == 503:
+            assert 1 <= int(response.headers["Retry-After"]) <= 30
+    # A known plan still answers from the cached list.
+    sim.state.faults.update({"reset": True})
+    assert gw.get("/api/v1/internet-plans/2").status_code == 200

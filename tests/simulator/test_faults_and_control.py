@@ -242,3 +242,40 @@ def test_data_file_serves_its_rows(start_sim: StartSim, tmp_path: Path) -> None:
     body = server.client.get("/api/clientes/").json()
     assert body["count"] == 1 and body["results"] == rows
     assert server.client.get("/api/tickets/").json()["count"] == 0
+
+
+def test_short_page_ends_a_list_early_with_the_count_unchanged(server: SimServer) -> None:
+    whole = server.client.get("/api/clientes/", params={"limit": 4}).json()
+    assert whole["next"] is not None and len(whole["results"]) == 4
+    _set_faults(server, short_page=True, scopes={"short_page": {"path_prefix": "/api/clientes/"}})
+    short = server.client.get("/api/clientes/", params={"limit": 4}).json()
+    assert short["count"] == whole["count"]
+    assert short["next"] is None
+    assert short["results"] == whole["results"][:2]
+    one = server.client.get("/api/clientes/", params={"limit": 1}).json()
+    assert one["results"] == [] and one["count"] == whole["count"]
+    # Out of scope, a list is whole.
+    assert server.client.get("/api/tickets/", params={"limit": 1}).json()["next"] is not None
+
+
+def test_unreadable_write_answers_200_and_changes_nothing(server: SimServer) -> None:
+    row = server.client.get("/api/clientes/", params={"limit": 1}).json()["results"][0]
+    ident = row["id_servicio"]
+    _set_faults(server, unreadable_write=True)
+    response = server.client.patch(f"/api/clientes/{ident}/perfil/", json={"telefono": "5550001"})
+    assert response.status_code == 200
+    with pytest.raises(ValueError):
+        response.json()
+    # Reads are untouched; the write never happened.
+    again = server.client.get("/api/clientes/", params={"id_servicio": ident}).json()["results"]
+    assert again[0]["telefono"] == row["telefono"]
+
+
+def test_cli_flags_for_short_pages_and_unreadable_writes() -> None:
+    parser = argparse.ArgumentParser()
+    add_simulator_arguments(parser)
+    faults = config_from_args(
+        parser.parse_args(["--short-page", "--unreadable-write"]), "key"
+    ).faults
+    assert faults.short_page and faults.unreadable_write
+    assert faults.as_dict()["short_page"] is True

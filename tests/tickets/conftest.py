@@ -102,6 +102,14 @@ def gw(sim: Simulator, start_gateway: Callable[..., Gateway]) -> Gateway:
     return start_gateway(sim.url, UPSTREAM_PAGE_SIZE=2)
 
 
+@pytest.fixture
+def gw_now(sim: Simulator, start_gateway: Callable[..., Gateway]) -> Gateway:
+    """A gateway whose zone counts re-read the upstream at once (a shared sweep of active
+    tickets at most a millisecond old instead of ZONE_SWEEP_FRESH_SECONDS): for tests about
+    a count that follows the upstream's own changes, not about the sweep's age."""
+    return start_gateway(sim.url, UPSTREAM_PAGE_SIZE=2, ZONE_SWEEP_FRESH_SECONDS=0.001)
+
+
 def ticket_body(**overrides: Any) -> dict[str, Any]:
     body: dict[str, Any] = {
         "service_id": 101,
@@ -163,7 +171,7 @@ def settle(gw: Gateway, sim: Simulator) -> None:
     """Wait for the gateway's first sweep of active tickets (a background warm-up), then zero
     the simulator's call counts: what a test counts next is its own request's."""
     deadline = time.monotonic() + 30
-    while gw.runtime.tickets.active.local is None:
+    while gw.runtime.services.tickets.active.local is None:
         assert time.monotonic() < deadline, "the active-ticket sweep never loaded"
         time.sleep(0.02)
     sim.state.reset_stats()

@@ -20,8 +20,9 @@ from tests.tickets.conftest import ANSWERED_TICKET, settle
     ("zone_id", "active", "blocked"), [(1, 2, False), (2, 3, True), (3, 0, False), (4, 3, True)]
 )
 def test_zone_status_counts_active_tickets_over_every_page(
-    gw: Gateway, sim: Simulator, zone_id: int, active: int, blocked: bool
+    gw_now: Gateway, sim: Simulator, zone_id: int, active: int, blocked: bool
 ) -> None:
+    gw = gw_now  # the sweep is re-read at once (CALLERS.md: else at most 5 s old)
     settle(gw, sim)  # the count must not join the warm-up sweep (its calls were before)
     response = gw.get(f"/api/v1/tickets/zone-blocked/{zone_id}")
     assert response.status_code == 200
@@ -131,7 +132,8 @@ def test_upstream_down_is_502_never_not_found(
         assert response.json()["action"] == "upstream_unavailable"
 
 
-def test_upstream_403_and_429(gw: Gateway, sim: Simulator) -> None:
+def test_upstream_403_and_429(gw_now: Gateway, sim: Simulator) -> None:
+    gw = gw_now  # the zone status reads the upstream now (its sweep at most 1 ms old)
     sim.state.faults.force_403 = True
     for path in ("/api/v1/tickets/5001", "/api/v1/tickets/zone-blocked/1"):
         response = gw.get(path)
@@ -146,6 +148,26 @@ def test_upstream_403_and_429(gw: Gateway, sim: Simulator) -> None:
     assert response.status_code == 503
     assert response.json()["action"] == "upstream_rate_limited"
     assert response.headers["Retry-After"] == "7"
+
+
+def test_a_short_sweep_of_active_tickets_is_a_502_never_a_lower_count(
+    gw_now: Gateway, sim: Simulator
+) -> None:
+    """Issue 17: a ticket page answering 200 with fewer rows than its `count` and `next:
+    null` is a failed sweep: never fewer active tickets, never "not blocked". (A gateway
+    that re-reads the sweep at once: a sweep younger than ZONE_SWEEP_FRESH_SECONDS would
+    answer from the copy read before the fault.)"""
+    gw = gw_now
+    settle(gw, sim)
+    sim.state.faults.update(
+        {"short_page": True, "scopes": {"short_page": {"path_prefix": "/api/tickets/"}}}
+    )
+    for zone_id in (1, 2, 3):
+        response = gw.get(f"/api/v1/tickets/zone-blocked/{zone_id}")
+        assert response.status_code == 502, response.text
+        assert response.json()["action"] == "upstream_unavailable"
+    sim.state.faults.reset()
+    assert gw.get("/api/v1/tickets/zone-blocked/2").json()["data"]["active_tickets"] == 3
 
 
 class NotATicket:

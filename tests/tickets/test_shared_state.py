@@ -66,6 +66,9 @@ def run(redis_url: Callable[[int], str]) -> Iterator[Run]:
         # The shared sweep of active tickets (one key set per store, loaded from this run's
         # simulator): a later run must not start from this run's tickets.
         patterns.append("ispgw:*cache:tickets:active*")
+        # And the shared client list: the zone capped is the client record's, so a later run
+        # must read its own clients' zones.
+        patterns.append("ispgw:*cache:clients*")
         for pattern in patterns:
             for key in client.scan_iter(match=pattern):
                 client.delete(key)
@@ -82,8 +85,14 @@ def run_sim(run: Run, tmp_path: Path, start_simulator: Callable[..., Simulator])
 def test_two_workers_sharing_redis_create_one_ticket_for_one_slot(
     run: Run, run_sim: Simulator, start_gateway: Callable[..., Gateway]
 ) -> None:
+    # The 20 creations queue on the zone's lock; each waits max(5 s, UPSTREAM_TIMEOUT_SECONDS
+    # / 2) before answering 503 zone_busy. On a starved machine 20 holders took over 5 s (one
+    # 503 in a parallel run at load 9): a 10 s wait keeps the rule under test, one 201.
     workers = [
-        start_gateway(run_sim.url, REDIS_URL=run.redis_url, UPSTREAM_PAGE_SIZE=2) for _ in range(2)
+        start_gateway(
+            run_sim.url, REDIS_URL=run.redis_url, UPSTREAM_PAGE_SIZE=2, UPSTREAM_TIMEOUT_SECONDS=20
+        )
+        for _ in range(2)
     ]
 
     def create(n: int) -> httpx.Response:
@@ -114,7 +123,8 @@ def test_two_workers_share_idempotency_records(
     assert len(run_sim.state.created_tickets) == 1
 
 
-def test_a_ticket_just_created_counts_while_the_list_lags(gw: Gateway, sim: Simulator) -> None:
+def test_a_ticket_just_created_counts_while_the_list_lags(gw_now: Gateway, sim: Simulator) -> None:
+    gw = gw_now  # each count re-reads the list (its sweep at most 1 ms old)
     created = gw.post("/api/v1/tickets", json=ticket_body(zone_id=3, service_id=301))
     assert created.status_code == 201
     ticket_id = created.json()["data"]["ticket_id"]
@@ -138,7 +148,7 @@ def test_a_ticket_just_created_counts_while_the_list_lags(gw: Gateway, sim: Simu
 
 def _wait_for_sweep(worker: Gateway) -> None:
     deadline = time.monotonic() + 30
-    while worker.runtime.tickets.active.local is None:
+    while worker.runtime.services.tickets.active.local is None:
         assert time.monotonic() < deadline, "the active-ticket sweep never loaded"
         time.sleep(0.02)
 

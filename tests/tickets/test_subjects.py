@@ -73,7 +73,9 @@ def test_operator_file_replaces_the_catalogue(
     response = gw.post("/api/v1/tickets", json=ticket_body(subject="No Tiene Internet"))
     assert response.status_code == 400
     # The priority comes from the operator's file.
-    created = gw.post("/api/v1/tickets", json=ticket_body(subject="Troncal Dañado", zone_id=3))
+    created = gw.post(
+        "/api/v1/tickets", json=ticket_body(subject="Troncal Dañado", zone_id=3, service_id=301)
+    )
     assert created.status_code == 201, created.text
     assert created.json()["data"]["priority"] == "4"
 

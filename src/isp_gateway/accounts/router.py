@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import Response
 
 from isp_gateway.accounts.schemas import AccountResponse, PaymentMethodResponse
-from isp_gateway.auth.dependencies import current_user
-from isp_gateway.clients.schemas import SERVICE_ROUTE_ERRORS, ServiceIdPath
+from isp_gateway.auth.dependencies import Scoped
+from isp_gateway.auth.keys import ACCOUNTS_READ
 from isp_gateway.envelope import BackendResponse, error_responses, respond, success
-from isp_gateway.runtime import RuntimeDep
+from isp_gateway.params import SERVICE_ROUTE_ERRORS_VERIFIED, VERIFIED, ServiceIdPath
+from isp_gateway.services import AccountsDep
 
 # Under the spec's "Clients" tag: the explorer's tags are the spec's five.
-router = APIRouter(prefix="/api/v1", tags=["Clients"], dependencies=[Depends(current_user)])
+router = APIRouter(prefix="/api/v1", tags=["Clients"], dependencies=[Scoped(ACCOUNTS_READ)])
 
 
 def _meta(stale: bool) -> dict[str, Any] | None:
@@ -24,11 +25,12 @@ def _meta(stale: bool) -> dict[str, Any] | None:
 @router.get(
     "/clients/{service_id}/account",
     response_model=BackendResponse[AccountResponse],
-    responses=SERVICE_ROUTE_ERRORS,
+    responses=SERVICE_ROUTE_ERRORS_VERIFIED,
+    dependencies=[VERIFIED],
 )
-async def get_client_account(service_id: ServiceIdPath, runtime: RuntimeDep) -> Response:
+async def get_client_account(service_id: ServiceIdPath, accounts: AccountsDep) -> Response:
     """What the customer owes (pending invoices, oldest due first) and the service state."""
-    account = await runtime.accounts.account(service_id)
+    account = await accounts.account(service_id)
     # A Response skips FastAPI's re-validation of a dict built here; the model documents it.
     return respond(200, success("account_found", account.data, meta=_meta(account.stale)))
 
@@ -38,9 +40,9 @@ async def get_client_account(service_id: ServiceIdPath, runtime: RuntimeDep) -> 
     response_model=BackendResponse[list[PaymentMethodResponse]],
     responses=error_responses(502, 503),
 )
-async def list_payment_methods(runtime: RuntimeDep) -> Response:
+async def list_payment_methods(accounts: AccountsDep) -> Response:
     """The ISP's payment methods (cached; `meta.stale` when served from an old copy)."""
-    listing = await runtime.accounts.payment_methods()
+    listing = await accounts.payment_methods()
     return respond(
         200, success("payment_methods_listed", listing.methods, meta=_meta(listing.stale))
     )

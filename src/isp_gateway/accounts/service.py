@@ -14,7 +14,6 @@ total is unreadable, both answer 502 `upstream_unavailable`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from isp_gateway.accounts.index import InvoiceIndex, build_invoice_index, pack_invoices
 from isp_gateway.cache import CachedResource
-from isp_gateway.clients.service import ClientService, parse_service_id
+from isp_gateway.clients.lookups import ClientService
 from isp_gateway.errors import (
     UpstreamError,
     UpstreamRateLimited,
@@ -30,15 +29,14 @@ from isp_gateway.errors import (
     UpstreamUnavailable,
 )
 from isp_gateway.memory import release_free_memory
-from isp_gateway.settings import Settings
-from isp_gateway.store import Store
-from isp_gateway.upstream.gateway import UpstreamGateway
+from isp_gateway.params import parse_service_id
 from isp_gateway.upstream.invoices import fetch_pending
 from isp_gateway.upstream.payments import PaymentMethod, fetch_payment_methods
 
 if TYPE_CHECKING:
-    from isp_gateway.observability.metrics import Metrics
-    from isp_gateway.upstream.planner import RefreshPlanner
+    from isp_gateway.parts import Parts
+
+    pass
 
 MSG_BALANCE_UNCONFIRMED = "Cannot confirm the balance right now; please try again shortly"
 
@@ -60,50 +58,29 @@ class PaymentMethods:
 
 
 class AccountService:
-    def __init__(
-        self,
-        settings: Settings,
-        store: Store,
-        gateway: UpstreamGateway,
-        clients: ClientService,
-        metrics: Metrics | None = None,
-        planner: RefreshPlanner | None = None,
-    ) -> None:
-        self.settings = settings
-        self.gateway = gateway
+    def __init__(self, parts: Parts, clients: ClientService) -> None:
+        self.settings = settings = parts.settings
+        self.gateway = parts.gateway
         self.clients = clients
-        stale_ttl = float(settings.STALE_IF_ERROR_SECONDS)
-        self.invoices: CachedResource[InvoiceIndex] = CachedResource(
-            store,
+        lists = parts.lists
+        self.invoices: CachedResource[InvoiceIndex] = lists.resource(
             "invoices:pending",
             self._load_invoices,
             self._index_invoices,
             ttl=float(settings.INVOICE_CACHE_SECONDS),
-            stale_ttl=stale_ttl,
-            metrics=metrics,
-            planner=planner,
         )
-        self.payment_methods_cache: CachedResource[list[PaymentMethod]] = CachedResource(
-            store,
+        self.payment_methods_cache: CachedResource[list[PaymentMethod]] = lists.resource(
             "payments:methods",
             self._load_payment_methods,
             list,
             ttl=float(settings.PAYMENT_METHODS_CACHE_SECONDS),
-            stale_ttl=stale_ttl,
-            metrics=metrics,
-            planner=planner,
         )
-        self._job: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Warm the pending-invoice list and keep it fresh (start-up does not wait)."""
-        self._job = asyncio.create_task(self.invoices.run_periodic())
+        self.invoices.start()
 
     async def aclose(self) -> None:
-        if self._job is not None:
-            self._job.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._job
         await self.invoices.aclose()
         await self.payment_methods_cache.aclose()
 

@@ -1,17 +1,41 @@
-"""The CurrentUser dependency: a valid Bearer token or 401 in the spec's exact shape."""
+"""The CurrentUser dependency: a valid credential (an API key or a Bearer token) or 401 in the
+spec's exact shape; the CurrentCaller it resolves on the way (CALLERS.md 1): who asks, for
+whom, from where, with which scopes; and `Scoped(scope)`, the one scope check of a route
+(CALLERS.md 3)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import Depends, HTTPException, status
-from fastapi.security import OAuth2PasswordBearer
+from fastapi import Depends, Header, HTTPException, Request, Security, status
+from fastapi.exceptions import RequestValidationError
+from fastapi.security import APIKeyHeader, OAuth2PasswordBearer, SecurityScopes
 
-from isp_gateway.auth.tokens import InvalidToken, verify_token
+from isp_gateway.audit import get_audit_log
+from isp_gateway.auth.credentials import END_USER_ERROR, BadEndUser, Unauthenticated, authenticate
+from isp_gateway.auth.keys import (
+    SCOPES,
+    InsufficientScope,
+    has_scope,
+)
+from isp_gateway.callers import END_USER_HEADER, MAX_END_USER_LENGTH, Caller
 from isp_gateway.runtime import RuntimeDep
 
 # auto_error=False: we answer a missing header ourselves with the spec's message.
-oauth2_scheme = OAuth2PasswordBearer(tokenUrl="/api/v1/auth/token", auto_error=False)
+oauth2_scheme = OAuth2PasswordBearer(
+    tokenUrl="/api/v1/auth/token",
+    auto_error=False,
+    # Declared so /docs and the document name every scope; the JWT user holds them all.
+    scopes={scope: f"the scope {scope}" for scope in SCOPES},
+    description="The spec's login: username and password for a Bearer token (all scopes).",
+)
+# The other way in (CALLERS.md 3): an API key, also accepted as `Authorization: Bearer igw_...`.
+api_key_scheme = APIKeyHeader(
+    name="X-API-Key",
+    auto_error=False,
+    description="An API key (`igw_...`) made with `isp-gateway keys create`; it holds only "
+    "its own scopes. Also accepted as `Authorization: Bearer igw_...`.",
+)
 
 CREDENTIALS_ERROR = "Could not validate credentials."
 
@@ -24,15 +48,80 @@ def _unauthorized() -> HTTPException:
     )
 
 
-async def current_user(
-    runtime: RuntimeDep, token: Annotated[str | None, Depends(oauth2_scheme)]
-) -> str:
-    if not token:
-        raise _unauthorized()
+async def current_caller(
+    request: Request,
+    runtime: RuntimeDep,
+    # Both schemes are read by credentials.authenticate (from the headers); declared here so
+    # the document and /docs offer them.
+    _token: Annotated[str | None, Depends(oauth2_scheme)],
+    _api_key: Annotated[str | None, Depends(api_key_scheme)],
+    # Declared here so every protected operation documents it; read and checked below, after
+    # the token (an anonymous request is 401 whatever it sends).
+    end_user: Annotated[
+        str | None,
+        Header(
+            alias=END_USER_HEADER,
+            description="The person the bot talks to (opaque, e.g. a hash of a chat id; "
+            f"1-{MAX_END_USER_LENGTH} printable ASCII characters). Throttles and fair "
+            "shares count per end user; absent, the end user is the caller itself.",
+            json_schema_extra={"maxLength": MAX_END_USER_LENGTH, "pattern": "^[ -~]+$"},
+        ),
+    ] = None,
+) -> Caller:
+    address = request.client.host if request.client else "unknown"
     try:
-        return verify_token(runtime.settings, token, runtime.token_cache)
-    except InvalidToken:
+        return await authenticate(runtime, request.headers, address)
+    except Unauthenticated:
         raise _unauthorized() from None
+    except BadEndUser:
+        raise RequestValidationError(
+            [
+                {
+                    "type": "value_error",
+                    "loc": ("header", END_USER_HEADER),
+                    "msg": END_USER_ERROR,
+                    "input": None,  # never echoed
+                }
+            ]
+        ) from None
+
+
+CurrentCaller = Annotated[Caller, Depends(current_caller)]
+
+
+async def current_user(caller: CurrentCaller) -> str:
+    return caller.caller.removeprefix("jwt:")
 
 
 CurrentUser = Annotated[str, Depends(current_user)]
+
+
+async def _scoped(
+    security_scopes: SecurityScopes, request: Request, caller: CurrentCaller
+) -> Caller:
+    """The route's scope (given by `Scoped`), or 403 `insufficient_scope`, audited as
+    `scope_denied` before the answer is sent."""
+    for required in security_scopes.scopes:
+        if not has_scope(caller.scopes, required):
+            route = request.scope.get("route")
+            audit = await get_audit_log(request)
+            await audit.record(
+                "scope_denied",
+                "denied",
+                details={
+                    "required": required,
+                    "method": request.method,
+                    # The route's template, never the path (it may hold a document).
+                    "route": getattr(route, "path", None),
+                },
+            )
+            raise InsufficientScope(required)
+    return caller
+
+
+def Scoped(scope: str) -> Any:
+    """The dependency that lets a route through only for a caller holding `scope` (or "*"):
+    `dependencies=[Scoped(CLIENTS_READ)]` on a route or router, or a parameter
+    `caller: Annotated[Caller, Scoped(CLIENTS_READ)]`. It resolves the caller (401 without a
+    valid credential) and puts the scope into the OpenAPI document."""
+    return Security(_scoped, scopes=[scope])

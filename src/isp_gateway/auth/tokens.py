@@ -51,17 +51,13 @@ class TokenCache:
 
 
 def verify_token(settings: Settings, token: str, cache: TokenCache) -> str:
-    """decode_token with a cache of verified tokens."""
+    """The token's subject (checked by `_decode`), with a cache of verified tokens."""
     subject = cache.get(token)
     if subject is not None:
         return subject
     subject, expires = _decode(settings, token)
     cache.put(token, subject, expires)
     return subject
-
-
-def decode_token(settings: Settings, token: str) -> str:
-    return _decode(settings, token)[0]
 
 
 def _decode(settings: Settings, token: str) -> tuple[str, float]:

@@ -3,16 +3,18 @@
 FastAPI's routing, dependency resolution and middleware stack cost several times more than
 a lookup in the warm index. This path answers only the sure case: a GET on a lookup route,
 with no `Origin`, a Bearer token this process has already fully verified (and that has not
-expired), and a hit in the fresh index. Everything else falls through, untouched, to the
+expired) or a current API key holding `clients:read` (within its own rate), and a hit in the
+fresh index. Everything else falls through, untouched, to the
 regular routes, which document the endpoints and apply every rule (validation, misses, the
 upstream, staleness, errors).
 
-It takes one of two places:
-- `LookupEdge`, the default: in front of the whole app (`GatewayApp.__call__`), outside
-  Starlette's and FastAPI's own layers and ours, doing inline the little they would do for
-  such an answer: the request id, its access line and its metrics.
-- `LookupFastPath`, a middleware behind the service rate limiter, when a rate limit is on:
-  every request must be counted first, and the limiter's answer is the regular one.
+One wrapper, `LookupEdge`, placed by configuration (app.py):
+- in front of the whole app, the default: outside Starlette's and FastAPI's own layers and
+  ours, given the request ids, the access log and the metrics, it does inline the little
+  they would do for such an answer: the request id, its access line and its metrics;
+- behind the service rate limiter, when a rate limit is on (every request must be counted
+  first, and the limiter's answer is the regular one): given none of them, as the outer
+  layers do those; it names the route template it served for their metrics.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from typing import TYPE_CHECKING
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from isp_gateway.errors import StoreUnavailable
+from isp_gateway.auth.credentials import bearer, valid_end_user
+from isp_gateway.auth.keys import CLIENTS_READ, KEY_PREFIX, enforce_key_rate
+from isp_gateway.errors import Locked, StoreUnavailable
 from isp_gateway.observability import ROUTE_TEMPLATE
 from isp_gateway.runtime import Runtime
 
@@ -49,8 +53,10 @@ MASKED = {
 _CONTENT_TYPE = (b"content-type", b"application/json")
 
 
-def _lookup(scope: Scope) -> tuple[str, str, str | None, bytes | None] | None:
-    """(kind, value, bearer token, X-Request-ID) of a fast-path candidate, else None."""
+def _lookup(scope: Scope) -> tuple[str, str, str | None, str | None, bytes | None] | None:
+    """(kind, value, bearer token, API key, X-Request-ID) of a fast-path candidate, else
+    None. The key is read as keys.presented_key reads it: X-API-Key wins, then a Bearer
+    `igw_...`; a request presenting a key is never served on a JWT."""
     if scope["type"] != "http" or scope["method"] != "GET":
         return None
     path: str = scope["path"]
@@ -60,106 +66,107 @@ def _lookup(scope: Scope) -> tuple[str, str, str | None, bytes | None] | None:
     if not sep or kind not in KINDS or not value or "/" in value:
         return None
     token = None
+    api_key = None
     request_id = None
     seen_authorization = False
+    seen_api_key = False
     for name, header in scope["headers"]:
         if name == b"authorization":
             # The first header only, as the regular route reads it: a later one must not
             # let a request through that the route would refuse.
             if not seen_authorization:
                 seen_authorization = True
-                scheme, _, credentials = header.decode("latin-1").partition(" ")
-                if scheme.lower() == "bearer":
-                    token = credentials.strip()
+                token = bearer(header.decode("latin-1"))
+        elif name == b"x-api-key":
+            if not seen_api_key:
+                seen_api_key = True
+                api_key = header.decode("latin-1").strip()
         elif name == b"origin":
             return None  # a browser call: let CORS and the regular route answer it
         elif name == b"x-request-id" and request_id is None:
             request_id = header
-    return kind, value, token, request_id
+        elif name == b"x-end-user-id" and not valid_end_user(header.decode("latin-1")):
+            return None  # the regular route answers it 422 validation_error
+    if api_key is None and token is not None and token.startswith(KEY_PREFIX):
+        api_key, token = token, None
+    return kind, value, token, api_key, request_id
 
 
-async def _hit(runtime: Runtime, kind: str, value: str, token: str | None) -> bytes | None:
+async def _hit(
+    runtime: Runtime, kind: str, value: str, token: str | None, api_key: str | None
+) -> bytes | None:
+    if api_key is not None:
+        # A current key (the ring's cache: one dict access once the key has been seen)
+        # with the scope; without it, the regular route answers 401 or 403.
+        found = runtime.key_ring.lookup(api_key)
+        if found is None or not found.allows(CLIENTS_READ):
+            return None
+        body = await runtime.services.clients.fresh_hit_body(kind, value)
+        if body is not None and found.rate_per_minute is not None:
+            try:
+                await enforce_key_rate(runtime.store, found)
+            except Locked:
+                return None  # the regular route counts it again and answers 429
+        return body
     # Only a token already verified in full by the regular dependency, not expired.
     if not token or runtime.token_cache.get(token) is None:
         return None
-    return await runtime.clients.fresh_hit_body(kind, value)
+    return await runtime.services.clients.fresh_hit_body(kind, value)
 
 
 class LookupEdge:
-    """Answers sure lookup hits in front of the whole app; `serve` says whether it did.
+    """Answers sure lookup hits and passes every other request on to `app`, untouched.
 
+    `ids`, `access_log` and `metrics` are given when the edge sits in front of the layers
+    that would otherwise do them (the request id, the access line, the request metrics).
     A store failure (Redis away while the cache's stamp is read) is not answered here: the
     request falls through and the regular stack gives its 503 `store_unavailable`."""
 
     def __init__(
         self,
+        app: ASGIApp,
         *,
         runtime_getter: Callable[[], Runtime],
-        ids: RequestIds,
-        access_log: AccessLog | None,
-        metrics: Metrics | None,
+        ids: RequestIds | None = None,
+        access_log: AccessLog | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
+        self.app = app
         self.runtime_getter = runtime_getter
         self.ids = ids
         self.access_log = access_log
         self.metrics = metrics
 
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not await self.serve(scope, send):
+            await self.app(scope, receive, send)
+
     async def serve(self, scope: Scope, send: Send) -> bool:
+        """Answer the request if it is a sure hit; whether it did (else nothing was sent)."""
         candidate = _lookup(scope)
         if candidate is None:
             return False
         started = time.perf_counter()
-        kind, value, token, incoming_id = candidate
+        kind, value, token, api_key, incoming_id = candidate
         try:
-            body = await _hit(self.runtime_getter(), kind, value, token)
+            body = await _hit(self.runtime_getter(), kind, value, token, api_key)
         except StoreUnavailable:
             return False
         if body is None:
             return False
-        request_id = self.ids.pick(incoming_id)
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [
-                    _CONTENT_TYPE,
-                    (b"content-length", str(len(body)).encode()),
-                    (b"x-request-id", request_id.encode()),
-                ],
-            }
-        )
+        headers = [_CONTENT_TYPE, (b"content-length", str(len(body)).encode())]
+        request_id = None
+        if self.ids is not None:
+            request_id = self.ids.pick(incoming_id)
+            headers.append((b"x-request-id", request_id.encode()))
+        else:
+            scope[ROUTE_TEMPLATE] = TEMPLATES[kind]  # for the outer layers' metrics
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})
         seconds = time.perf_counter() - started
         access = self.access_log
-        if access is not None and access.enabled():
+        if access is not None and request_id is not None and access.enabled():
             access.add("GET", MASKED.get(kind) or scope["path"], 200, seconds * 1000, request_id)
         if self.metrics is not None:
             self.metrics.observe_request(TEMPLATES[kind], "GET", 200, seconds)
         return True
-
-
-class LookupFastPath:
-    """The same answers as a middleware, for when the service rate limiter must count
-    every request first. The request id, access line and metrics are the outer layers'."""
-
-    def __init__(self, app: ASGIApp, *, runtime_getter: Callable[[], Runtime]) -> None:
-        self.app = app
-        self.runtime_getter = runtime_getter
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        candidate = _lookup(scope)
-        if candidate is not None:
-            kind, value, token, _ = candidate
-            body = await _hit(self.runtime_getter(), kind, value, token)
-            if body is not None:
-                scope[ROUTE_TEMPLATE] = TEMPLATES[kind]
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 200,
-                        "headers": [_CONTENT_TYPE, (b"content-length", str(len(body)).encode())],
-                    }
-                )
-                await send({"type": "http.response.body", "body": body})
-                return
-        await self.app(scope, receive, send)

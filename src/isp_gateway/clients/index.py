@@ -31,6 +31,7 @@ from typing import Any, cast
 
 from isp_gateway.clients.matching import address_tokens, strip_address_prefixes, tokens
 from isp_gateway.clients.phones import field_phones, normalize_phone
+from isp_gateway.envelope import encode, success
 from isp_gateway.upstream.clients import Client, ClientRecord
 
 _MEMO_SIZE = 512
@@ -195,13 +196,17 @@ class ClientIndex:
         self._strings: dict[str, str] | None = {}
         self._text_tokens: dict[str, list[str]] = {}
         self._memo: dict[str, set[int]] = {}
+        self._totals: dict[str, int] = {}  # search totals of full pages, by query
         self._blobs: tuple[_Blob, _Blob] | None = None
         # Words added by in-place patches after the blobs were built; scanned directly so
         # an update does not force a rebuild of the whole vocabulary on the event loop.
         self._extra_words: set[str] = set()
         self._active_json: bytes | None = None
         self._found_bodies: dict[int, bytes] = {}
-        self._bodies_at: dict[int, bytes] = {}  # the fast path's answers, by position
+        self._found_alone: dict[int, bytes] = {}  # as _found_bodies, with no other service
+        # The fast path's answers: by position for a service id (n >= 0) or a key one client
+        # holds (-2 - n), by (kind, position) for a shared key.
+        self._bodies_at: dict[int | tuple[str, int], bytes] = {}
         ids: list[int] = []
         for position, client in enumerate(self._decode_all()):
             ids.append(client["service_id"])
@@ -328,8 +333,10 @@ class ClientIndex:
 
     def _changed(self) -> None:
         self._memo.clear()
+        self._totals.clear()
         self._active_json = None
         self._found_bodies.clear()
+        self._found_alone.clear()
         self._bodies_at.clear()
 
     def replace(self, record: ClientRecord) -> None:
@@ -364,10 +371,6 @@ class ClientIndex:
         record = self.record(service_id)
         return None if record is None else record.get("plan_id")
 
-    def clients(self) -> Iterator[Client]:
-        """Every client, in list order (decoded one at a time)."""
-        return (self._client(p) for p in range(self._count))
-
     def by_doc(self, document: str) -> Client | None:
         return self._pick(_positions(self.by_document, document_key(document)))
 
@@ -392,45 +395,71 @@ class ClientIndex:
         position = self._choose(positions)
         return None if position is None else self._client(position)
 
+    def _others(self, positions: Sequence[int], chosen: int) -> list[int]:
+        """The service ids, ascending, of the other clients sharing a key (CALLERS.md 2
+        `meta.other_service_ids`). A key held by one client (nearly all) decodes nothing."""
+        if len(positions) < 2:
+            return []
+        return sorted({self._client(p)["service_id"] for p in positions if p != chosen})
+
+    def found_with_others(self, kind: str, key: str) -> tuple[Client, list[int]] | None:
+        """A lookup by `document` or `phone` (normalised): the chosen client and the other
+        services sharing the key, or None on a miss."""
+        positions = self._key_positions(kind, key)
+        position = self._choose(positions)
+        if position is None:
+            return None
+        return self._client(position), self._others(positions, position)
+
+    def _key_positions(self, kind: str, key: str) -> Sequence[int]:
+        if kind == "document":
+            return _positions(self.by_document, document_key(key))
+        return _positions(self.by_phone, key)
+
     def hit_body(self, kind: str, key: str | int) -> bytes | None:
         """The `client_found` envelope of a lookup by `document`, `phone` (normalised) or
         `service_id`, or None on a miss: the lookup fast path's answer, memoised by position
-        so a repeated hit decodes nothing."""
+        so a repeated hit decodes nothing. A document or phone answer carries
+        `meta.other_service_ids`; a key shared by several clients (rare) is memoised apart,
+        by kind and position, as its list depends on the key."""
+        others: list[int] | None = None
+        memo_key: int | tuple[str, int]
         if kind == "service_id":
             position = self._position(int(key))
+            memo_key = -1 if position is None else position
         else:
-            postings = self.by_document if kind == "document" else self.by_phone
-            wanted = document_key(str(key)) if kind == "document" else str(key)
-            position = self._choose(_positions(postings, wanted))
+            positions = self._key_positions(kind, str(key))
+            position = self._choose(positions)
+            if position is not None and len(positions) > 1:
+                memo_key = (kind, position)
+            else:
+                memo_key = -2 - position if position is not None else -1
         if position is None:
             return None
-        body = self._bodies_at.get(position)
+        body = self._bodies_at.get(memo_key)
         if body is None:
-            body = self.found_body(self._client(position))
+            if kind != "service_id":
+                others = self._others(self._key_positions(kind, str(key)), position)
+            body = self.found_body(self._client(position), others)
             if len(self._bodies_at) >= _BODY_MEMO_SIZE:
                 self._bodies_at.clear()
-            self._bodies_at[position] = body
+            self._bodies_at[memo_key] = body
         return body
 
-    def found_body(self, client: Client) -> bytes:
-        """The whole `client_found` envelope for a fresh hit, serialised once per client and
-        generation, byte for byte what the regular route renders."""
-        body = self._found_bodies.get(client["service_id"])
+    def found_body(self, client: Client, others: list[int] | None = None) -> bytes:
+        """The whole `client_found` envelope for a fresh hit, byte for byte what the regular
+        route renders: `meta` null for a service id, `{"other_service_ids": [...]}` for a
+        document or phone. A client alone on its key is serialised once per generation."""
+        memo = others is not None and not others
+        cache = self._found_bodies if others is None else self._found_alone
+        body = cache.get(client["service_id"]) if others is None or memo else None
         if body is None:
-            envelope = {
-                "ok": True,
-                "type": "success",
-                "action": "client_found",
-                "data": client,
-                "message": None,
-                "meta": None,
-            }
-            body = json.dumps(
-                envelope, ensure_ascii=False, allow_nan=False, separators=(",", ":")
-            ).encode()
-            if len(self._found_bodies) >= _BODY_MEMO_SIZE:
-                self._found_bodies.clear()
-            self._found_bodies[client["service_id"]] = body
+            meta = None if others is None else {"other_service_ids": others}
+            body = encode(success("client_found", client, meta=meta))
+            if others is None or memo:
+                if len(cache) >= _BODY_MEMO_SIZE:
+                    cache.clear()
+                cache[client["service_id"]] = body
         return body
 
     def active_json(self) -> bytes:
@@ -502,16 +531,17 @@ class ClientIndex:
 
     def search(self, query: str, limit: int) -> list[Client]:
         """The clients `search_json` lists, decoded."""
-        return [self._client(p) for p in self._search(query, limit)]
+        return [self._client(p) for p in self._search(query, limit)[0]]
 
-    def search_json(self, query: str, limit: int) -> tuple[bytes, int]:
+    def search_json(self, query: str, limit: int) -> tuple[bytes, int, int]:
         """The matches as a JSON array joined from the packed lines without decoding them
-        (a page of 50 decoded and encoded again cost more than the search), and how many."""
-        positions = self._search(query, limit)
+        (a page of 50 decoded and encoded again cost more than the search), how many, and
+        how many match in all (CALLERS.md 2 `meta.total`)."""
+        positions, total = self._search(query, limit)
         body = "[" + ",".join([self._lines(p)[0] for p in positions]) + "]"
-        return body.encode(), len(positions)
+        return body.encode(), len(positions), total
 
-    def _search(self, query: str, limit: int) -> list[int]:
+    def _search(self, query: str, limit: int) -> tuple[list[int], int]:
         """Every query token (its alphanumeric parts) must occur in a searchable field;
         ordered exact document/phone first, then whole-token name matches, then the rest.
 
@@ -524,7 +554,7 @@ class ClientIndex:
                 if part not in parts:
                     parts.append(part)
         if not parts:
-            return []
+            return [], 0
         texts = self._texts
 
         def holds_all(position: int, needed: list[str]) -> bool:
@@ -590,4 +620,25 @@ class ClientIndex:
                     ordered += islice((p for p in range(len(texts)) if p in rest), room)
                 else:
                     ordered += heapq.nsmallest(room, rest) if len(rest) > room else sorted(rest)
-        return ordered[:limit]
+        if len(ordered) < limit:
+            # The page is not full: every match is on it.
+            return ordered, len(ordered)
+        # A full page: count the matches it left out (the walk above stopped early), once
+        # per query and generation.
+        total = self._totals.get(query)
+        if total is None:
+            if matches is None:
+                # No selective part: a plain count over the joined tokens (the cheapest walk).
+                if len(parts) == 1:
+                    only = parts[0]
+                    total = sum(only in text for text in texts)
+                else:
+                    total = sum(all(p in text for p in parts) for text in texts)
+                total += sum(1 for p in set(exact) if not holds_all(p, parts))
+            else:
+                every = {p for p in matches if holds_all(p, pending)} if pending else matches
+                total = len(every) + sum(1 for p in set(exact) if p not in every)
+            if len(self._totals) >= _MEMO_SIZE:
+                self._totals.pop(next(iter(self._totals)))
+            self._totals[query] = total
+        return ordered[:limit], total

@@ -9,8 +9,9 @@ must never pass as an identity check.
 from __future__ import annotations
 
 import re
-import unicodedata
 from functools import lru_cache
+
+from isp_gateway.text import strip_accents
 
 _WORD = re.compile(r"[^\W_]+")
 # Address prefixes stripped on both sides ("V/", "VDA/", "VEREDA", "BARRIO", "B/", "VDA",
@@ -25,8 +26,7 @@ def fold_word(word: str) -> str:
     word = word.lower()
     if word.isascii():
         return word
-    decomposed = unicodedata.normalize("NFKD", word)
-    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    return strip_accents(word)
 
 
 @lru_cache(maxsize=1)

@@ -4,25 +4,34 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
-from isp_gateway.auth.dependencies import current_user
+from isp_gateway.auth.dependencies import Scoped
+from isp_gateway.auth.keys import CLIENTS_READ, CLIENTS_VERIFY, CLIENTS_WRITE
+from isp_gateway.clients.identity import MSG_MISMATCH, MSG_VERIFIED
+from isp_gateway.clients.lookups import Found
 from isp_gateway.clients.schemas import (
     DOCUMENT_PATTERN,
     PHONE_PATTERN,
     ClientResponse,
-    ServiceIdPath,
     UpdateClientRequest,
     VerificationResult,
     VerifyRequest,
 )
-from isp_gateway.clients.service import MSG_MISMATCH, MSG_VERIFIED, Found
-from isp_gateway.envelope import BackendResponse, Responses, error_responses, respond, success
+from isp_gateway.envelope import (
+    BackendResponse,
+    Responses,
+    encode,
+    error_responses,
+    respond,
+    success,
+)
 from isp_gateway.models import NON_BLANK
-from isp_gateway.runtime import RuntimeDep
+from isp_gateway.params import VERIFICATION_ERRORS, VERIFIED, ServiceIdPath, parse_service_id
+from isp_gateway.services import ClientsDep, IdentityDep, UpdatesDep
 
-router = APIRouter(prefix="/api/v1/clients", tags=["Clients"], dependencies=[Depends(current_user)])
+router = APIRouter(prefix="/api/v1/clients", tags=["Clients"])
 
 STALE = {"stale": True}
 
@@ -55,55 +64,63 @@ def _meta(stale: bool) -> dict[str, Any] | None:
 
 def _found(found: Found) -> Response:
     # Returning a Response skips FastAPI's re-validation of a dict we built ourselves;
-    # the response_model still documents the shape.
-    return respond(200, success("client_found", found.client, meta=_meta(found.stale)))
+    # the response_model still documents the shape. By document or phone, `meta` names the
+    # other services sharing the value (the lookup edge renders the same bytes).
+    if found.others is None:
+        return respond(200, success("client_found", found.client, meta=_meta(found.stale)))
+    meta: dict[str, Any] = {"other_service_ids": found.others}
+    if found.stale:
+        meta["stale"] = True
+    return respond(200, success("client_found", found.client, meta=meta))
 
 
 @router.get(
     "/",
+    dependencies=[Scoped(CLIENTS_READ)],
     response_model=BackendResponse[list[ClientResponse]],
     responses=error_responses(500, 502, 503, actions={502: "CLIENT_NOT_FOUND"}),
 )
-async def list_clients(runtime: RuntimeDep) -> Response:
+async def list_clients(clients: ClientsDep) -> Response:
     """List every active client (served from the client cache)."""
-    payload, stale = await runtime.clients.list_active()
+    payload, stale = await clients.list_active()
     # The list is serialised once per cache generation; only the envelope is built here.
-    return _listed(b"clients_listed", payload, stale)
+    return _listed("clients_listed", payload, stale)
 
 
-def _listed(action: bytes, payload: bytes, stale: bool) -> Response:
-    """The envelope around a pre-serialised JSON array of clients."""
-    meta = b'{"stale":true}' if stale else b"null"
-    body = (
-        b'{"ok":true,"type":"success","action":"'
-        + action
-        + b'","data":'
-        + payload
-        + b',"message":null,"meta":'
-        + meta
-        + b"}"
-    )
+def _listed(
+    action: str, payload: bytes, stale: bool, meta: dict[str, Any] | None = None
+) -> Response:
+    """The envelope around a pre-serialised JSON array of clients; `meta` (`total`, ...)
+    carries `stale` after its own members."""
+    if stale:
+        meta = {**(meta or {}), **STALE}
+    body = encode(success(action, None, meta=meta), data_json=payload)
     return Response(body, media_type="application/json")
 
 
 @router.get(
     "/search",
+    dependencies=[Scoped(CLIENTS_READ)],
     response_model=BackendResponse[list[ClientResponse]],
     responses=error_responses(400, 502, 503, actions={400: "error", 502: UPSTREAM}),
     openapi_extra={"parameters": [Q_PARAMETER]},
 )
 async def search_clients(
     request: Request,
-    runtime: RuntimeDep,
+    clients: ClientsDep,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> Response:
     """Search clients by name, address, document, phone, city or locality."""
-    payload, count, stale = await runtime.clients.search(request.query_params.get("q"), limit)
-    return _listed(b"clients_listed" if count else b"client_not_found", payload, stale)
+    q = request.query_params.get("q")
+    payload, count, total, stale = await clients.search(q, limit)
+    # CALLERS.md 2: how many match in all, and whether this page left some out.
+    meta = {"total": total, "has_more": total > count}
+    return _listed("clients_listed" if count else "client_not_found", payload, stale, meta)
 
 
 @router.get(
     "/by-document/{document}",
+    dependencies=[Scoped(CLIENTS_READ)],
     response_model=BackendResponse[ClientResponse],
     responses=_lookup_responses("invalid_document"),
 )
@@ -115,14 +132,15 @@ async def get_client_by_document(
             json_schema_extra={"pattern": DOCUMENT_PATTERN},
         ),
     ],
-    runtime: RuntimeDep,
+    clients: ClientsDep,
 ) -> Response:
     """Find a client by identity document."""
-    return _found(await runtime.clients.by_document(document))
+    return _found(await clients.by_document(document))
 
 
 @router.get(
     "/by-phone/{phone}",
+    dependencies=[Scoped(CLIENTS_READ)],
     response_model=BackendResponse[ClientResponse],
     responses=_lookup_responses("invalid_phone"),
 )
@@ -135,27 +153,29 @@ async def get_client_by_phone(
             json_schema_extra={"pattern": PHONE_PATTERN},
         ),
     ],
-    runtime: RuntimeDep,
+    clients: ClientsDep,
 ) -> Response:
     """Find a client by phone number (country code and symbols are ignored; URL-encode '+')."""
-    return _found(await runtime.clients.by_phone(phone))
+    return _found(await clients.by_phone(phone))
 
 
 @router.get(
     "/by-service-id/{service_id}",
+    dependencies=[Scoped(CLIENTS_READ)],
     response_model=BackendResponse[ClientResponse],
     responses=_lookup_responses("invalid_service_id"),
 )
 async def get_client_by_service_id(
     service_id: ServiceIdPath,
-    runtime: RuntimeDep,
+    clients: ClientsDep,
 ) -> Response:
     """Find a client by service id."""
-    return _found(await runtime.clients.by_service_id_text(service_id))
+    return _found(await clients.by_service_id_text(service_id))
 
 
 @router.post(
     "/resolve",
+    dependencies=[Scoped(CLIENTS_VERIFY)],
     response_model=BackendResponse[ClientResponse],
     responses=error_responses(
         400,
@@ -173,9 +193,9 @@ async def get_client_by_service_id(
         },
     ),
 )
-async def resolve_client(body: VerifyRequest, runtime: RuntimeDep) -> Response:
+async def resolve_client(body: VerifyRequest, identity: IdentityDep) -> Response:
     """Identify and verify a client without a service id (at least 3 of the 4 fields)."""
-    found = await runtime.clients.resolve(body)
+    found = await identity.resolve(body)
     message = "Cliente identificado y verificado"
     return respond(
         200, success("client_verified", found.client, message=message, meta=_meta(found.stale))
@@ -184,6 +204,7 @@ async def resolve_client(body: VerifyRequest, runtime: RuntimeDep) -> Response:
 
 @router.post(
     "/{service_id}/verify",
+    dependencies=[Scoped(CLIENTS_VERIFY)],
     response_model=BackendResponse[VerificationResult],
     responses=error_responses(
         400,
@@ -192,18 +213,23 @@ async def resolve_client(body: VerifyRequest, runtime: RuntimeDep) -> Response:
         502,
         503,
         actions={
-            400: "client_verification_failed",
+            400: ["client_verification_failed", "invalid_service_id"],
             404: NOT_FOUND,
             429: "client_verification_locked",
             502: UPSTREAM,
         },
     ),
 )
-async def verify_client(service_id: int, body: VerifyRequest, runtime: RuntimeDep) -> Response:
+async def verify_client(
+    service_id: ServiceIdPath, body: VerifyRequest, identity: IdentityDep
+) -> Response:
     """Verify a client's identity from billing data (at least 3 of the 4 fields)."""
-    result = await runtime.clients.verify(service_id, body)
+    result = await identity.verify(parse_service_id(service_id), body)
     data: dict[str, Any] = {"is_valid": result.is_valid, "matched_fields": result.matched_fields}
     if result.is_valid:
+        verification_id = await identity.rest_verification_id(parse_service_id(service_id))
+        if verification_id is not None:
+            data["verification_id"] = verification_id
         return respond(200, success("client_verified", data, message=MSG_VERIFIED))
     data["debug"] = result.debug
     return respond(200, success("client_verification_failed", data, message=MSG_MISMATCH))
@@ -211,25 +237,35 @@ async def verify_client(service_id: int, body: VerifyRequest, runtime: RuntimeDe
 
 @router.put(
     "/{service_id}",
+    # The scope first, then the verification binding (CALLERS.md 5).
+    dependencies=[Scoped(CLIENTS_WRITE), VERIFIED],
     response_model=BackendResponse[None],
-    responses=error_responses(
-        400,
-        404,
-        500,
-        502,
-        503,
-        actions={
-            400: ["client_update_failed", "invalid_document", "invalid_phone"],
-            404: NOT_FOUND,
-            # Spec 4.6 rule 5: the upstream refused or failed the update.
-            500: "client_update_failed",
-            502: "CLIENT_NOT_FOUND",
-        },
-    ),
+    responses={
+        **error_responses(
+            400,
+            404,
+            500,
+            502,
+            503,
+            actions={
+                400: [
+                    "client_update_failed",
+                    "invalid_document",
+                    "invalid_phone",
+                    "invalid_service_id",
+                ],
+                404: NOT_FOUND,
+                # Spec 4.6 rule 5: the upstream refused or failed the update.
+                500: "client_update_failed",
+                502: "CLIENT_NOT_FOUND",
+            },
+        ),
+        **VERIFICATION_ERRORS,
+    },
 )
 async def update_client(
-    service_id: int, body: UpdateClientRequest, runtime: RuntimeDep
+    service_id: ServiceIdPath, body: UpdateClientRequest, updates: UpdatesDep
 ) -> dict[str, Any]:
     """Update a client's document and/or phone."""
-    await runtime.clients.update(service_id, body.document, body.phone)
+    await updates.update(parse_service_id(service_id), body.document, body.phone)
     return success("client_updated", None, message="Client updated successfully")

@@ -12,21 +12,16 @@ carry it, from the one-client endpoint, remembered per service for CLIENT_CACHE_
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from typing import TYPE_CHECKING, Any
 
 from isp_gateway.cache import CachedResource
-from isp_gateway.errors import UpstreamRejected
-from isp_gateway.settings import Settings
-from isp_gateway.store import Store
-from isp_gateway.upstream.gateway import UpstreamGateway
 from isp_gateway.upstream.routers import Router, fetch_client_router, fetch_routers
 
 if TYPE_CHECKING:
-    from isp_gateway.observability.metrics import Metrics
-    from isp_gateway.upstream.planner import RefreshPlanner
+    from isp_gateway.parts import Parts
+
+    pass
 
 
 def _index(value: Any) -> dict[int, Router]:
@@ -35,43 +30,26 @@ def _index(value: Any) -> dict[int, Router]:
 
 
 class OutageService:
-    def __init__(
-        self,
-        settings: Settings,
-        store: Store,
-        gateway: UpstreamGateway,
-        metrics: Metrics | None = None,
-        planner: RefreshPlanner | None = None,
-    ) -> None:
-        self.settings = settings
-        self.store = store
-        self.gateway = gateway
-        self.ttl = float(settings.OUTAGE_CACHE_SECONDS)
-        self.catalogue: CachedResource[dict[int, Router]] = CachedResource(
-            store,
+    def __init__(self, parts: Parts) -> None:
+        self.settings, self.store, self.gateway = parts.settings, parts.store, parts.gateway
+        self.ttl = float(parts.settings.OUTAGE_CACHE_SECONDS)
+        self.catalogue: CachedResource[dict[int, Router]] = parts.lists.resource(
             "routers",
             self._load,
             _index,
             ttl=self.ttl,
             # Kept a little past its lifetime only so a refresh can replace it; never served.
-            stale_ttl=self.ttl,
-            metrics=metrics,
-            # Its refreshes spend the upstream budget like any list kept warm. Should the
-            # plan space them out, `router` still reads a copy past OUTAGE_CACHE_SECONDS
+            # Its refreshes spend the upstream budget like any list kept warm (planned). Should
+            # the plan space them out, `router` still reads a copy past OUTAGE_CACHE_SECONDS
             # again (interactive) before a customer hears of an outage.
-            planner=planner,
+            stale_ttl=self.ttl,
         )
-        self._job: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Keep the catalogue fresh in the background (start-up does not wait)."""
-        self._job = asyncio.create_task(self.catalogue.run_periodic())
+        self.catalogue.start()
 
     async def aclose(self) -> None:
-        if self._job is not None:
-            self._job.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._job
         await self.catalogue.aclose()
 
     async def _load(self, background: bool) -> list[dict[str, Any]]:
@@ -96,11 +74,7 @@ class OutageService:
         if isinstance(known, dict):
             router_id = known.get("router_id")
             return router_id if isinstance(router_id, int) else None
-        try:
-            router_id = await fetch_client_router(self.gateway, service_id)
-        except UpstreamRejected as exc:
-            if exc.upstream_status != 404:
-                raise
-            router_id = None  # the list knew the client; this endpoint does not: no router
+        # None also when this endpoint does not know a client the list knew: no router.
+        router_id = await fetch_client_router(self.gateway, service_id)
         await self.store.set(key, {"router_id": router_id}, ttl=self.settings.CLIENT_CACHE_SECONDS)
         return router_id

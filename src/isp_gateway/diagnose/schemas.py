@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 from isp_gateway.accounts.schemas import PendingInvoiceResponse
@@ -31,6 +33,9 @@ class DiagnoseResponse(BaseModel):
     balance: float | None = None
     total_due: float | None = None
     pending_invoices: list[PendingInvoiceResponse] | None = None
+    next_step: Literal["pay", "reconnect"] | None = Field(
+        default=None, description='service_suspended: "pay" when total_due > 0, else "reconnect"'
+    )
     # zone_outage
     outage_description: str | None = None
     # the ping's outcomes (ping_pending: figures null)

@@ -1,30 +1,40 @@
 """Diagnose (BEYOND.md): one call that answers "I have no internet".
 
 Checks in this order, answering the first that applies: cancelled, suspended (with what is
-owed), a general outage on the client's router, else a ping (the ping service's own task
-records and coalescing, long-polled up to `wait`). Every answer carries the client's state,
+owed and the next step: pay, or reconnect when nothing is), a general outage on the
+client's router, else a ping (the ping service's own task records and coalescing,
+long-polled up to `wait`). Every answer carries the client's state,
 zone figures and open tickets, so the bot knows whether to offer a ticket.
 
 Composes other features, taken as constructor arguments (ARCHITECTURE.md "Growing past the
 spec"). Once caches are warm the only upstream calls are the ping's, plus the one fresh read
 that confirms a suspended or cancelled state older than STATE_FRESH_SECONDS. An upstream
 failure in the state, debt or outage checks raises (502): never a guess that the line is fine.
+
+Audit (CALLERS.md 4): one `diagnose` event per answer, its action as the outcome (an error's
+action when it raises); the ping it starts has its own `ping` events (network/service.py).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from isp_gateway.accounts.service import AccountService
-from isp_gateway.clients.service import ClientService
+from isp_gateway.clients.lookups import ClientService
 from isp_gateway.diagnose.outages import OutageService
+from isp_gateway.errors import ServiceError, StoreUnavailable
 from isp_gateway.network.service import PingFailed, PingService, PingView
 from isp_gateway.tickets.service import TicketService
 
+if TYPE_CHECKING:
+    from isp_gateway.audit import AuditLog
+
 MSG_CANCELLED = "El servicio está cancelado."
 MSG_SUSPENDED = "El servicio está suspendido por saldo pendiente."
+# Nothing owed (CALLERS.md 2): the message never mentions a debt.
+MSG_SUSPENDED_RECONNECT = "El servicio está suspendido. Se puede solicitar la reconexión."
 MSG_OUTAGE = "Hay una falla general en la zona del cliente."
 MSG_PING_REFUSED = "El sistema del proveedor no aceptó la prueba de conexión."
 
@@ -46,14 +56,28 @@ class DiagnoseService:
         tickets: TicketService,
         outages: OutageService,
         pings: PingService,
+        audit: AuditLog,
     ) -> None:
         self.clients = clients
         self.accounts = accounts
         self.tickets = tickets
         self.outages = outages
         self.pings = pings
+        self.audit = audit
 
     async def diagnose(self, service_id: int, pings: int, wait: float) -> Diagnosis:
+        """The answer, audited with its action (or the action of the error it raises)."""
+        try:
+            result = await self._diagnose(service_id, pings, wait)
+        except StoreUnavailable:
+            raise  # the audit lives in the store too: the 503 says it all
+        except ServiceError as exc:
+            await self.audit.record("diagnose", exc.action, service_id=service_id)
+            raise
+        await self.audit.record("diagnose", result.view.action, service_id=service_id)
+        return result
+
+    async def _diagnose(self, service_id: int, pings: int, wait: float) -> Diagnosis:
         # 404 for an unknown client (a miss asks the upstream for that one service); a
         # suspended or cancelled state is confirmed fresh when the cached row is old.
         record, stale = await self.clients.confirmed_record(service_id)
@@ -86,7 +110,12 @@ class DiagnoseService:
             # Summed exactly, then rounded to cents, as the account answer does.
             data["total_due"] = round(math.fsum(i["total"] for i in invoices), 2)
             data["pending_invoices"] = invoices
-            return info("service_suspended", MSG_SUSPENDED)
+            # What the bot offers next: paying what is owed, else a reconnection.
+            if data["total_due"] > 0:
+                data["next_step"] = "pay"
+                return info("service_suspended", MSG_SUSPENDED)
+            data["next_step"] = "reconnect"
+            return info("service_suspended", MSG_SUSPENDED_RECONNECT)
         router_id = await self.outages.router_of(service_id, record["router_id"])
         router = await self.outages.router(router_id) if router_id is not None else None
         if router is not None and router.outage:

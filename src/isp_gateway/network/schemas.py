@@ -9,7 +9,6 @@ from pydantic import BaseModel, Field
 from isp_gateway.models import RequestModel
 
 MAX_PINGS = 20
-MAX_WAIT_SECONDS = 25.0
 
 
 class PingRequest(RequestModel):

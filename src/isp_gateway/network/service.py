@@ -8,6 +8,10 @@ PING_TASK_TTL_SECONDS) so that any worker can answer a poll:
 - once final, polls are answered from the record alone;
 - two creates for one service within PING_COALESCE_SECONDS share one upstream task
   (`ping:service:{service_id}` → our task id, written under a per-service lock).
+
+Audit (CALLERS.md 4): a `ping` event per create, its answer's action as the outcome
+(`ping_created`, `client_not_found`, `ping_failed`), and one per task when its result is
+decided (the final action), recorded by the poll that read it: a loop of polls adds none.
 """
 
 from __future__ import annotations
@@ -23,17 +27,25 @@ from typing import TYPE_CHECKING, Any, Literal
 from isp_gateway.errors import (
     NotFound,
     ServiceError,
+    StoreUnavailable,
     UpstreamError,
-    UpstreamRejected,
+    UpstreamRateLimited,
     UpstreamUnavailable,
 )
 from isp_gateway.network.classify import FAILED, Classification, classify
-from isp_gateway.network.schemas import MAX_WAIT_SECONDS
+from isp_gateway.params import MAX_WAIT_SECONDS
 from isp_gateway.store import LockTimeout
-from isp_gateway.upstream.ping import PingRefused, create_ping, read_task
+from isp_gateway.upstream.ping import (
+    PingRefused,
+    PingServiceUnknown,
+    PingTaskNotFound,
+    create_ping,
+    read_task,
+)
 
 if TYPE_CHECKING:
-    from isp_gateway.runtime import Runtime
+    from isp_gateway.clients.lookups import ClientService
+    from isp_gateway.parts import Parts
 
 log = logging.getLogger("isp_gateway.network")
 
@@ -76,10 +88,10 @@ def _service_key(service_id: int) -> str:
 
 
 class PingService:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-        self.settings = runtime.settings
-        self.store = runtime.store
+    def __init__(self, parts: Parts, clients: ClientService) -> None:
+        self.settings, self.store, self.gateway = parts.settings, parts.store, parts.gateway
+        self.audit = parts.audit
+        self.clients = clients
         # A holder of the create/check locks is inside one upstream call at most.
         self._lock_timeout = self.settings.UPSTREAM_TIMEOUT_SECONDS + 5.0
         # Upstream reads a long poll stopped waiting for at its deadline; they finish here.
@@ -98,7 +110,20 @@ class PingService:
     # -- create ------------------------------------------------------------------------
 
     async def create(self, service_id: int, pings: int) -> str:
-        """Start (or join) a ping task for a service; our task id."""
+        """Start (or join) a ping task for a service; our task id. Audited either way."""
+        try:
+            task_id = await self._create(service_id, pings)
+        except StoreUnavailable:
+            raise  # the audit lives in the store too: the 503 says it all
+        except ServiceError as refused:
+            await self.audit.record("ping", refused.action, service_id=service_id)
+            raise
+        # No task id in details: the audit masks its digit runs (CALLERS.md 4), so it would
+        # not name the task anyway; the service and the time do.
+        await self.audit.record("ping", "ping_created", service_id=service_id)
+        return task_id
+
+    async def _create(self, service_id: int, pings: int) -> str:
         if service_id < 1:
             raise NotFound("Client not found", action="client_not_found")
         coalesce = self.settings.PING_COALESCE_SECONDS > 0
@@ -156,7 +181,7 @@ class PingService:
         goes ahead and the upstream's own 404 still means an unknown service.
         """
         try:
-            client = await self.runtime.clients.get_client(service_id)
+            client = await self.clients.get_client(service_id)
         except ServiceError as exc:
             log.info("client check for service %d unavailable (%s)", service_id, exc.action)
             return
@@ -165,18 +190,11 @@ class PingService:
 
     async def _start_upstream(self, service_id: int, pings: int) -> str:
         try:
-            return await create_ping(self.runtime.gateway, service_id, pings)
-        except UpstreamRejected as exc:
-            if exc.upstream_status == 404:
-                raise NotFound("Client not found", action="client_not_found") from None
-            log.warning(
-                "upstream refused a ping for service %d (%d)", service_id, exc.upstream_status
-            )
-            raise PingFailed() from None
-        except PingRefused as exc:
-            log.warning(
-                "upstream did not queue a ping for service %d (%d)", service_id, exc.upstream_status
-            )
+            return await create_ping(self.gateway, service_id, pings)
+        except PingServiceUnknown:
+            raise NotFound("Client not found", action="client_not_found") from None
+        except PingRefused:
+            # Logged with the upstream's answer where it was read (upstream/ping.py).
             raise PingFailed() from None
 
     # -- result ------------------------------------------------------------------------
@@ -212,6 +230,12 @@ class PingService:
                     last_error = None
                 except UpstreamError as exc:
                     last_error = exc
+                    # CALLERS.md 2: a Retry-After longer than the time left is answered at
+                    # once, not waited out to the end of the long poll.
+                    if isinstance(exc, UpstreamRateLimited) and (
+                        exc.retry_after >= deadline - time.monotonic()
+                    ):
+                        raise
                 else:
                     if checked is not None:
                         record = checked
@@ -267,10 +291,10 @@ class PingService:
                     return record  # another poller just asked
                 record["checked_at"] = now
                 try:
-                    result = await read_task(self.runtime.gateway, record["upstream_id"])
-                except UpstreamRejected as exc:
-                    # The upstream no longer knows the task (404) or refuses to show it.
-                    log.warning("ping task %s: upstream answered %d", task_id, exc.upstream_status)
+                    result = await read_task(self.gateway, record["upstream_id"])
+                except PingTaskNotFound:
+                    # The upstream no longer knows the task or refuses to show it.
+                    log.warning("ping task %s: the upstream no longer shows it", task_id)
                     self._finish(record, Classification(FAILED))
                 except UpstreamError:
                     # Remember the attempt so a failing upstream is not hammered either.
@@ -286,6 +310,11 @@ class PingService:
                             now - record["created_at"],
                         )
                         self._finish(record, Classification(FAILED))
+                if record.get("state") == "final":
+                    # Decided here, once per task (the record is final from now on).
+                    await self.audit.record(
+                        "ping", str(record["action"]), service_id=record.get("service_id")
+                    )
                 await self._save(key, record)
                 return record
         except LockTimeout:

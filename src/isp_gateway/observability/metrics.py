@@ -2,10 +2,11 @@
 middleware and `GET /metrics`.
 
 Labels carry route templates and fixed words only, never a raw path, document or phone.
-Outcomes are counted where they are rendered: request, throttle and ticket outcomes from the
-response in `MetricsMiddleware`; upstream calls in the gateway; stale copies where the cache
-serves them. Gauges that describe shared state (budget left, cache age) are read from the store
-when scraped, so they are right whichever worker answers.
+Outcomes are counted where they are decided or rendered: request and throttle outcomes from
+the response in `MetricsMiddleware`; ticket creations by the ticket service (`Metrics.ticket`);
+upstream calls in the gateway; stale copies where the cache serves them. Gauges that describe
+shared state (budget left, cache age) are read from the store when scraped, so they are right
+whichever worker answers.
 
 Extending it: add a metric in `Metrics.__init__` (with `registry=self.registry`), and for a
 value best read at scrape time register an async callback with `on_scrape`.
@@ -15,13 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import re
 import time
 from bisect import bisect_left
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -35,12 +35,13 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
-from starlette.routing import BaseRoute, Match
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from isp_gateway.errors import StoreUnavailable
 from isp_gateway.observability import ROUTE_TEMPLATE, UNMATCHED
 from isp_gateway.observability.workers import multiprocess_dir
+from isp_gateway.route_table import RouteTable
 
 if TYPE_CHECKING:
     from isp_gateway.cache import CachedResource
@@ -58,15 +59,8 @@ UPSTREAM_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0
 # Request counts are added up in plain Python and handed to prometheus-client this often
 # (and before each scrape): its per-call locking cost more than a fast-path lookup's share.
 FLUSH_SECONDS = 1.0
-# The envelope action of a ticket creation's answer, as the outcome counted.
-TICKET_OUTCOMES = {
-    "ticket_created": "created",
-    "zone_ticket_limit_reached": "zone_limit",
-    "ticket_already_open": "duplicate",
-    "ticket_creation_failed": "failed",
-    "store_unavailable": "failed",
-}
-TICKET_ROUTES = frozenset({"/api/v1/tickets", "/api/v1/tickets/"})
+# The outcomes of a ticket creation, as the ticket service decides them.
+TICKET_OUTCOMES = ("created", "duplicate", "failed", "zone_limit", "zone_mismatch")
 # A 429 from a route is that route's failure throttle; one answered before routing is the
 # service's own rate limit (RateLimitMiddleware).
 THROTTLE_KINDS = {
@@ -174,7 +168,7 @@ class Metrics:
             registry=r,
         )
         # Zero series from the start, so rates and alerts have something to read.
-        for outcome in sorted(set(TICKET_OUTCOMES.values())):
+        for outcome in TICKET_OUTCOMES:
             self.tickets.labels(outcome)
         for kind in (*THROTTLE_KINDS.values(), RATE_LIMIT):
             self.throttled.labels(kind)
@@ -230,9 +224,9 @@ class Metrics:
     def stale(self, key: str) -> None:
         self.stale_served.labels(resource_label(key)).inc()
 
-    def ticket(self, action: str) -> None:
-        outcome = TICKET_OUTCOMES.get(action)
-        if outcome is not None:
+    def ticket(self, outcome: str) -> None:
+        """One ticket creation's outcome (one of TICKET_OUTCOMES), where it is decided."""
+        if outcome in TICKET_OUTCOMES:
             self.tickets.labels(outcome).inc()
 
     def throttle(self, kind: str) -> None:
@@ -304,41 +298,25 @@ class Metrics:
 
 class MetricsMiddleware:
     """Counts every answer by route template, method and status, and its duration; also
-    throttle refusals (429s) and ticket outcomes (the action of the creation's answer).
+    throttle refusals (429s).
 
     Outermost, so it sees the rate limiter's and the lookup fast path's answers too. The
     template comes from the route FastAPI matched, or the one the fast path names; an answer
-    given before routing is matched against the routes here (a 404 is `unmatched`)."""
+    given before routing is matched against the app's route table (a 404 is `unmatched`)."""
 
-    def __init__(self, app: ASGIApp, *, metrics: Metrics, routes: Sequence[BaseRoute]) -> None:
+    def __init__(self, app: ASGIApp, *, metrics: Metrics, routes: RouteTable) -> None:
         self.app = app
         self.metrics = metrics
         self.routes = routes
-        self._flat: list[BaseRoute] | None = None
-
-    @staticmethod
-    def _flatten(routes: Sequence[BaseRoute]) -> list[BaseRoute]:
-        """The endpoint routes. FastAPI wraps each included router in a route that matches
-        without naming the endpoint; its own routes carry the templates."""
-        flat: list[BaseRoute] = []
-        for route in routes:
-            included = getattr(route, "original_router", None)
-            if included is not None:
-                flat.extend(MetricsMiddleware._flatten(included.routes))
-            else:
-                flat.append(route)
-        return flat
 
     def _match(self, scope: Scope) -> str:
-        if self._flat is None:  # built on first use: every router is included by then
-            self._flat = self._flatten(self.routes)
         partial = None
-        for route in self._flat:
+        for route in self.routes.routes:
             match, _ = route.matches(scope)
             if match is Match.FULL:
-                return str(getattr(route, "path", UNMATCHED))
+                return route.path or UNMATCHED
             if match is Match.PARTIAL and partial is None:
-                partial = str(getattr(route, "path", UNMATCHED))
+                partial = route.path or UNMATCHED
         return partial or UNMATCHED
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -347,21 +325,11 @@ class MetricsMiddleware:
             return
         started = perf_counter()
         status = 500
-        body: list[bytes] | None = None
-        replayed = False
 
         async def send_wrapper(message: Message) -> None:
-            nonlocal status, body, replayed
+            nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                if (
-                    scope["method"] == "POST"
-                    and getattr(scope.get("route"), "path", None) in TICKET_ROUTES
-                ):
-                    body = []
-                    replayed = any(n == b"idempotent-replayed" for n, _ in message["headers"])
-            elif body is not None:
-                body.append(message.get("body", b""))
             await send(message)
 
         try:
@@ -381,17 +349,6 @@ class MetricsMiddleware:
                 self.metrics.throttle(
                     THROTTLE_KINDS.get(template, "other") if route is not None else RATE_LIMIT
                 )
-            if body is not None and not replayed:
-                # A replayed answer is not a new outcome; the first one was counted.
-                self._ticket(body)
-
-    def _ticket(self, body: list[bytes]) -> None:
-        try:
-            action = json.loads(b"".join(body)).get("action")
-        except (ValueError, AttributeError):
-            return
-        if isinstance(action, str):
-            self.metrics.ticket(action)
 
 
 # -- GET /metrics ----------------------------------------------------------------------

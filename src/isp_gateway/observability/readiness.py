@@ -1,7 +1,8 @@
 """GET /ready, and the answer every request gets while the shared store is away.
 
 `/health` is the liveness probe and touches nothing; `/ready` tells a load balancer whether
-this replica can serve: the store answers, and the client list has loaded at least once.
+this replica can serve: the store answers, the client list has loaded at least once, and
+the upstream does not refuse our key.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ async def _store_check(runtime: Runtime) -> str:
 
 
 async def _clients_check(runtime: Runtime) -> str:
-    cache = runtime.clients.cache
+    cache = runtime.services.clients.cache
     if cache.local is not None:
         return "ok"  # this process has held the list: it has loaded at least once
     try:
@@ -45,12 +46,24 @@ async def _clients_check(runtime: Runtime) -> str:
     return "ok" if at is not None else "not_loaded"
 
 
+def _upstream_check(runtime: Runtime) -> str:
+    """`unauthorized` while the upstream's last word about our key was a 401/403 (a wrong
+    or revoked UPSTREAM_NET_KEY: nothing this replica asks will be answered). An upstream
+    that is merely down is not a reason to leave the pool: cached copies still serve."""
+    return "unauthorized" if runtime.gateway.key_refused else "ok"
+
+
 # Operating endpoints stay out of the integrators' OpenAPI; README's "Operating it" has them.
 @router.get("/ready", include_in_schema=False)
 async def ready(runtime: RuntimeDep) -> JSONResponse:
-    """Readiness for load balancers: 200 when the store answers and the client list has
-    loaded at least once, else 503 naming the failing check. No token."""
-    checks = {"store": await _store_check(runtime), "clients": await _clients_check(runtime)}
+    """Readiness for load balancers: 200 when the store answers, the client list has
+    loaded at least once and the upstream accepts our key, else 503 naming the failing
+    check. No token."""
+    checks = {
+        "store": await _store_check(runtime),
+        "clients": await _clients_check(runtime),
+        "upstream": _upstream_check(runtime),
+    }
     failing = [name for name, result in checks.items() if result != "ok"]
     body: dict[str, Any] = {"status": "ready" if not failing else "not_ready", "checks": checks}
     if failing:

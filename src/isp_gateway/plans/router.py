@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 
-from isp_gateway.auth.dependencies import current_user
+from isp_gateway.auth.dependencies import Scoped
+from isp_gateway.auth.keys import PLANS_READ
 from isp_gateway.envelope import BackendResponse, error_responses, success
 from isp_gateway.plans.schemas import InternetPlan, InternetPlanDetail
-from isp_gateway.runtime import RuntimeDep
+from isp_gateway.services import PlansDep
 
 # Protected like every business endpoint (DECISIONS.md "Auth"), despite the spec's one page.
 router = APIRouter(
-    prefix="/api/v1/internet-plans", tags=["internet-plans"], dependencies=[Depends(current_user)]
+    prefix="/api/v1/internet-plans", tags=["internet-plans"], dependencies=[Scoped(PLANS_READ)]
 )
 
 
@@ -26,9 +27,9 @@ def _meta(stale: bool) -> dict[str, Any] | None:
     "/", response_model=BackendResponse[list[InternetPlan]], responses=error_responses(502, 503)
 )
 @router.get("", include_in_schema=False)
-async def list_internet_plans(runtime: RuntimeDep) -> dict[str, Any]:
+async def list_internet_plans(plans: PlansDep) -> dict[str, Any]:
     """The ISP's internet plans (cached; `meta.stale` when served from an old copy)."""
-    listing = await runtime.plans.list_plans()
+    listing = await plans.list_plans()
     if not listing.plans:
         return success(
             "internet_plan_not_found",
@@ -46,9 +47,9 @@ async def list_internet_plans(runtime: RuntimeDep) -> dict[str, Any]:
     responses=error_responses(404, 502, 503, actions={404: "internet_plan_not_found"}),
 )
 @router.get("/{plan_id}/", include_in_schema=False)
-async def get_internet_plan(plan_id: int, runtime: RuntimeDep) -> dict[str, Any]:
+async def get_internet_plan(plan_id: int, plans: PlansDep) -> dict[str, Any]:
     """One plan with price and speeds in Mbps (PCQ plans: basic information only)."""
-    info = await runtime.plans.detail(plan_id)
+    info = await plans.detail(plan_id)
     return success(
         "internet_plan_found",
         info.detail.model_dump(),

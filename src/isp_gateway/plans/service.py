@@ -8,8 +8,6 @@ per plan. This is also the plans source the clients feature asks for a missing p
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -17,16 +15,17 @@ from typing import TYPE_CHECKING, Any
 from isp_gateway.cache import CachedResource
 from isp_gateway.errors import NotFound
 from isp_gateway.upstream.plans import (
-    DETAIL_PATHS,
     Plan,
     PlanDetail,
+    detail_kind,
     fetch_detail,
     fetch_plans,
+    has_detail,
     normalise_name,
 )
 
 if TYPE_CHECKING:
-    from isp_gateway.runtime import Runtime
+    from isp_gateway.parts import Parts
 
 PLAN_NOT_FOUND = "Internet plan not found"
 PCQ_MESSAGE = "The ISP backend has no detail for PCQ plans; only basic information is available."
@@ -69,40 +68,27 @@ class PlanInfo:
 
 
 class PlanService:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-        settings = runtime.settings
+    def __init__(self, parts: Parts) -> None:
+        self.store, self.gateway, self.lists = parts.store, parts.gateway, parts.lists
+        self.settings = settings = parts.settings
         self._ttl = float(settings.PLAN_CACHE_SECONDS)
-        self._stale_ttl = float(settings.STALE_IF_ERROR_SECONDS)
-        self.catalogue: CachedResource[PlanIndex] = CachedResource(
-            runtime.store,
-            "plans:list",
-            self._load_list,
-            _index,
-            ttl=self._ttl,
-            stale_ttl=self._stale_ttl,
-            metrics=runtime.metrics,
-            planner=runtime.planner,
+        self.catalogue: CachedResource[PlanIndex] = self.lists.resource(
+            "plans:list", self._load_list, _index, ttl=self._ttl
         )
         self._details: dict[tuple[int, str], CachedResource[PlanDetail | None]] = {}
-        self._job: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Start the periodic refresh of the plan list."""
-        self._job = asyncio.create_task(self.catalogue.run_periodic())
+        self.catalogue.start()
 
     async def aclose(self) -> None:
         """Stop the refresh job and any in-flight loads."""
-        if self._job is not None:
-            self._job.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._job
         await self.catalogue.aclose()
         for resource in self._details.values():
             await resource.aclose()
 
     async def _load_list(self, background: bool) -> list[dict[str, Any]]:
-        plans = await fetch_plans(self.runtime.gateway, background=background)
+        plans = await fetch_plans(self.gateway, background=background)
         return [plan.model_dump() for plan in plans]
 
     def _detail_resource(self, plan: Plan) -> CachedResource[PlanDetail | None]:
@@ -111,18 +97,12 @@ class PlanService:
         if resource is None:
 
             async def load(background: bool) -> dict[str, Any] | None:
-                detail = await fetch_detail(self.runtime.gateway, plan, background=background)
+                detail = await fetch_detail(self.gateway, plan, background=background)
                 return None if detail is None else detail.model_dump()
 
-            slug = DETAIL_PATHS[plan.type]
-            resource = CachedResource(
-                self.runtime.store,
-                f"plans:detail:{slug}:{plan.plan_id}",
-                load,
-                _detail,
-                ttl=self._ttl,
-                stale_ttl=self._stale_ttl,
-                metrics=self.runtime.metrics,
+            slug = detail_kind(plan)
+            resource = self.lists.resource(
+                f"plans:detail:{slug}:{plan.plan_id}", load, _detail, ttl=self._ttl, planned=False
             )
             self._details[key] = resource
         return resource
@@ -136,7 +116,7 @@ class PlanService:
         snapshot = await self.catalogue.get()
         plan = snapshot.value.by_id.get(plan_id)
         # A plan created since the last load: reload once, at most every NEGATIVE_CACHE_SECONDS.
-        negative_ttl = self.runtime.settings.NEGATIVE_CACHE_SECONDS
+        negative_ttl = self.settings.NEGATIVE_CACHE_SECONDS
         if plan is None and time.time() - snapshot.loaded_at >= negative_ttl:
             await self.catalogue.refresh()
             snapshot = await self.catalogue.get()
@@ -148,7 +128,7 @@ class PlanService:
         plan, stale = await self._find(plan_id)
         if plan is None:
             raise NotFound(PLAN_NOT_FOUND, action="internet_plan_not_found")
-        if plan.type not in DETAIL_PATHS:
+        if not has_detail(plan):
             basic = PlanDetail(
                 plan_id=plan.plan_id,
                 name=plan.name,
@@ -174,7 +154,7 @@ class PlanService:
         plan = index.by_id.get(plan_id) if plan_id is not None else None
         if plan is None and plan_name:
             plan = index.by_name.get(normalise_name(plan_name))
-        if plan is None or plan.type not in DETAIL_PATHS:
+        if plan is None or not has_detail(plan):
             return None
         detail = (await self._detail_resource(plan).get()).value
         if detail is None or detail.price is None or detail.price <= 0:

@@ -20,7 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from isp_gateway.simulator.config import SimulatorConfig
-from isp_gateway.simulator.dataset import build_dataset, load_dataset
+from isp_gateway.simulator.dataset import add_answer_cases, build_dataset, load_dataset
 from isp_gateway.simulator.state import SimulatorState
 
 Handler = Callable[[SimulatorState, Request, str], Awaitable[Response]]
@@ -340,7 +340,8 @@ async def api_endpoint(request: Request) -> Response:
     handler = route.handlers.get(method)
     if handler is None:
         return _json({"detail": f'Método "{method}" no permitido.'}, 405)
-    return await handler(sim, request, ident)
+    response = await handler(sim, request, ident)
+    return sim.injector.after(sim.faults, request, response)
 
 
 # -- control endpoints --------------------------------------------------------------------
@@ -460,6 +461,8 @@ def create_simulator_app(config: SimulatorConfig) -> Starlette:
         dataset = load_dataset(config.data_file)
     else:
         dataset = build_dataset(config.clients, config.seed, tickets=config.tickets)
+        if config.answer_cases:
+            add_answer_cases(dataset)
     app = Starlette(
         routes=[
             Route("/_sim/stats", sim_stats, methods=["GET"]),

@@ -45,6 +45,14 @@ def add_simulator_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument("--max-page-size", type=int, default=1000, help="limit cap (default 1000)")
     data.add_argument("--default-page-size", type=int, default=10, help="page without limit")
     data.add_argument("--ping-duration", type=float, default=3.0, help="seconds in PROCESS")
+    data.add_argument(
+        "--answer-cases",
+        action="store_true",
+        help="add a shared document, a shared phone and a suspended client owing nothing",
+    )
+    data.add_argument(
+        "--timezone", default="America/Bogota", help="account zone of ticket times (as TIMEZONE)"
+    )
 
     faults = parser.add_argument_group("simulator faults")
     faults.add_argument("--latency", type=_latency, default=(0.0, 0.0), metavar="MIN[,MAX]")
@@ -55,6 +63,12 @@ def add_simulator_arguments(parser: argparse.ArgumentParser) -> None:
     faults.add_argument("--force-429", action="store_true", help="throttle every request")
     faults.add_argument("--retry-after", type=int, default=30, help="Retry-After of --force-429")
     faults.add_argument("--rate-limit", type=_per_minute, default=None, metavar="N/min")
+    faults.add_argument(
+        "--short-page", action="store_true", help="list pages end early with next: null"
+    )
+    faults.add_argument(
+        "--unreadable-write", action="store_true", help="writes answer 200 unreadable, undone"
+    )
     faults.add_argument("--fault-method", default=None, help="faults only for this method")
     faults.add_argument("--fault-path", default=None, help="faults only under this path prefix")
 
@@ -80,6 +94,8 @@ def config_from_args(ns: argparse.Namespace, api_key: str) -> SimulatorConfig:
         force_429=ns.force_429,
         retry_after=ns.retry_after,
         rate_limit_per_minute=ns.rate_limit,
+        short_page=ns.short_page,
+        unreadable_write=ns.unreadable_write,
         method=ns.fault_method.upper() if ns.fault_method else None,
         path_prefix=ns.fault_path,
     )
@@ -100,6 +116,8 @@ def config_from_args(ns: argparse.Namespace, api_key: str) -> SimulatorConfig:
         max_page_size=ns.max_page_size,
         default_page_size=ns.default_page_size,
         ping_duration=ns.ping_duration,
+        answer_cases=ns.answer_cases,
+        timezone=ns.timezone,
         faults=faults,
         variants=variants,
     )

@@ -84,11 +84,17 @@ class SimulatorConfig:
     seed: int = 1
     data_file: Path | None = None
     tickets: int = 300
+    # Append the generated data's answer cases (dataset.add_answer_cases): a document and a
+    # phone shared by two services, a suspended customer owing nothing.
+    answer_cases: bool = False
     # Requests for a larger page get this many rows, like the account that capped at 300.
     max_page_size: int = 1000
     # DRF's PAGE_SIZE: what a list answers when the request has no ``limit``.
     default_page_size: int = 10
     # Seconds a ping task stays in PROCESS before its result is final.
     ping_duration: float = 3.0
+    # The account's time zone: the upstream writes ticket times as local times in it
+    # (UPSTREAM.md), like the gateway's TIMEZONE.
+    timezone: str = "America/Bogota"
     faults: Faults = field(default_factory=Faults)
     variants: Variants = field(default_factory=Variants)

@@ -234,6 +234,16 @@ def _phone_field(rng: random.Random) -> str:
     return separator.join([number, *extra])
 
 
+def two_number_service(dataset: Dataset) -> Row | None:
+    """The first service whose phone field holds two numbers joined by a comma (about a
+    quarter of the generated fields hold several): an update must keep its second line."""
+    for row in dataset.clients:
+        parts = str(row.get("telefono") or "").split(",")
+        if len(parts) == 2 and all(len(part.strip()) >= 10 for part in parts):
+            return row
+    return None
+
+
 def _address(rng: random.Random) -> str:
     if rng.random() < 0.6:
         parts = [rng.choice(_ADDRESS_PREFIXES), rng.choice(_PLACES), rng.choice(_ADDRESS_SUFFIXES)]
@@ -361,6 +371,72 @@ def build_dataset(clients: int = 200, seed: int = 1, *, tickets: int = 300) -> D
     _add_private_fields(extra, rows)
     dataset.invoices = _build_invoices(extra, rows)
     return dataset
+
+
+def add_answer_cases(dataset: Dataset) -> dict[str, int]:
+    """Append the customers a bot must answer carefully (CALLERS.md 2 "Answers a bot can
+    say"), after the generated ones, which stay as they are; their ids follow the last one.
+
+    - ``second_service``: a second service of the first client (same cédula, name and
+      phone, another address): by-document and by-phone name both services;
+    - ``shared_phone``: a relative (own cédula) on the second client's phone number;
+    - ``suspended_paid_up``: suspended, owing nothing (one paid invoice, none pending).
+
+    Returns each case's service id. Without clients nothing is added."""
+    rows = dataset.clients
+    if len(rows) < 2:
+        return {}
+    first, second = rows[0], rows[1]
+    next_id = max(int(r["id_servicio"]) for r in rows) + 1
+    cedulas = {str(r.get("cedula")) for r in rows}
+    new_cedula = 900_000_001
+    while str(new_cedula) in cedulas:
+        new_cedula += 1
+    # JSON round trip: deep copies of plain rows.
+    twin: Row = json.loads(json.dumps(first))
+    twin.update(
+        id_servicio=next_id,
+        usuario=str(first["usuario"]).replace("@", f"{next_id}@", 1),
+        direccion="VDA/ LA ESMERALDA FINCA 2",
+        ip="172.31.250.2",
+    )
+    relative: Row = json.loads(json.dumps(second))
+    relative.update(
+        id_servicio=next_id + 1,
+        usuario=f"familiar{next_id + 1}@isp",
+        nombre="ROSA ELENA " + str(second["nombre"]).split(" ")[-1],
+        cedula=str(new_cedula),
+        ip="172.31.250.3",
+    )
+    paid_up: Row = json.loads(json.dumps(second))
+    paid_up.update(
+        id_servicio=next_id + 2,
+        usuario=f"suspendido{next_id + 2}@isp",
+        nombre="CARMEN SUSPENDIDA SIN DEUDA",
+        cedula=str(new_cedula + 1 if str(new_cedula + 1) not in cedulas else new_cedula + 2),
+        telefono="3219990001",
+        estado="Suspendido",
+        estado_facturas="Pagadas",
+        saldo="0.00",
+        ip="172.31.250.4",
+    )
+    rows += [twin, relative, paid_up]
+    issued = date.today().replace(day=1)
+    dataset.invoices.append(
+        {
+            "id_factura": max([int(i["id_factura"]) for i in dataset.invoices] + [5000]) + 1,
+            "cliente": {"usuario": paid_up["usuario"], "nombre": paid_up["nombre"]},
+            "total": "35000.00",
+            "fecha_emision": issued.isoformat(),
+            "fecha_vencimiento": (issued + timedelta(days=15)).isoformat(),
+            "estado": 2,
+        }
+    )
+    return {
+        "second_service": next_id,
+        "shared_phone": next_id + 1,
+        "suspended_paid_up": next_id + 2,
+    }
 
 
 def _add_private_fields(rng: random.Random, rows: list[Row]) -> None:

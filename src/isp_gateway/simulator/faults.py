@@ -27,7 +27,10 @@ FAULT_NAMES = (
     "garbage",
     "rate_limit_per_minute",
     "force_429",
+    "short_page",
+    "unreadable_write",
 )
+WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 
 _ERROR_HTML = (
     b'<!doctype html>\n<html lang="en"><head><title>Server Error (500)</title></head>'
@@ -72,6 +75,11 @@ class Faults:
     rate_limit_per_minute: int | None = None
     force_429: bool = False
     retry_after: int = 30
+    # A list page that ends early: half its rows (an empty page for one row) and
+    # `next: null`, the `count` unchanged (issue 17's "owes nothing").
+    short_page: bool = False
+    # A write answered 200 with an unreadable body, and not carried out.
+    unreadable_write: bool = False
     method: str | None = None
     path_prefix: str | None = None
     scopes: dict[str, Scope] = field(default_factory=dict)
@@ -103,6 +111,8 @@ class Faults:
             "rate_limit_per_minute": self.rate_limit_per_minute,
             "force_429": self.force_429,
             "retry_after": self.retry_after,
+            "short_page": self.short_page,
+            "unreadable_write": self.unreadable_write,
             "method": self.method,
             "path_prefix": self.path_prefix,
             "scopes": {
@@ -150,7 +160,7 @@ def _check_update(data: dict[str, Any]) -> dict[str, Any]:
             out[name] = _number(name, value, 0, 1)
         elif name == "hang_seconds":
             out[name] = _number(name, value, 0, 86400)
-        elif name in ("force_403", "force_429"):
+        elif name in ("force_403", "force_429", "short_page", "unreadable_write"):
             if not isinstance(value, bool):
                 raise ValueError(f"{name} must be true or false")
             out[name] = value
@@ -234,7 +244,40 @@ class FaultInjector:
             return _json(500, {"detail": "Error interno del servidor."})
         if faults.scope_for("garbage").matches(method, path, offset) and self._roll(faults.garbage):
             return Response(self._rng.choice(_GARBAGE_BODIES), 200, media_type="application/json")
+        if (
+            faults.unreadable_write
+            and method in WRITE_METHODS
+            and faults.scope_for("unreadable_write").matches(method, path, offset)
+        ):
+            return Response(b"<html><body>OK</body></html>", 200, media_type="text/html")
         return None
+
+    @staticmethod
+    def after(faults: Faults, request: Request, response: Response) -> Response:
+        """Faults on the simulator's own answer: `short_page` cuts a list page short."""
+        method, path = request.method, request.url.path
+        raw_offset = request.query_params.get("offset", "")
+        offset = int(raw_offset) if raw_offset.isdigit() else 0
+        if not (
+            faults.short_page
+            and method == "GET"
+            and response.status_code == 200
+            and faults.scope_for("short_page").matches(method, path, offset)
+        ):
+            return response
+        raw = getattr(response, "body", None)
+        if not isinstance(raw, bytes | memoryview):
+            return response
+        try:
+            body = json.loads(bytes(raw))
+        except ValueError:
+            return response
+        if not isinstance(body, dict) or not isinstance(body.get("results"), list):
+            return response
+        rows = body["results"]
+        body["results"] = rows[: len(rows) // 2]
+        body["next"] = None
+        return _json(200, body)
 
     def _roll(self, rate: float) -> bool:
         return rate > 0 and self._rng.random() < rate

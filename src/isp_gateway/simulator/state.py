@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from isp_gateway.simulator.config import SimulatorConfig
 from isp_gateway.simulator.dataset import (
@@ -109,6 +110,7 @@ class SimulatorState:
         self.faults = config.faults
         self.variants = config.variants
         self.ping_duration = config.ping_duration
+        self.tz = ZoneInfo(config.timezone)  # an unknown zone fails at start-up
         self.calls: Counter[str] = Counter()
         self.created_tickets: list[Row] = []
         self.tasks: dict[str, PingTask] = {}
@@ -546,7 +548,8 @@ class SimulatorState:
             "estado": estado,
             # The upstream assigns the priority from the subject, whatever was sent.
             "prioridad": self._subject_priority[default_subject],
-            "fecha_creacion": datetime.now().strftime("%Y-%m-%d %H:%M"),
+            # A local time in the account's zone, as the upstream writes it.
+            "fecha_creacion": datetime.now(self.tz).strftime("%Y-%m-%d %H:%M"),
             "fecha_estimada_inicio": start.strftime("%Y-%m-%d %H:%M"),
             "fecha_estimada_fin": end.strftime("%Y-%m-%d %H:%M"),
             "tecnico": self._staff[tecnico]["nombre"],

@@ -37,6 +37,16 @@ class Store(Protocol):
     async def ttl(self, key: str) -> float | None:
         """Seconds until the key expires; None when absent or without expiry."""
 
+    async def log_append(self, key: str, value: Any, max_len: int) -> None:
+        """Append a value to a capped log (the audit). It keeps at least the newest `max_len`
+        entries (Redis trims whole blocks, so a few more may stay); readers bound themselves."""
+
+    async def log_read(
+        self, key: str, count: int, before: str | None = None
+    ) -> list[tuple[str, Any]]:
+        """Up to `count` (entry id, value) pairs of a capped log, newest first, strictly older
+        than the entry id `before` when given (to page back from the last one read)."""
+
     def lock(
         self, name: str, *, timeout: float = 30.0, blocking_timeout: float | None = None
     ) -> AbstractAsyncContextManager[None]:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
+import json
 import time
+from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -20,6 +23,7 @@ class MemoryStore:
         self._data: dict[str, tuple[Any, float | None]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._writes = 0
+        self._logs: dict[str, deque[tuple[int, str]]] = {}
 
     def _alive(self, key: str) -> tuple[Any, float | None] | None:
         item = self._data.get(key)
@@ -73,6 +77,29 @@ class MemoryStore:
             return None
         return max(0.0, item[1] - time.monotonic())
 
+    async def log_append(self, key: str, value: Any, max_len: int) -> None:
+        log = self._logs.get(key)
+        if log is None or log.maxlen != max_len:
+            log = self._logs[key] = deque(log or (), maxlen=max_len)
+        # Ids count up by one per log, so an entry's place follows from its id. Kept as JSON
+        # text: a copy, as in Redis, and about a fifth of the memory of the dict (the audit
+        # keeps 100,000 entries by default).
+        entry_id = log[-1][0] + 1 if log else 1
+        log.append((entry_id, json.dumps(value, separators=(",", ":"))))
+
+    async def log_read(
+        self, key: str, count: int, before: str | None = None
+    ) -> list[tuple[str, Any]]:
+        log = self._logs.get(key)
+        if not log or count <= 0:
+            return []
+        # Entries newer than `before` are skipped by position, not looked at one by one.
+        skip = 0 if before is None else max(0, log[-1][0] - int(before) + 1)
+        return [
+            (str(entry_id), json.loads(text))
+            for entry_id, text in itertools.islice(reversed(log), skip, skip + count)
+        ]
+
     @asynccontextmanager
     async def lock(
         self, name: str, *, timeout: float = 30.0, blocking_timeout: float | None = None
@@ -95,3 +122,4 @@ class MemoryStore:
 
     async def close(self) -> None:
         self._data.clear()
+        self._logs.clear()

@@ -25,6 +25,8 @@ from isp_gateway.errors import StoreUnavailable
 from isp_gateway.store.base import LockTimeout
 
 PREFIX = "ispgw:"
+# REDIS_TIMEOUT_SECONDS' default: how long one command may wait for Redis.
+DEFAULT_TIMEOUT_SECONDS = 2.0
 # How often a lock held by another worker is tried again (redis-py's own default).
 LOCK_POLL_SECONDS = 0.1
 
@@ -63,13 +65,24 @@ def _answering() -> Iterator[None]:
 
 
 class RedisStore:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, timeout: float = DEFAULT_TIMEOUT_SECONDS) -> None:
         self._redis: aioredis.Redis = aioredis.Redis.from_url(
             url,
             decode_responses=False,
             # A short blip is retried; an outage answers within about half a second
             # (redis-py's default, ten retries up to 1 s apart, held every request ~5 s).
-            retry=Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.2), retries=3),
+            # Only a refused or dropped connection is retried: a Redis that is frozen (up
+            # but not answering) costs one `timeout`, never four.
+            retry=Retry(
+                ExponentialWithJitterBackoff(base=0.01, cap=0.2),
+                retries=3,
+                supported_errors=(RedisConnectionError,),
+            ),
+            retry_on_timeout=False,
+            # A frozen Redis answers nothing: without these a command waited for ever
+            # (issue 17: no answer within 40 s). REDIS_TIMEOUT_SECONDS.
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
         )
 
     @staticmethod
@@ -123,6 +136,24 @@ class RedisStore:
         with _answering():
             ms = await self._redis.pttl(self._k(key))
         return None if ms is None or ms < 0 else ms / 1000
+
+    async def log_append(self, key: str, value: Any, max_len: int) -> None:
+        # MAXLEN ~: Redis trims whole blocks of entries, cheaply, keeping at least max_len.
+        payload = json.dumps(value, separators=(",", ":"))
+        with _answering():
+            await self._redis.xadd(self._k(key), {"v": payload}, maxlen=max_len, approximate=True)
+
+    async def log_read(
+        self, key: str, count: int, before: str | None = None
+    ) -> list[tuple[str, Any]]:
+        # "(" makes the upper bound exclusive (Redis 6.2+).
+        upper = "+" if before is None else "(" + before
+        with _answering():
+            entries: Any = await self._redis.xrevrange(self._k(key), upper, "-", count=count)
+        out: list[tuple[str, Any]] = []
+        for entry_id, fields in entries or ():
+            out.append((entry_id.decode(), json.loads(fields[b"v"])))
+        return out
 
     @asynccontextmanager
     async def lock(

@@ -2,26 +2,32 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import Response
 
-from isp_gateway.auth.dependencies import current_user
-from isp_gateway.clients.schemas import SERVICE_ROUTE_ERRORS, ServiceIdPath
-from isp_gateway.clients.service import parse_service_id
+from isp_gateway.auth.dependencies import Scoped
+from isp_gateway.auth.keys import TICKETS_READ
 from isp_gateway.envelope import BackendResponse, respond, success
-from isp_gateway.runtime import RuntimeDep
+from isp_gateway.params import (
+    SERVICE_ROUTE_ERRORS_VERIFIED,
+    VERIFIED,
+    ServiceIdPath,
+    parse_service_id,
+)
+from isp_gateway.services import TicketsDep
 from isp_gateway.tickets.schemas import OpenTicketResponse
 
-router = APIRouter(prefix="/api/v1/clients", tags=["tickets"], dependencies=[Depends(current_user)])
+router = APIRouter(prefix="/api/v1/clients", tags=["tickets"], dependencies=[Scoped(TICKETS_READ)])
 
 
 @router.get(
     "/{service_id}/tickets",
     response_model=BackendResponse[list[OpenTicketResponse]],
-    responses=SERVICE_ROUTE_ERRORS,
+    responses=SERVICE_ROUTE_ERRORS_VERIFIED,
+    dependencies=[VERIFIED],
 )
-async def list_client_tickets(service_id: ServiceIdPath, runtime: RuntimeDep) -> Response:
+async def list_client_tickets(service_id: ServiceIdPath, tickets: TicketsDep) -> Response:
     """The client's active tickets, newest first (served from the cached ticket sweep)."""
-    tickets, stale = await runtime.tickets.client_tickets(parse_service_id(service_id))
+    listed, stale = await tickets.client_tickets(parse_service_id(service_id))
     meta = {"stale": True} if stale else None
-    return respond(200, success("tickets_listed", tickets, meta=meta))
+    return respond(200, success("tickets_listed", listed, meta=meta))

@@ -1,15 +1,22 @@
-"""HTTP routes for tickets (spec 4.7-4.11): thin handlers over TicketService."""
+"""HTTP routes for tickets (spec 4.7-4.11): thin handlers over TicketService.
+
+Creation: the service returns the created ticket or raises a typed refusal (rendered by the
+error handler); with an `Idempotency-Key` the answer goes through the service's `Idempotency`,
+which replays a final answer (the ticket, the zone cap, the duplicate) as it was first sent."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header
+from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse
 
-from isp_gateway.auth.dependencies import current_user
-from isp_gateway.envelope import BackendResponse, error_responses, respond, success
-from isp_gateway.runtime import RuntimeDep
+from isp_gateway.auth.dependencies import Scoped
+from isp_gateway.auth.keys import TICKETS_READ, TICKETS_WRITE
+from isp_gateway.envelope import BackendResponse, error_responses, success
+from isp_gateway.idempotency import Answer
+from isp_gateway.params import VERIFICATION_ERRORS, VerificationIdHeader, require_verification
+from isp_gateway.services import TicketsDep
 from isp_gateway.tickets.schemas import (
     CreateTicketRequest,
     OpenTicketResponse,
@@ -19,8 +26,10 @@ from isp_gateway.tickets.schemas import (
     ZoneLimitData,
     ZoneStatusResponse,
 )
+from isp_gateway.tickets.service import FINAL_REFUSALS
+from isp_gateway.tickets.views import ticket_answer
 
-router = APIRouter(prefix="/api/v1/tickets", tags=["tickets"], dependencies=[Depends(current_user)])
+router = APIRouter(prefix="/api/v1/tickets", tags=["tickets"])
 
 IdempotencyKey = Annotated[
     str | None,
@@ -31,66 +40,96 @@ IdempotencyKey = Annotated[
     ),
 ]
 
-_CREATE_RESPONSES = error_responses(
-    400,
-    404,
-    409,
-    422,
-    502,
-    503,
-    actions={
-        400: "ticket_creation_failed",
-        404: "client_not_found",
-        409: ["zone_ticket_limit_reached", "ticket_already_open", "idempotency_key_in_progress"],
-        422: ["validation_error", "idempotency_key_reused"],
-        502: "ticket_creation_failed",
-        503: "ticket_creation_failed",
-    },
-    # The zone cap's 409 carries the counts; the duplicate guard's the open ticket.
-    models={409: BackendResponse[ZoneLimitData | OpenTicketResponse]},
+_CREATE_RESPONSES = (
+    error_responses(
+        400,
+        404,
+        409,
+        422,
+        502,
+        503,
+        actions={
+            400: "ticket_creation_failed",
+            404: "client_not_found",
+            409: [
+                "zone_ticket_limit_reached",
+                "ticket_already_open",
+                "idempotency_key_in_progress",
+            ],
+            422: ["validation_error", "zone_mismatch", "idempotency_key_reused"],
+            502: "ticket_creation_failed",
+            503: "ticket_creation_failed",
+        },
+        # The zone cap's 409 carries the counts; the duplicate guard's the open ticket.
+        models={409: BackendResponse[ZoneLimitData | OpenTicketResponse]},
+    )
+    | VERIFICATION_ERRORS
 )
 
 
 # Declared before /{ticket_id} so these paths are never read as an id.
-@router.get("/subjects", response_model=BackendResponse[SubjectsResponse])
-@router.get("/subjects/", include_in_schema=False)
-async def list_ticket_subjects(runtime: RuntimeDep) -> dict[str, Any]:
+@router.get(
+    "/subjects",
+    dependencies=[Scoped(TICKETS_READ)],
+    response_model=BackendResponse[SubjectsResponse],
+)
+@router.get("/subjects/", dependencies=[Scoped(TICKETS_READ)], include_in_schema=False)
+async def list_ticket_subjects(tickets: TicketsDep) -> dict[str, Any]:
     """Valid ticket subjects, grouped by priority and as one flat list."""
-    return success("ticket_subjects_listed", runtime.tickets.subjects())
+    return success("ticket_subjects_listed", tickets.subjects())
 
 
 @router.get(
     "/zone-blocked/{zone_id}",
+    dependencies=[Scoped(TICKETS_READ)],
     response_model=BackendResponse[ZoneStatusResponse],
     responses=error_responses(502, 503),
 )
-@router.get("/zone-blocked/{zone_id}/", include_in_schema=False)
-async def get_zone_status(zone_id: int, runtime: RuntimeDep) -> dict[str, Any]:
+@router.get(
+    "/zone-blocked/{zone_id}/", dependencies=[Scoped(TICKETS_READ)], include_in_schema=False
+)
+async def get_zone_status(zone_id: int, tickets: TicketsDep) -> dict[str, Any]:
     """Whether a zone has reached its cap of active tickets."""
-    return success("ticket_found", await runtime.tickets.zone_status(zone_id))
+    return success("ticket_found", await tickets.zone_status(zone_id))
 
 
 @router.post(
     "",
+    dependencies=[Scoped(TICKETS_WRITE)],
     status_code=201,
     response_model=BackendResponse[TicketResponse],
     responses=_CREATE_RESPONSES,
 )
-@router.post("/", status_code=201, include_in_schema=False)
+@router.post("/", dependencies=[Scoped(TICKETS_WRITE)], status_code=201, include_in_schema=False)
 async def create_ticket(
-    body: CreateTicketRequest, runtime: RuntimeDep, idempotency_key: IdempotencyKey = None
+    request: Request,
+    body: CreateTicketRequest,
+    tickets: TicketsDep,
+    idempotency_key: IdempotencyKey = None,
+    verification_id: VerificationIdHeader = None,
 ) -> JSONResponse:
     """Open a support ticket, unless the customer's zone is at its cap."""
-    outcome = await runtime.tickets.create(body, idempotency_key)
-    return respond(outcome.status_code, outcome.body, outcome.headers)
+    # With REQUIRE_VERIFICATION, only for a service this caller and end user verified.
+    await require_verification(request, body.service_id)
+    order = await tickets.order(body)
+
+    async def created() -> Answer:
+        ticket = await tickets.create(order)
+        return Answer(201, success("ticket_created", ticket_answer(ticket)))
+
+    answer = await tickets.idempotency.run(
+        idempotency_key, order.fingerprint, created, final=FINAL_REFUSALS
+    )
+    return answer.response()
 
 
 @router.get(
     "/{ticket_id}",
+    dependencies=[Scoped(TICKETS_READ)],
     response_model=BackendResponse[TicketDetailResponse],
     responses=error_responses(404, 502, 503, actions={404: "ticket_not_found"}),
 )
-@router.get("/{ticket_id}/", include_in_schema=False)
-async def get_ticket(ticket_id: int, runtime: RuntimeDep) -> dict[str, Any]:
+@router.get("/{ticket_id}/", dependencies=[Scoped(TICKETS_READ)], include_in_schema=False)
+async def get_ticket(ticket_id: int, tickets: TicketsDep) -> dict[str, Any]:
     """One ticket with its latest answer."""
-    return success("ticket_found", await runtime.tickets.get(ticket_id))
+    return success("ticket_found", await tickets.get(ticket_id))

@@ -14,7 +14,10 @@ class CreateTicketRequest(RequestModel):
         min_length=1, max_length=5000, pattern=NON_BLANK, description="What is wrong (not blank)"
     )
     technician_id: int = Field(ge=1, description="Assigned technician (upstream staff id)")
-    zone_id: int = Field(description="Zone of the customer; the per-zone cap applies to it")
+    zone_id: int = Field(
+        description="Zone of the customer; must match the zone of the service's client record "
+        "(else 422 zone_mismatch); the per-zone cap applies to the record's zone"
+    )
 
 
 class TicketResponse(BaseModel):

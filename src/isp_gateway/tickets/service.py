@@ -5,52 +5,61 @@ The active tickets of every zone are one cached sweep (`CachedResource` "tickets
 every page of the active states, refresh ahead, single flight, stale-if-error, shared through
 the store). Reads (a client's tickets, diagnose's zone figures) come from it with no upstream
 call. Creation is one atomic step per zone under the store's lock (so the Redis store makes it
-hold across workers): the unknown-service check first (outside the lock), then under the lock
-a fresh foreground load of the sweep (which also refreshes the shared copy), the cap, the
-duplicate guard, create. A fresh read per creation is the price of a cap that holds while
-other systems open tickets too. A created ticket is patched into the sweep at once (the
-cache's patch log, shared through the store), so every worker lists it immediately.
+hold across workers): the client record first (outside the lock; its zone is the one capped,
+CALLERS.md 2), then under the lock the sweep at most ZONE_SWEEP_FRESH_SECONDS old (shared
+with the zone status; one interactive load across workers when older), the cap, the
+duplicate guard, create. A created ticket is patched into the sweep at once (the cache's
+patch log, shared through the store), so every worker and the next check count it.
 
 A POST that times out may or may not have created the ticket, and is never repeated blindly.
 Its request fingerprint is remembered as "unconfirmed" together with the highest ticket id
 seen before it; the next identical request (same Idempotency-Key or not) looks for that
 ticket in the zone count it reads anyway, and answers with it instead of creating a second.
+
+Creation speaks no HTTP: `order` checks the subject, `create` returns the created `Ticket` or
+raises a typed refusal (ZoneLimitReached, TicketAlreadyOpen, ZoneMismatch,
+TicketCreationFailed, ...), and the router renders it (with `idempotency.py` for a key). Each
+outcome is counted (metrics) and audited (`ticket_create`) here, where it is decided.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import hashlib
-import json
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from isp_gateway.cache import CachedResource
-from isp_gateway.envelope import envelope, success
 from isp_gateway.errors import (
     InvalidInput,
     NotFound,
     ServiceError,
+    StoreUnavailable,
     UpstreamError,
     UpstreamRateLimited,
-    UpstreamRejected,
     UpstreamUnauthorized,
     UpstreamUnavailable,
 )
+from isp_gateway.idempotency import Idempotency, fingerprint
 from isp_gateway.store import LockTimeout
 from isp_gateway.tickets.calendar import BusinessCalendar
 from isp_gateway.tickets.schemas import CreateTicketRequest
 from isp_gateway.tickets.subjects import SubjectCatalogue
+from isp_gateway.tickets.views import ticket_detail, ticket_view
 from isp_gateway.upstream import tickets as upstream
-from isp_gateway.upstream.tickets import OUR_MOMENT, STATE_LABELS, NewTicket, Ticket
+from isp_gateway.upstream.tickets import (
+    OUR_MOMENT,
+    STATE_LABELS,
+    NewTicket,
+    Ticket,
+    TicketRejected,
+)
 
 if TYPE_CHECKING:
-    from isp_gateway.clients.service import ClientService
-    from isp_gateway.runtime import Runtime
+    from isp_gateway.clients.lookups import ClientService
+    from isp_gateway.observability.metrics import Metrics
+    from isp_gateway.parts import Parts
 
 log = logging.getLogger("isp_gateway.tickets")
 
@@ -75,17 +84,47 @@ class TicketCreationFailed(ServiceError):
     default_message = "The ticket could not be created"
 
 
+class ZoneMismatch(ServiceError):
+    status_code = 422
+    action = "zone_mismatch"
+
+
 class TicketAlreadyOpen(ServiceError):
     status_code = 409
     type = "info"
     action = "ticket_already_open"
 
 
-@dataclass
-class CreateOutcome:
-    status_code: int
-    body: dict[str, Any]
-    headers: dict[str, str] = field(default_factory=dict)
+# Final answers are replayed for an Idempotency-Key's lifetime (DECISIONS.md: "returns the
+# first answer"): a created ticket, and these refusals. An unknown service (404) is not final,
+# nor is a failure (upstream down, outcome unknown): a repeat with the key tries again, and
+# reconciles a POST whose answer was lost.
+FINAL_REFUSALS: tuple[type[ServiceError], ...] = (ZoneLimitReached, TicketAlreadyOpen)
+
+
+@dataclass(frozen=True)
+class TicketOrder:
+    """A creation request checked against the subject catalogue: the request with the
+    catalogue's spelling of its subject, that subject's priority, and the request's
+    fingerprint (its idempotency and the memory of an unconfirmed creation)."""
+
+    request: CreateTicketRequest
+    priority: int
+    fingerprint: str
+
+
+def ticket_outcome(error: ServiceError) -> str | None:
+    """The outcome (metrics, audit) a creation's refusal is, or None when it is no outcome
+    of a creation (an unknown service, a caller's malformed request)."""
+    if isinstance(error, ZoneLimitReached):
+        return "zone_limit"
+    if isinstance(error, TicketAlreadyOpen):
+        return "duplicate"
+    if isinstance(error, ZoneMismatch):
+        return "zone_mismatch"
+    if isinstance(error, StoreUnavailable) or error.action == "ticket_creation_failed":
+        return "failed"
+    return None
 
 
 @dataclass
@@ -136,46 +175,22 @@ class ActiveTickets:
         return list(self.by_service.get(service_id, ()))
 
 
-def ticket_view(ticket: Ticket) -> dict[str, Any]:
-    """A ticket as `/clients/{id}/tickets` lists it (BEYOND.md)."""
-    return {
-        "ticket_id": ticket.ticket_id,
-        "subject": ticket.subject,
-        "status_ticket": ticket.status_label,
-        "priority": ticket.priority,
-        "created_at": ticket.created_at,
-        "end_date": ticket.end_date,
-        "technician": ticket.technician_name or ticket.technician_email,
-    }
-
-
-def fingerprint(request: CreateTicketRequest) -> str:
-    canonical = json.dumps(
-        request.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False
-    )
-    return hashlib.sha256(canonical.encode()).hexdigest()
-
-
 class TicketService:
-    def __init__(self, runtime: Runtime, clients: ClientService) -> None:
-        self.runtime = runtime
-        settings = runtime.settings
-        self.settings = settings
-        self.store = runtime.store
-        self.gateway = runtime.gateway
+    def __init__(
+        self, parts: Parts, clients: ClientService, metrics: Metrics | None = None
+    ) -> None:
+        self.store, self.gateway = parts.store, parts.gateway
+        self.settings = settings = parts.settings
+        self.audit = parts.audit
+        self.metrics = metrics
         self.clients = clients
-        self.active: CachedResource[ActiveTickets] = CachedResource(
-            runtime.store,
+        self.active: CachedResource[ActiveTickets] = parts.lists.resource(
             "tickets:active",
             self._sweep,
             ActiveTickets.derive,
             ttl=settings.ACTIVE_TICKETS_CACHE_SECONDS,
-            stale_ttl=settings.STALE_IF_ERROR_SECONDS,
             patch=ActiveTickets.patch,
-            metrics=runtime.metrics,
-            planner=runtime.planner,
         )
-        self._job: asyncio.Task[None] | None = None
         self.catalogue = SubjectCatalogue.load(settings.TICKET_SUBJECTS_FILE)
         self.calendar = BusinessCalendar(settings.HOLIDAYS_COUNTRY, settings.EXTRA_HOLIDAYS)
         self.states = list(settings.ACTIVE_TICKET_STATES)
@@ -189,17 +204,21 @@ class TicketService:
         self.zone_wait_seconds = max(5.0, timeout / 2)
         self.key_lock_seconds = self.zone_lock_seconds + self.zone_wait_seconds + 5
         self.key_wait_seconds = max(5.0, timeout)
+        # A repeat of POST /tickets with its Idempotency-Key (the router runs it).
+        self.idempotency = Idempotency(
+            self.store,
+            "tickets",
+            ttl=settings.IDEMPOTENCY_TTL_SECONDS,
+            lock_seconds=self.key_lock_seconds,
+            wait_seconds=self.key_wait_seconds,
+        )
 
     async def start(self) -> None:
         """Keep the sweep of active tickets warm in the background."""
-        self._job = asyncio.create_task(self.active.run_periodic())
+        self.active.start()
 
     async def aclose(self) -> None:
         """Stop the sweep's refresh job and loads in flight."""
-        if self._job is not None:
-            self._job.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._job
         await self.active.aclose()
 
     async def _sweep(self, background: bool) -> list[dict[str, Any]]:
@@ -227,10 +246,16 @@ class TicketService:
     def _recent_key(self, zone_id: int) -> str:
         return f"tickets:zone:{zone_id}:recent"
 
-    async def _count_zone(self, zone_id: int, *, fresh: bool = True) -> ZoneCount:
-        """The zone's active tickets. `fresh`: from a foreground load of the sweep (the cap,
-        under the zone lock); else from the cached sweep, with no upstream call."""
-        snapshot = await (self.active.load_now() if fresh else self.active.get())
+    async def _count_zone(
+        self, zone_id: int, *, fresh: bool = True, max_age: float | None = None
+    ) -> ZoneCount:
+        """The zone's active tickets. `fresh`: from the shared sweep at most
+        ZONE_SWEEP_FRESH_SECONDS old (one interactive load across workers when older; the
+        zone status and the cap, under the zone lock); else from the cached sweep, with no
+        upstream call. Tickets created here are in it (patched) or in the zone's recent list."""
+        if max_age is None:
+            max_age = self.settings.ZONE_SWEEP_FRESH_SECONDS
+        snapshot = await (self.active.recent(max_age) if fresh else self.active.get())
         index = snapshot.value
         tickets = list(index.by_id.values())
         active = index.per_zone.get(zone_id, 0)
@@ -243,10 +268,7 @@ class TicketService:
             # A cached read never asks (no upstream call on reads): it counts it.
             ticket: Ticket | None = None
             if fresh:
-                try:
-                    ticket = await upstream.fetch(self.gateway, entry["id"])
-                except UpstreamError:
-                    ticket = None
+                ticket = await self._confirmed(entry["id"], max_age)
             if ticket is None or ticket.state is None or ticket.state in self.states:
                 active += 1
                 known = entry.get("ticket")
@@ -255,6 +277,23 @@ class TicketService:
                 if ticket is not None:
                     tickets.append(ticket)
         return ZoneCount(active=active, tickets=tickets)
+
+    async def _confirmed(self, ticket_id: int, max_age: float) -> Ticket | None:
+        """The ticket as the upstream shows it, asked at most once per `max_age` across
+        workers (a loop of zone checks must not ask each time); None when it cannot tell."""
+        key = f"tickets:confirmed:{ticket_id}"
+        known = await self.store.get(key) if max_age > 0 else None
+        if isinstance(known, dict):
+            return Ticket.model_validate(known["ticket"]) if known.get("ticket") else None
+        try:
+            ticket = await upstream.fetch(self.gateway, ticket_id)
+        except UpstreamError:
+            return None
+        if max_age > 0:
+            await self.store.set(
+                key, {"ticket": ticket.model_dump() if ticket else None}, ttl=max_age
+            )
+        return ticket
 
     async def _remember_created(self, zone_id: int, ticket: Ticket, technician_id: int) -> None:
         now = time.time()
@@ -269,8 +308,8 @@ class TicketService:
         await self.active.update(ticket.model_dump())
 
     async def zone_status(self, zone_id: int, *, fresh: bool = True) -> dict[str, Any]:
-        """The spec's zone-blocked figures. The endpoint counts fresh, exactly as creation
-        does (the spec's answer is the cap's own); diagnose reads the cached sweep."""
+        """The spec's zone-blocked figures. The endpoint counts from the same recent sweep as
+        creation (the spec's answer is the cap's own); diagnose reads the cached sweep."""
         count = await self._count_zone(zone_id, fresh=fresh)
         cap = self.settings.MAX_ACTIVE_TICKETS_PER_ZONE
         return {
@@ -282,20 +321,12 @@ class TicketService:
 
     # -- a client's open tickets ---------------------------------------------------------
 
-    async def _require_client(self, service_id: int, *, lenient: bool = False) -> None:
+    async def _require_client(self, service_id: int) -> None:
         """404 for a service the clients source confirms unknown (a miss in the cached list
-        asks the upstream for that one service, with the lookups' memory of misses).
-
-        `lenient` (creation): when the clients source cannot answer, go on; the zone count
-        that follows needs the upstream too and answers for it, and the upstream refuses an
-        unknown service itself. Reads raise: never a guess."""
-        try:
-            client = await self.clients.get_client(service_id) if service_id > 0 else None
-        except ServiceError as exc:
-            if not lenient:
-                raise
-            log.info("client check for service %d unavailable (%s)", service_id, exc.action)
-            return
+        asks the upstream for that one service, with the lookups' memory of misses). When
+        the clients source cannot answer, it raises: never a guess. (Creation reads the
+        record itself for its zone: `_record_zone`.)"""
+        client = await self.clients.get_client(service_id) if service_id > 0 else None
         if client is None:
             raise NotFound(f"Client {service_id} not found", action="client_not_found")
 
@@ -318,97 +349,123 @@ class TicketService:
         technician_id = ticket.technician_id
         if technician_id is None:
             technician_id = await self.store.get(f"tickets:technician:{ticket_id}")
-        return {
-            "ticket_id": ticket.ticket_id,
-            "subject": ticket.subject,
-            "created_at": ticket.created_at,
-            "end_date": ticket.end_date,
-            "status_ticket": ticket.status_label,
-            "priority": ticket.priority,
-            "answer_text": ticket.answer_text,
-            "service_id": ticket.service_id,
-            "description": ticket.description,
-            "technician_id": technician_id,
-            "technician_name": ticket.technician_name,
-        }
+        return ticket_detail(ticket, technician_id)
 
     # -- create ------------------------------------------------------------------------
 
-    async def create(
-        self, request: CreateTicketRequest, idempotency_key: str | None
-    ) -> CreateOutcome:
-        subject, priority = self._subject(request.subject)  # refused before any upstream call
+    async def order(self, request: CreateTicketRequest) -> TicketOrder:
+        """The request checked against the subject catalogue (a 400 before any upstream
+        call, counted and audited as `failed`), with its priority and fingerprint."""
+        try:
+            subject, priority = self._subject(request.subject)
+        except ServiceError:
+            # The caller's own words are not audited: not a catalogue subject, they are text.
+            details = {"zone_id": request.zone_id, "reason": "unknown_subject"}
+            await self._decided("failed", request.service_id, details)
+            raise
         if subject != request.subject:
             request = request.model_copy(update={"subject": subject})
-        fp = fingerprint(request)
-        if not idempotency_key:
-            return await self._create_in_zone(request, priority, fp)
-        digest = hashlib.sha256(idempotency_key.encode()).hexdigest()
-        record_key = f"idempotency:tickets:{digest}"
-        ttl = self.settings.IDEMPOTENCY_TTL_SECONDS
-        try:
-            async with self.store.lock(
-                record_key, timeout=self.key_lock_seconds, blocking_timeout=self.key_wait_seconds
-            ):
-                record = await self.store.get(record_key)
-                if record is not None and record["fingerprint"] != fp:
-                    raise ServiceError(
-                        "This Idempotency-Key was already used with a different request body",
-                        action="idempotency_key_reused",
-                        status_code=422,
-                    )
-                if record is not None and record.get("status") is not None:
-                    return CreateOutcome(
-                        record["status"], record["body"], {"Idempotent-Replayed": "true"}
-                    )
-                if record is None:
-                    # The key is bound to this body from its first use, whatever the outcome.
-                    await self.store.set(record_key, {"fingerprint": fp}, ttl=ttl)
-                # Final answers are replayed for the key's lifetime (DECISIONS.md: "returns
-                # the first answer"): a created ticket, and the zone-cap and duplicate
-                # refusals. An unknown service (404) is not final either. A failure
-                # (upstream down, outcome unknown) is not final: a repeat with this key tries
-                # again, and reconciles a POST whose answer was lost.
-                try:
-                    outcome = await self._create_in_zone(request, priority, fp)
-                except (ZoneLimitReached, TicketAlreadyOpen) as refusal:
-                    outcome = CreateOutcome(
-                        refusal.status_code,
-                        envelope(
-                            ok=False,
-                            type=refusal.type,
-                            action=refusal.action,
-                            data=refusal.data,
-                            message=refusal.message,
-                        ),
-                    )
-                await self.store.set(
-                    record_key,
-                    {"fingerprint": fp, "status": outcome.status_code, "body": outcome.body},
-                    ttl=ttl,
-                )
-                return outcome
-        except LockTimeout:
-            raise ServiceError(
-                "A request with this Idempotency-Key is still being processed; retry shortly",
-                action="idempotency_key_in_progress",
-                status_code=409,
-                headers={"Retry-After": "2"},
-            ) from None
+        return TicketOrder(request, priority, fingerprint(request.model_dump(mode="json")))
 
-    async def _create_in_zone(
-        self, request: CreateTicketRequest, priority: int, fp: str
-    ) -> CreateOutcome:
-        zone_id = request.zone_id
-        # Outside the zone lock: a miss of the cached list may cost an upstream query.
-        await self._require_client(request.service_id, lenient=True)
+    async def create(self, order: TicketOrder | CreateTicketRequest) -> Ticket:
+        """Open the ticket: the created one (or the one an unconfirmed creation of the same
+        request did open), or a typed refusal. Each outcome is counted and audited
+        (`ticket_create`) here, before the answer is sent; an idempotent replay never
+        reaches this (it is no new outcome)."""
+        if isinstance(order, CreateTicketRequest):
+            order = await self.order(order)
         try:
-            async with self.store.lock(
-                f"zone:{zone_id}",
-                timeout=self.zone_lock_seconds,
-                blocking_timeout=self.zone_wait_seconds,
+            ticket = await self._create_in_zone(order)
+        except ServiceError as refusal:
+            await self._refused(order, refusal)
+            raise
+        details = {"ticket_id": ticket.ticket_id, "zone_id": order.request.zone_id}
+        await self._decided("created", order.request.service_id, self._with_subject(order, details))
+        return ticket
+
+    @staticmethod
+    def _with_subject(order: TicketOrder, details: dict[str, Any]) -> dict[str, Any]:
+        """Audit details with the subject: the catalogue's word (never the description)."""
+        return {"subject": order.request.subject, **details}
+
+    async def _refused(self, order: TicketOrder, refusal: ServiceError) -> None:
+        outcome = ticket_outcome(refusal)
+        if outcome is None:
+            return
+        details: dict[str, Any] = {"zone_id": order.request.zone_id}
+        if isinstance(refusal, ZoneLimitReached):
+            details.update(refusal.data or {})
+        elif isinstance(refusal, TicketAlreadyOpen):
+            details["ticket_id"] = (refusal.data or {}).get("ticket_id")
+        elif isinstance(refusal, ZoneMismatch):
+            details["record_zone_id"] = (refusal.data or {}).get("zone_id")
+        else:
+            details["reason"] = (refusal.meta or {}).get("reason", refusal.action)
+        await self._decided(outcome, order.request.service_id, self._with_subject(order, details))
+
+    async def _decided(self, outcome: str, service_id: int, details: dict[str, Any]) -> None:
+        """One creation outcome: counted, then audited (`ticket_create`, CALLERS.md 4)."""
+        if self.metrics is not None:
+            self.metrics.ticket(outcome)
+        await self.audit.record("ticket_create", outcome, service_id=service_id, details=details)
+
+    async def _record_zone(self, request: CreateTicketRequest) -> CreateTicketRequest:
+        """The request with the zone of the service's client record (CALLERS.md 2, "Zone
+        cap"): the zone counted, locked and capped is never the caller's word. A body zone
+        that differs is a 422 `zone_mismatch` (nothing reaches the upstream); a record with no
+        zone keeps the body's. 404 for an unknown service. A clients source that cannot
+        answer fails the creation: the zone is never guessed."""
+        service_id = request.service_id
+        try:
+            client = await self.clients.get_client(service_id)
+        except StoreUnavailable:
+            raise
+        except ServiceError as exc:
+            log.info("client record for service %d unavailable (%s)", service_id, exc.action)
+            if exc.status_code == 503:
+                # Busy or rate limited: safe to repeat, with the upstream's Retry-After.
+                raise TicketCreationFailed(
+                    "The ISP backend is busy (could not read the customer's zone); nothing "
+                    "was created, retry shortly",
+                    status_code=503,
+                    meta={"reason": exc.action},
+                    headers=exc.headers,
+                ) from None
+            raise TicketCreationFailed(
+                "The ISP backend is not available (could not read the customer's zone); "
+                "nothing was created, retry shortly",
+                meta={"reason": "upstream_unavailable"},
+            ) from None
+        if client is None:
+            raise NotFound(f"Client {service_id} not found", action="client_not_found")
+        zone_id = client.get("zone_id")
+        if zone_id is None or zone_id == request.zone_id:
+            return request
+        raise ZoneMismatch(
+            f"Service {service_id} is in zone {zone_id}, not zone {request.zone_id}",
+            data={"zone_id": zone_id},
+        )
+
+    async def _create_in_zone(self, order: TicketOrder) -> Ticket:
+        # Outside the zone lock: a miss of the cached list may cost an upstream query.
+        request = await self._record_zone(order.request)
+        zone_id = request.zone_id
+        try:
+            async with (
+                self.store.lock(
+                    f"zone:{zone_id}",
+                    timeout=self.zone_lock_seconds,
+                    blocking_timeout=self.zone_wait_seconds,
+                ),
+                # Always inside a zone's lock (one order, no deadlock): the duplicate guard
+                # holds for a service whose record has no zone, whatever zone each call names.
+                self.store.lock(
+                    f"tickets:service:{request.service_id}",
+                    timeout=self.zone_lock_seconds,
+                    blocking_timeout=self.zone_wait_seconds,
+                ),
             ):
-                return await self._zone_step(request, priority, fp)
+                return await self._zone_step(request, order.priority, order.fingerprint)
         except LockTimeout:
             raise TicketCreationFailed(
                 f"Zone {zone_id} is busy with another ticket creation; retry shortly",
@@ -417,16 +474,15 @@ class TicketService:
                 headers={"Retry-After": "2"},
             ) from None
 
-    async def _zone_step(
-        self, request: CreateTicketRequest, priority: int, fp: str
-    ) -> CreateOutcome:
+    async def _zone_step(self, request: CreateTicketRequest, priority: int, fp: str) -> Ticket:
         zone_id, cap = request.zone_id, self.settings.MAX_ACTIVE_TICKETS_PER_ZONE
         unconfirmed_key = f"tickets:unconfirmed:{fp}"
+        unconfirmed = await self.store.get(unconfirmed_key)
         try:
-            count = await self._count_zone(zone_id)
+            # A creation whose answer was lost looks for its ticket in a list read now.
+            count = await self._count_zone(zone_id, max_age=0.0 if unconfirmed else None)
         except UpstreamError as exc:
             raise self._failure(exc, "could not count the zone's active tickets") from None
-        unconfirmed = await self.store.get(unconfirmed_key)
         if unconfirmed is not None:
             found = self._find_unconfirmed(request, count.tickets, unconfirmed["after_id"])
             if found is not None:
@@ -435,7 +491,7 @@ class TicketService:
                 await self._remember_created(
                     zone_id, found.model_copy(update={"zone_id": zone_id}), request.technician_id
                 )
-                return self._created(self._reconciled(found, request, priority))
+                return self._reconciled(found, request, priority)
         if count.active >= cap:
             raise ZoneLimitReached(
                 f"Zone {zone_id} already has {count.active} active tickets (limit {cap}); "
@@ -489,8 +545,10 @@ class TicketService:
             state=self.states[0],
             status_label=created.status_label or STATE_LABELS.get(self.states[0], "Nuevo"),
             priority=created.priority or str(priority),
-            created_at=now.strftime(OUR_MOMENT),
-            end_date=end.strftime(OUR_MOMENT),
+            # The upstream's own times when its answer has them: the ticket then shows the
+            # same times here as in every later read of it (both local times in TIMEZONE).
+            created_at=created.created_at or now.strftime(OUR_MOMENT),
+            end_date=created.end_date or end.strftime(OUR_MOMENT),
             service_id=request.service_id,
             zone_id=zone_id,
             technician_id=request.technician_id,
@@ -498,17 +556,7 @@ class TicketService:
             technician_email=created.technician_email,
         )
         await self._remember_created(zone_id, listed, request.technician_id)
-        return self._created(
-            {
-                "ticket_id": listed.ticket_id,
-                "subject": listed.subject,
-                "created_at": listed.created_at,
-                "end_date": listed.end_date,
-                "status_ticket": listed.status_label,
-                "priority": listed.priority,
-                "answer_text": None,
-            }
-        )
+        return listed
 
     def _same_subject(self, stored: str | None, subject: str) -> bool:
         """A ticket's `asunto` is the catalogue subject, as is or stored as
@@ -530,10 +578,6 @@ class TicketService:
         return max(same, key=_newest_first, default=None)
 
     @staticmethod
-    def _created(ticket: dict[str, Any]) -> CreateOutcome:
-        return CreateOutcome(201, success("ticket_created", ticket))
-
-    @staticmethod
     def _find_unconfirmed(
         request: CreateTicketRequest, tickets: list[Ticket], after_id: int
     ) -> Ticket | None:
@@ -547,9 +591,9 @@ class TicketService:
                 return ticket
         return None
 
-    def _reconciled(
-        self, ticket: Ticket, request: CreateTicketRequest, priority: int
-    ) -> dict[str, Any]:
+    def _reconciled(self, ticket: Ticket, request: CreateTicketRequest, priority: int) -> Ticket:
+        """A ticket an unconfirmed creation did open, with what the request and the
+        calendar say where the upstream's list leaves a blank."""
         created_at = ticket.created_at
         end_date = ticket.end_date
         if created_at is None or end_date is None:
@@ -557,15 +601,15 @@ class TicketService:
             created_at = created_at or now.strftime(OUR_MOMENT)
             end = self.calendar.add_business_days(now, self.settings.MAX_TICKET_RESOLUTION_DAYS)
             end_date = end_date or end.strftime(OUR_MOMENT)
-        return {
-            "ticket_id": ticket.ticket_id,
-            "subject": ticket.subject or request.subject,
-            "created_at": created_at,
-            "end_date": end_date,
-            "status_ticket": ticket.status_label or STATE_LABELS.get(self.states[0], "Nuevo"),
-            "priority": ticket.priority or str(priority),
-            "answer_text": ticket.answer_text,
-        }
+        return ticket.model_copy(
+            update={
+                "subject": ticket.subject or request.subject,
+                "created_at": created_at,
+                "end_date": end_date,
+                "status_label": ticket.status_label or STATE_LABELS.get(self.states[0], "Nuevo"),
+                "priority": ticket.priority or str(priority),
+            }
+        )
 
     @staticmethod
     def _failure(exc: UpstreamError, what: str) -> TicketCreationFailed:
@@ -582,16 +626,23 @@ class TicketService:
                 "The ISP backend refused the service's credentials",
                 meta={"reason": "upstream_unauthorized"},
             )
-        if isinstance(exc, UpstreamRejected):
-            errors = [
-                {"field": name, "message": message}
-                for name, message in upstream.field_errors(exc.body)
-            ]
-            message = f"The ISP backend {what} ({exc.upstream_status})"
+        if isinstance(exc, TicketRejected):
+            errors = [{"field": name, "message": message} for name, message in exc.fields]
+            message = f"The ISP backend {what} {exc.answer}"
             if errors:
                 message += f": {errors[0]['field']}: {errors[0]['message']}"
                 if len(errors) > 1:
                     message += f" (and {len(errors) - 1} more)"
+            if exc.of_request:
+                # The request's own fields (an unknown technician): the caller's to fix, not
+                # a backend that failed (CALLERS.md, "Answers a bot can say").
+                field_name = errors[0]["field"]
+                return TicketCreationFailed(
+                    f"The ISP backend refused the ticket's {field_name}: {errors[0]['message']}",
+                    status_code=400,
+                    data={"field": field_name, "errors": errors},
+                    meta={"reason": "upstream_rejected", "errors": errors},
+                )
             return TicketCreationFailed(
                 message, meta={"reason": "upstream_rejected", "errors": errors}
             )

@@ -14,15 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from isp_gateway.settings import ConfigurationError
+from isp_gateway.text import fold
 
 PRIORITY_NAMES = {1: "low", 2: "normal", 3: "high", 4: "very_high"}
-
-
-def _fold(text: str) -> str:
-    """Case-, accent- and spacing-insensitive form, only to suggest the right spelling."""
-    decomposed = unicodedata.normalize("NFKD", text)
-    plain = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
-    return " ".join(plain.casefold().split())
 
 
 class SubjectCatalogue:
@@ -32,7 +26,7 @@ class SubjectCatalogue:
         # The same text in another Unicode form (a decomposed "ñ" from some keyboards) is the
         # same subject; the upstream gets the catalogue's spelling.
         self._composed = {unicodedata.normalize("NFC", s): s for s in self._priority}
-        self._folded = {_fold(s): s for s in self._priority}
+        self._folded = {fold(s): s for s in self._priority}
 
     @classmethod
     def load(cls, path: Path | None = None) -> SubjectCatalogue:
@@ -64,7 +58,7 @@ class SubjectCatalogue:
 
     def suggestion(self, subject: str) -> str | None:
         """The catalogue spelling of a subject that differs only in case, accents or spaces."""
-        return self._folded.get(_fold(subject))
+        return self._folded.get(fold(subject))
 
     def as_data(self) -> dict[str, Any]:
         return {

@@ -20,10 +20,12 @@ import math
 import time
 from dataclasses import dataclass
 
+from isp_gateway.callers import current_caller
 from isp_gateway.errors import UpstreamRateLimited
 from isp_gateway.store import Store
 
 DEFAULT_INTERACTIVE_RESERVE = 0.3
+DEFAULT_CALLER_SHARE = 1.0  # no fair share unless configured (the app passes the setting)
 BUCKETS = 10  # sub-buckets per window
 
 
@@ -45,12 +47,19 @@ class RateBudget:
         per_hour: int,
         *,
         reserve: float = DEFAULT_INTERACTIVE_RESERVE,
+        share: float = DEFAULT_CALLER_SHARE,
         minute: float = 60.0,
         hour: float = 3600.0,
     ) -> None:
         self._store = store
         self.windows = (Window(minute, per_minute), Window(hour, per_hour))
         self.reserve = reserve
+        self.share = share
+
+    def caller_share(self) -> int:
+        """Calls of the minute window one end user may spend (at least one)."""
+        minute = self.windows[0]
+        return max(1, math.floor(minute.limit * self.share))
 
     def reserved(self, window: Window) -> int:
         """Calls of a window kept for interactive callers."""
@@ -73,10 +82,37 @@ class RateBudget:
         counts = [int(v) if v is not None else 0 for v in values]
         return sum(counts[: len(buckets)]), sum(counts[len(buckets) :])
 
+    async def _try_share(self, end_user: str, now: float) -> tuple[str, float] | float:
+        """Take one unit of `end_user`'s share of the minute: the key and ttl taken, or the
+        seconds until the oldest of its calls leaves the window."""
+        window = self.windows[0]
+        bucket = int(now // window.bucket)
+        ttl = window.length + 2 * window.bucket + 5
+        key = f"budget:share:{window.length:g}:{bucket}:{end_user}"
+        await self._store.incr(key, 1, ttl=ttl)
+        buckets = range(bucket - BUCKETS, bucket + 1)
+        values = await self._store.get_many(
+            [f"budget:share:{window.length:g}:{b}:{end_user}" for b in buckets]
+        )
+        counts = [int(v) if v is not None else 0 for v in values]
+        if sum(counts) <= self.caller_share():
+            return key, ttl
+        await self._store.incr(key, -1, ttl=ttl)
+        oldest = next((b for b, c in zip(buckets, counts, strict=True) if c > 0), bucket)
+        # Its oldest call leaves the sum (the window and the current bucket) then; at most
+        # the minute itself, as a Retry-After for a minute budget reads.
+        return min(window.length, max(0.01, (oldest + BUCKETS + 1) * window.bucket - now))
+
     async def _try(self, background: bool) -> float:
         """Take one call from every window; 0.0 on success, else seconds to wait."""
         now = time.time()
         taken: list[tuple[str, float]] = []
+        caller = None if background or self.share >= 1 else current_caller()
+        if caller is not None:
+            share = await self._try_share(caller.end_user, now)
+            if isinstance(share, float):
+                return share
+            taken.append(share)
         for window in self.windows:
             bucket = int(now // window.bucket)
             ttl = window.length + 2 * window.bucket + 5

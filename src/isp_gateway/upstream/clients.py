@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import date
 from typing import Any, TypedDict, TypeVar
 
-from isp_gateway.errors import UpstreamRejected
+from isp_gateway.errors import UpstreamRejected, UpstreamUnavailable
 from isp_gateway.upstream.gateway import UpstreamGateway
 from isp_gateway.upstream.records import as_int
 
@@ -188,12 +188,6 @@ def map_clients(rows: list[dict[str, Any]]) -> list[ClientRecord]:
     return records
 
 
-async def fetch_all_clients(gateway: UpstreamGateway, *, background: bool) -> list[ClientRecord]:
-    """Every client, page by page (largest page, bounded parallel; see the gateway)."""
-    rows = await gateway.get_all_pages(CLIENTS_PATH, background=background)
-    return map_clients(rows)
-
-
 async def fetch_all_clients_as(
     gateway: UpstreamGateway,
     transform: Callable[[list[ClientRecord]], T],
@@ -227,7 +221,12 @@ class ProfileNotFound(Exception):
 async def update_profile(
     gateway: UpstreamGateway, service_id: int, document: str | None, phone: str | None
 ) -> None:
-    """PATCH the profile; raises ProfileNotFound on 404, an UpstreamError otherwise."""
+    """PATCH the profile; raises ProfileNotFound on 404, an UpstreamError otherwise.
+
+    Done only on a readable success answer (a JSON object): a 2xx with an HTML page,
+    garbage or an empty body is no proof the backend took the change (issue 17: a proxy's
+    200 page was reported as `client_updated` and patched into the cache), so it raises
+    UpstreamUnavailable like a timeout."""
     body: dict[str, str] = {}
     if document is not None:
         body["cedula"] = document
@@ -235,9 +234,12 @@ async def update_profile(
         body["telefono"] = phone
     try:
         # A write is never retried by the gateway: it may have reached the upstream.
-        await gateway.request("PATCH", f"{CLIENTS_PATH}{service_id}/perfil/", json=body)
+        response = await gateway.request("PATCH", f"{CLIENTS_PATH}{service_id}/perfil/", json=body)
     except UpstreamRejected as exc:
         if exc.upstream_status == 404:
             raise ProfileNotFound(service_id) from None
         log.warning("profile update of %d refused (%d)", service_id, exc.upstream_status)
         raise
+    if not isinstance(gateway.decode(response), dict):
+        log.warning("profile update of %d: the answer is not an object", service_id)
+        raise UpstreamUnavailable()

@@ -104,6 +104,15 @@ class UpstreamGateway:
         self.http = http
         self.budget = budget
         self.metrics = metrics
+        # The last answer about our key: True after a 401/403, False again after any 2xx
+        # (what /ready reports as `checks.upstream`).
+        self.key_refused = False
+        # Until when (time.monotonic) the upstream's last 429 asked us to wait.
+        self.rate_limited_until = 0.0
+
+    def rate_limited_for(self) -> float:
+        """Seconds the upstream's last Retry-After still asks us to wait (0 when none)."""
+        return max(0.0, self.rate_limited_until - time.monotonic())
 
     def _count(self, method: str, url: str, outcome: str, started: float) -> None:
         if self.metrics is not None:
@@ -170,13 +179,17 @@ class UpstreamGateway:
         if not 400 <= status < 500 or status in (401, 403, 429):
             self._count(method, url, _outcome(status), started)
         if 200 <= status < 300:
+            self.key_refused = False
+            self.rate_limited_until = 0.0
             return response
         if status in (401, 403):
+            self.key_refused = True
             # Never log the key or the body (a proxy page may echo headers).
             log.error("upstream %s %s: our API key was rejected (%d)", method, url, status)
             raise UpstreamUnauthorized()
         if status == 429:
             retry_after = _retry_after(response)
+            self.rate_limited_until = time.monotonic() + retry_after
             log.warning("upstream %s %s: rate limited, retry after %.0fs", method, url, retry_after)
             raise UpstreamRateLimited(retry_after)
         if status >= 500 or 300 <= status < 400:
@@ -280,12 +293,14 @@ class UpstreamGateway:
         """Every page of a paginated list, each turned by `transform` as it arrives (a large
         list's raw rows are then never all held at once): the first page tells the count,
         the rest are fetched in bounded parallel, then paging goes on until a page comes
-        back empty."""
+        back empty. Fewer rows than the first page's count raise UpstreamUnavailable."""
         params = dict(params or {})
         size = self.settings.UPSTREAM_PAGE_SIZE
         count, has_next, first = await self.get_page(path, params, size, 0, background=background)
+        read = len(first)
         out = [transform(first)]
         if not has_next or not first:
+            self._check_whole(path, count, read)
             return out
         # The upstream may cap the page size below what we asked for.
         step = len(first)
@@ -293,12 +308,12 @@ class UpstreamGateway:
         if offsets:
             sem = asyncio.Semaphore(self.settings.UPSTREAM_PARALLEL_PAGES)
 
-            async def fetch(offset: int) -> tuple[bool, bool, T]:
+            async def fetch(offset: int) -> tuple[bool, int, T]:
                 async with sem:
                     _, nxt, page = await self.get_page(
                         path, params, step, offset, background=background
                     )
-                    return nxt, bool(page), transform(page)
+                    return nxt, len(page), transform(page)
 
             # A task group, not gather: when one page fails or the load is cancelled (a
             # shutdown), the other pages are cancelled and awaited, never left running
@@ -310,8 +325,9 @@ class UpstreamGateway:
                 raise failed.exceptions[0] from None  # the callers map our typed errors
             pages = [task.result() for task in tasks]
             out.extend(page for _, _, page in pages)
+            read += sum(rows for _, rows, _ in pages)
             offset = offsets[-1] + step
-            more = pages[-1][0] and pages[-1][1]
+            more = pages[-1][0] and pages[-1][1] > 0
         else:
             offset, more = step, True
         # The list may have grown while we read it (or the count was missing).
@@ -319,7 +335,21 @@ class UpstreamGateway:
             _, has_next, page = await self.get_page(
                 path, params, step, offset, background=background
             )
+            read += len(page)
             out.append(transform(page))
             offset += step
             more = has_next and bool(page)
+        self._check_whole(path, count, read)
         return out
+
+    @staticmethod
+    def _check_whole(path: str, count: int | None, read: int) -> None:
+        """A list is whole only when the rows read reach the first page's `count`. A short
+        read (a page that ended early, an empty page, `next: null` too soon) is a failed
+        read: published, it would say "not found" or "owes nothing" about rows never seen.
+        More rows than counted is a list that grew while we read it (an insertion shifts
+        rows forward, it never skips one): whole. Without a count there is nothing to
+        check against (an unpaginated answer counts itself)."""
+        if count is not None and read < count:
+            log.warning("upstream %s: short read, %d rows of %d announced", path, read, count)
+            raise UpstreamUnavailable()

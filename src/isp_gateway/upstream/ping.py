@@ -8,6 +8,7 @@ closed by `{"ping-exitoso": "X de N"}`, which we ignore (it counts unreachable h
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any, Literal
 
@@ -18,6 +19,8 @@ from isp_gateway.upstream.gateway import UpstreamGateway
 from isp_gateway.upstream.records import as_int
 
 # Celery task states: these mean "not finished yet"; SUCCESS is done; anything else failed.
+log = logging.getLogger("isp_gateway.upstream.ping")
+
 _RUNNING = frozenset({"PENDING", "PROCESS", "PROGRESS", "STARTED", "RECEIVED", "RETRY"})
 _PING_KEY = re.compile(r"ping-(\d+)")
 
@@ -48,33 +51,64 @@ class PingRefused(Exception):
         self.upstream_status = status
 
 
+class PingServiceUnknown(Exception):
+    """The upstream does not know the service asked to ping (its 404)."""
+
+
+class PingTaskNotFound(Exception):
+    """The upstream no longer knows the task, or refuses to show it: the task has failed."""
+
+
 async def create_ping(gateway: UpstreamGateway, service_id: int, pings: int) -> str:
     """Ask the upstream to ping a service's device; the upstream task id.
 
-    Raises `UpstreamRejected` (404 = unknown service), `PingRefused`, or the gateway's errors.
+    Raises `PingServiceUnknown`, `PingRefused` (any other refusal), or the gateway's errors.
     """
-    response = await gateway.request(
-        "POST", f"api/clientes/{service_id}/ping/", json={"pings": pings}
-    )
-    # Only 202 means a task was queued (UPSTREAM.md): anything else is a failure.
-    if response.status_code != 202:
-        raise PingRefused(response.status_code)
     try:
-        body = response.json()
-    except ValueError:
-        raise PingRefused(response.status_code) from None
-    task_id = body.get("task_id") if isinstance(body, dict) else None
-    if not isinstance(task_id, str | int) or isinstance(task_id, bool) or not str(task_id).strip():
-        raise PingRefused(response.status_code)
+        response = await gateway.request(
+            "POST", f"api/clientes/{service_id}/ping/", json={"pings": pings}
+        )
+    except UpstreamRejected as exc:
+        if exc.upstream_status == 404:
+            raise PingServiceUnknown() from None
+        log.warning("upstream refused a ping for service %d (%d)", service_id, exc.upstream_status)
+        raise PingRefused(exc.upstream_status) from None
+    # Only 202 means a task was queued (UPSTREAM.md): anything else is a failure.
+    try:
+        if response.status_code != 202:
+            raise PingRefused(response.status_code)
+        try:
+            body = response.json()
+        except ValueError:
+            raise PingRefused(response.status_code) from None
+        task_id = body.get("task_id") if isinstance(body, dict) else None
+        if (
+            not isinstance(task_id, str | int)
+            or isinstance(task_id, bool)
+            or not str(task_id).strip()
+        ):
+            raise PingRefused(response.status_code)
+    except PingRefused as refused:
+        log.warning(
+            "upstream did not queue a ping for service %d (%d)",
+            service_id,
+            refused.upstream_status,
+        )
+        raise
     return str(task_id).strip()
 
 
 async def read_task(gateway: UpstreamGateway, task_id: str) -> PingResult:
-    """The task's state. Raises `UpstreamRejected` (404 = the task is gone) or gateway errors."""
+    """The task's state. Raises `PingTaskNotFound` (the upstream no longer knows the task or
+    refuses to show it) or the gateway's errors."""
     if not re.fullmatch(r"[A-Za-z0-9_.-]{1,128}", task_id):
         # Never build an upstream path from something that is not a plain id.
-        raise UpstreamRejected(404, None)
-    body = await gateway.get_json(f"api/tasks/{task_id}/")
+        raise PingTaskNotFound()
+    try:
+        body = await gateway.get_json(f"api/tasks/{task_id}/")
+    except UpstreamRejected as exc:
+        log.warning("ping task read: upstream answered %d", exc.upstream_status)
+        raise PingTaskNotFound() from None
     task = body.get("task") if isinstance(body, dict) else None
     if not isinstance(task, dict) or not isinstance(task.get("status"), str):
         # Not the answer of a tasks endpoint at all: treat like garbage from a proxy.

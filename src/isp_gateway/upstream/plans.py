@@ -9,12 +9,12 @@ PCQ plans have no detail endpoint.
 from __future__ import annotations
 
 import re
-import unicodedata
 from typing import Any
 
 from pydantic import BaseModel
 
 from isp_gateway.errors import UpstreamRejected, UpstreamUnavailable
+from isp_gateway.text import strip_accents
 from isp_gateway.upstream.gateway import UpstreamGateway
 from isp_gateway.upstream.records import as_int
 
@@ -44,10 +44,20 @@ class PlanDetail(BaseModel):
     upload_speed: float | None
 
 
+def detail_kind(plan: Plan) -> str | None:
+    """Which detail endpoint a plan has (`"pppoe"`, `"queue"`), None when it has none (PCQ):
+    a name for the plan's cached detail, never a path to build."""
+    return DETAIL_PATHS.get(plan.type)
+
+
+def has_detail(plan: Plan) -> bool:
+    """Whether the upstream has a detail (price, speeds) for this plan's type."""
+    return plan.type in DETAIL_PATHS
+
+
 def normalise_name(value: str) -> str:
     """Lowercase, no accents or punctuation, single spaces: how plan names are compared."""
-    text = unicodedata.normalize("NFKD", value)
-    text = "".join(ch for ch in text if not unicodedata.combining(ch)).lower()
+    text = strip_accents(value).lower()
     return " ".join(re.sub(r"[^a-z0-9]+", " ", text).split())
 
 
@@ -114,7 +124,7 @@ async def fetch_detail(
 ) -> PlanDetail | None:
     """The detail of a PPPOE or SIMPLE QUEUE plan; None when the upstream does not know it.
 
-    Other types (PCQ) have no detail endpoint: callers must not ask.
+    Other types (PCQ) have no detail endpoint: callers must not ask (`has_detail`).
     """
     path = DETAIL_PATHS[plan.type]
     try:

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from isp_gateway.errors import UpstreamUnavailable
+from isp_gateway.errors import UpstreamRejected, UpstreamUnavailable
 from isp_gateway.upstream.gateway import UpstreamGateway
 from isp_gateway.upstream.records import as_int
 
@@ -67,8 +67,14 @@ async def fetch_routers(gateway: UpstreamGateway, *, background: bool) -> list[R
 
 async def fetch_client_router(gateway: UpstreamGateway, service_id: int) -> int | None:
     """The router id of one service from `GET api/clientes/{id}/`; None when the upstream
-    names none. Raises `UpstreamRejected` (404: unknown service) and the gateway's errors."""
-    body = await gateway.get_json(f"api/clientes/{service_id}/")
+    names none, or does not know the service there (its 404: the list knew the client, this
+    endpoint does not, so no router). Raises the gateway's other errors."""
+    try:
+        body = await gateway.get_json(f"api/clientes/{service_id}/")
+    except UpstreamRejected as exc:
+        if exc.upstream_status != 404:
+            raise
+        return None
     if not isinstance(body, dict):
         raise UpstreamUnavailable()
     router = body.get("router")

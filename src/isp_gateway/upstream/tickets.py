@@ -5,12 +5,14 @@ on some accounts and as numbers or digit strings on others; the list's `estado` 
 numbers only and client filters are ignored, so the zone comes from `servicio.zona.id`;
 `respuestas` is a list (newest last) or one object; creation is a multipart form with every
 subject and department sent twice (`asunto`/`asuntos_default`, ...).
+
+A 4xx to a ticket request is a `TicketRejected`: its field errors in our words, and whether
+they are the request's own fields (a 400 naming them), so no caller reads an upstream status.
 """
 
 from __future__ import annotations
 
 import logging
-import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -18,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from isp_gateway.errors import UpstreamRejected, UpstreamUnavailable
+from isp_gateway.text import fold
 from isp_gateway.upstream.gateway import UpstreamGateway
 from isp_gateway.upstream.records import as_int
 
@@ -62,6 +65,19 @@ class Ticket(BaseModel):
     answer_text: str | None = None
 
 
+class TicketRejected(UpstreamRejected):
+    """The backend refused a ticket request (4xx). `fields`: its field errors as (our field
+    name, message) pairs; `of_request`: a 400 naming fields, i.e. the request's own values
+    (an unknown technician) are at fault, not a backend that failed; `answer`: how the
+    backend answered, for a message ("(400)")."""
+
+    def __init__(self, status: int, body: Any) -> None:
+        super().__init__(status, body)
+        self.fields = field_errors(body)
+        self.of_request = status == 400 and bool(self.fields)
+        self.answer = f"({status})"
+
+
 @dataclass(frozen=True)
 class NewTicket:
     service_id: int
@@ -75,15 +91,8 @@ class NewTicket:
     department: str
 
 
-def _fold(text: str) -> str:
-    decomposed = unicodedata.normalize("NFKD", text)
-    return " ".join(
-        "".join(ch for ch in decomposed if not unicodedata.combining(ch)).casefold().split()
-    )
-
-
-_STATE_BY_LABEL = {_fold(label): n for n, label in STATE_LABELS.items()}
-_PRIORITY_BY_LABEL = {_fold(label): n for n, label in PRIORITY_LABELS.items()}
+_STATE_BY_LABEL = {fold(label): n for n, label in STATE_LABELS.items()}
+_PRIORITY_BY_LABEL = {fold(label): n for n, label in PRIORITY_LABELS.items()}
 _PRIORITY_BY_LABEL.update({"media": 2, "urgente": 4})
 
 
@@ -93,7 +102,7 @@ def _coded(value: Any, by_label: dict[str, int]) -> int | None:
     if number is not None:
         return number
     if isinstance(value, str):
-        return by_label.get(_fold(value))
+        return by_label.get(fold(value))
     return None
 
 
@@ -208,7 +217,12 @@ async def list_in_states(
     found: dict[int, Ticket] = {}
     wanted = set(states)
     for state in dict.fromkeys(states):
-        rows = await gateway.get_all_pages(TICKETS_PATH, {"estado": state}, background=background)
+        try:
+            rows = await gateway.get_all_pages(
+                TICKETS_PATH, {"estado": state}, background=background
+            )
+        except UpstreamRejected as exc:
+            raise TicketRejected(exc.upstream_status, exc.body) from None
         for row in rows:
             ticket = to_ticket(row)
             if ticket is None:
@@ -243,7 +257,8 @@ async def create(gateway: UpstreamGateway, new: NewTicket) -> Ticket | None:
     """POST the ticket once (never retried: a repeat could open a second ticket).
 
     Returns the created ticket, or None when the upstream said 201 but its body does not
-    say which ticket it made. Raises the gateway's typed errors otherwise.
+    say which ticket it made. Raises `TicketRejected` for a 4xx, the gateway's typed errors
+    otherwise.
     """
     fields = {
         "servicio": str(new.service_id),
@@ -260,7 +275,10 @@ async def create(gateway: UpstreamGateway, new: NewTicket) -> Ticket | None:
     }
     # (None, value) parts make httpx send multipart form fields without a file name.
     files = {name: (None, value) for name, value in fields.items()}
-    response = await gateway.request("POST", TICKETS_PATH, files=files, retry_refused=False)
+    try:
+        response = await gateway.request("POST", TICKETS_PATH, files=files, retry_refused=False)
+    except UpstreamRejected as exc:
+        raise TicketRejected(exc.upstream_status, exc.body) from None
     try:
         body = response.json()
     except ValueError:

@@ -1,0 +1,88 @@
+"""Who is asking (CALLERS.md 1 and 3): the one place a request's credential becomes a `Caller`.
+
+REST (auth/dependencies.py), the MCP endpoint (mcp/auth.py) and the service rate limiter all
+read credentials here, so a key, a JWT and X-End-User-Id mean the same thing everywhere. The
+lookup edge (clients/fastpath.py) reads raw header bytes for speed, but with the same
+`bearer` rule and the same key ring.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from isp_gateway.auth.keys import JWT_SCOPES, enforce_key_rate, presented_key
+from isp_gateway.auth.tokens import InvalidToken, verify_token
+from isp_gateway.callers import END_USER_HEADER, MAX_END_USER_LENGTH, Caller, set_current_caller
+
+if TYPE_CHECKING:
+    from isp_gateway.runtime import Runtime
+
+
+class Unauthenticated(Exception):
+    """No valid credential: answered 401 `Could not validate credentials.` everywhere."""
+
+
+class BadEndUser(Exception):
+    """An X-End-User-Id that is not 1-128 printable ASCII characters (422)."""
+
+
+END_USER_ERROR = f"must be 1 to {MAX_END_USER_LENGTH} printable ASCII characters"
+
+
+def bearer(authorization: str | None) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header, else None."""
+    if not authorization:
+        return None
+    scheme, _, token = authorization.partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
+def valid_end_user(value: str) -> bool:
+    """1 to 128 printable ASCII characters (space to tilde)."""
+    return 0 < len(value) <= MAX_END_USER_LENGTH and value.isascii() and value.isprintable()
+
+
+def _end_user(value: str | None, caller: str) -> str:
+    if value is None:
+        return caller
+    if not valid_end_user(value):
+        raise BadEndUser()
+    return value
+
+
+def jwt_subject(runtime: Runtime, authorization: str | None) -> str | None:
+    """The subject of a valid JWT in an Authorization header, else None (no 401 here: for
+    code that only needs to know who it is, such as the per-subject rate limit)."""
+    token = bearer(authorization)
+    if token is None:
+        return None
+    try:
+        return verify_token(runtime.settings, token, runtime.token_cache)
+    except InvalidToken:
+        return None
+
+
+async def authenticate(runtime: Runtime, headers: Mapping[str, str], address: str) -> Caller:
+    """The request's Caller, also set as the request's current caller; raises
+    Unauthenticated (checked first: an anonymous request is 401 whatever else it sends) or
+    BadEndUser. A key is looked for first, so `Bearer igw_...` is never read as a JWT; a key
+    past its own rate raises its 429."""
+    end_user = headers.get(END_USER_HEADER)
+    presented = presented_key(headers)
+    if presented is not None:
+        found = runtime.key_ring.lookup(presented)
+        if found is None:  # unknown, revoked, malformed, or keys are off: as a bad JWT
+            raise Unauthenticated()
+        caller = Caller(found.name, _end_user(end_user, found.name), address, found.scopes)
+        set_current_caller(caller)
+        await enforce_key_rate(runtime.store, found)
+        return caller
+    subject = jwt_subject(runtime, headers.get("authorization"))
+    if subject is None:
+        raise Unauthenticated()
+    name = f"jwt:{subject}"
+    caller = Caller(name, _end_user(end_user, name), address, JWT_SCOPES)
+    set_current_caller(caller)
+    return caller

@@ -1,0 +1,402 @@
+"""Clients (spec 4.3-4.5): the cached list and its index, list, search, lookups, and the
+records other features read (accounts, diagnose, tickets, pings). Verify and resolve are in
+identity.py, the update in update.py; both build on this service.
+
+Everything is served from one cached client list (refresh-ahead, single flight,
+stale-if-error; see cache.py) and its in-process index. A lookup miss asks the upstream
+directly, because a customer added since the last load must still be found: with a loaded
+(complete) list, about one value at most once per MISS_RECHECK_SECONDS across workers; and a
+confirmed miss is remembered for NEGATIVE_CACHE_SECONDS (the only bound before the first load).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import re
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from isp_gateway.cache import CachedResource
+from isp_gateway.clients.index import ClientIndex, document_key, pack_lines, pack_records
+from isp_gateway.clients.phones import MIN_PHONE_DIGITS, field_phones, normalize_phone
+from isp_gateway.errors import (
+    InvalidInput,
+    NotFound,
+    ServiceError,
+    UpstreamError,
+    UpstreamRateLimited,
+    UpstreamUnauthorized,
+)
+from isp_gateway.memory import release_free_memory
+from isp_gateway.params import MAX_SERVICE_ID_DIGITS, parse_service_id
+from isp_gateway.upstream import clients as upstream
+from isp_gateway.upstream.clients import Client, ClientRecord
+
+if TYPE_CHECKING:
+    from isp_gateway.parts import Parts
+
+log = logging.getLogger("isp_gateway.clients")
+
+DOCUMENT = re.compile(r"[A-Za-z0-9]{3,20}")
+MAX_SEARCH_LIMIT = 200
+
+MSG_NOT_FOUND = "Client not found"
+MSG_NOT_FOUND_ES = "Cliente no encontrado"
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Decoding and indexing a whole client list allocates millions of objects, and the
+    collector's full passes over them cost about half of the build; nothing built here
+    forms reference cycles, so collection waits until the build is done."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _pack_page(records: list[ClientRecord]) -> str:
+    # Only while a page is packed: a load paused on the upstream budget can last minutes,
+    # and the collector must run for everything else the process does meanwhile.
+    with _gc_paused():
+        return pack_lines(records)
+
+
+def client_not_found(message: str = MSG_NOT_FOUND) -> NotFound:
+    return NotFound(message, action="client_not_found")
+
+
+def unable_to_fetch() -> ServiceError:
+    # Spec 5.2: our key was rejected; say nothing more (the details are in the log).
+    return ServiceError("Unable to fetch client data", action="CLIENT_NOT_FOUND", status_code=502)
+
+
+def _alone(client: Client | None) -> tuple[Client, list[int] | None] | None:
+    """A service-id hit: no other services to name."""
+    return None if client is None else (client, None)
+
+
+@dataclass(frozen=True)
+class Found:
+    client: Client
+    stale: bool = False
+    # Set when the client was read from the upstream just now (a miss of the cached list).
+    record: ClientRecord | None = None
+    # By document or phone: the other services sharing the value (CALLERS.md 2), ascending.
+    others: list[int] | None = None
+
+
+# States a customer must not be told from an old copy (BEYOND.md "Service state").
+CONFIRMED_STATES = frozenset({"suspended", "cancelled"})
+
+
+class ClientService:
+    def __init__(self, parts: Parts) -> None:
+        self.store = parts.store
+        self.settings = settings = parts.settings
+        self.gateway = parts.gateway
+        self.cache: CachedResource[ClientIndex] = parts.lists.resource(
+            "clients", self._load, self._index, ttl=settings.CLIENT_CACHE_SECONDS, patch=self._patch
+        )
+        self._tasks: set[asyncio.Task[None]] = set()
+        # Upstream queries of lookup misses in flight, by (kind, value): a bot retrying an
+        # unknown document, or many asking at once, costs one upstream call, not N.
+        self._queries: dict[tuple[str, str], asyncio.Future[list[ClientRecord]]] = {}
+
+    async def start(self) -> None:
+        """Warm the cache and keep it fresh in the background (start-up does not wait)."""
+        self.cache.start()
+
+    async def aclose(self) -> None:
+        pending: list[asyncio.Future[Any]] = [
+            *self._tasks,
+            *self._queries.values(),
+        ]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        await self.cache.aclose()
+
+    # -- the cache -------------------------------------------------------------------
+
+    async def _load(self, background: bool) -> dict[str, Any]:
+        # Each page is mapped and packed as it arrives, so a load never holds the raw rows
+        # of the whole list (hundreds of megabytes at 200,000 clients).
+        chunks = await upstream.fetch_all_clients_as(
+            self.gateway, _pack_page, background=background
+        )
+        return pack_records(chunks)
+
+    def _index(self, value: Any) -> ClientIndex:
+        s = self.settings
+        records = (value or {}).get("records") or []
+        if records and "router_id" not in records[0]:
+            for record in records:
+                upstream.complete_record(record)
+        with _gc_paused():
+            index = ClientIndex(
+                value, s.PHONE_COUNTRY_CODE, s.PHONE_NATIONAL_LENGTH, s.ACTIVE_CLIENT_STATES
+            )
+        # The cached list is millions of long-lived objects; left in the collector's
+        # generations, every full collection walks them all and stalls requests for tens of
+        # milliseconds. Frozen, they are skipped (they are still freed by reference count
+        # when the next generation replaces them).
+        gc.freeze()
+        # The load's parsed pages and the build's temporaries are freed by now (this runs in
+        # the loader's or the adopter's thread): give their memory back.
+        release_free_memory()
+        return index
+
+    async def warm(self) -> tuple[ClientIndex, bool]:
+        """The index, loading it if needed; upstream failures mapped for client endpoints."""
+        try:
+            snapshot = await self.cache.get()
+        except UpstreamUnauthorized:
+            raise unable_to_fetch() from None
+        return snapshot.value, snapshot.stale
+
+    @staticmethod
+    def _patch(index: ClientIndex, record: ClientRecord) -> ClientIndex:
+        """Apply one logged record (an update, or a new customer) to the index in place."""
+        index.replace(upstream.complete_record(record))
+        return index
+
+    async def remember(self, record: ClientRecord) -> None:
+        # Logged as a patch of the cached list: every worker applies it to its index; the
+        # whole list is not rewritten, and no worker rebuilds its index for it.
+        await self.cache.update(record)
+
+    # -- list and search -------------------------------------------------------------
+
+    async def list_active(self) -> tuple[bytes, bool]:
+        """The active clients as a pre-serialised JSON array, and the stale flag."""
+        try:
+            snapshot = await self.cache.get()
+        except UpstreamUnauthorized:
+            raise unable_to_fetch() from None
+        except UpstreamRateLimited:
+            raise
+        except UpstreamError:
+            raise ServiceError("Failed to retrieve clients") from None
+        return snapshot.value.active_json(), snapshot.stale
+
+    async def search(self, q: str | None, limit: int) -> tuple[bytes, int, int, bool]:
+        """The matching clients as a pre-serialised JSON array, how many, how many match in
+        all, and the stale flag."""
+        query = (q or "").strip()
+        if not query:
+            raise InvalidInput("Query parameter 'q' is required")
+        index, stale = await self.warm()
+        payload, count, total = index.search_json(query, max(1, min(limit, MAX_SEARCH_LIMIT)))
+        return payload, count, total, stale
+
+    # -- lookups ---------------------------------------------------------------------
+
+    async def _lookup(
+        self,
+        kind: str,
+        key: str,
+        from_index: Callable[[ClientIndex], tuple[Client, list[int] | None] | None],
+        accept: Callable[[Client], bool],
+        upstream_value: str,
+    ) -> Found:
+        snapshot = await self.cache.peek()
+        if snapshot is not None:
+            hit = from_index(snapshot.value)
+            if hit is not None:
+                return Found(hit[0], snapshot.stale, others=hit[1])
+        store = self.store
+        miss_key = f"clients:miss:{kind}:{key}"
+        if await store.get(miss_key) is not None:
+            raise client_not_found()
+        # A miss of a complete index (a whole list was loaded; a short read never is) asks
+        # the upstream about that value at most once per MISS_RECHECK_SECONDS, across all
+        # workers: the slot is taken in the store before the call, so a loop of the same
+        # miss, or the same miss on two workers at once, costs one call (CALLERS.md 2).
+        recheck = self.settings.MISS_RECHECK_SECONDS
+        recheck_key = f"clients:recheck:{kind}:{key}"
+        claimed = False
+        if snapshot is not None and recheck > 0:
+            claimed = await store.set_if_absent(recheck_key, True, ttl=recheck)
+            if not claimed:
+                raise client_not_found()
+        try:
+            records = await self.query(kind, upstream_value)
+        except UpstreamError as exc:
+            if claimed:
+                # A failed read is no answer about the value: the next lookup asks again,
+                # never "not found" on its strength.
+                await store.delete(recheck_key)
+            if isinstance(exc, UpstreamUnauthorized):
+                raise unable_to_fetch() from None
+            raise
+        matches = [r for r in records if accept(r["client"])]
+        if not matches:
+            if self.settings.NEGATIVE_CACHE_SECONDS > 0:
+                await store.set(miss_key, True, ttl=self.settings.NEGATIVE_CACHE_SECONDS)
+            raise client_not_found()
+        # The index's choice among clients sharing a key: an active one, then the lowest id.
+        active = self.settings.ACTIVE_CLIENT_STATES
+        record = min(
+            matches,
+            key=lambda r: (r["client"]["payment_status"] not in active, r["client"]["service_id"]),
+        )
+        if snapshot is not None:
+            # A client the cached list did not know yet: keep it for the next lookups, in
+            # the background (the cache lock may be held by a reload).
+            task = asyncio.create_task(self.remember(record))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        others = None
+        if kind != "service_id":
+            chosen = record["client"]["service_id"]
+            others = sorted({r["client"]["service_id"] for r in matches} - {chosen})
+        return Found(record["client"], record=record, others=others)
+
+    async def query(self, kind: str, value: str) -> list[ClientRecord]:
+        """One upstream query per (kind, value) however many lookups wait for it."""
+        key = (kind, value)
+        future = self._queries.get(key)
+        if future is None:
+            future = asyncio.ensure_future(upstream.query_clients(self.gateway, kind, value))
+            self._queries[key] = future
+
+            def done(task: asyncio.Future[list[ClientRecord]]) -> None:
+                if self._queries.get(key) is task:
+                    del self._queries[key]
+                if not task.cancelled():
+                    task.exception()  # retrieved here: every waiter may have gone away
+
+            future.add_done_callback(done)
+        # shield: a caller that disconnects must not cancel the query others wait for.
+        return await asyncio.shield(future)
+
+    async def fresh_hit_body(self, kind: str, raw: str) -> bytes | None:
+        """The rendered `client_found` answer when a lookup hits the fresh, warm index;
+        None for anything else (bad input, a miss, a cold or ageing cache), which the
+        regular route then handles with every rule. Used by the lookup fast path."""
+        index = await self.cache.fresh_local()
+        if index is None:
+            return None
+        if kind == "by-document":
+            text = raw.strip()
+            return index.hit_body("document", text) if DOCUMENT.fullmatch(text) else None
+        if kind == "by-phone":
+            s = self.settings
+            number = normalize_phone(raw, s.PHONE_COUNTRY_CODE, s.PHONE_NATIONAL_LENGTH)
+            return index.hit_body("phone", number) if len(number) >= MIN_PHONE_DIGITS else None
+        if kind == "by-service-id":
+            text = raw.strip()
+            valid = text.isdigit() and text.isascii() and len(text) <= MAX_SERVICE_ID_DIGITS
+            return index.hit_body("service_id", int(text)) if valid else None
+        return None
+
+    async def by_document(self, document: str) -> Found:
+        text = document.strip()
+        if not DOCUMENT.fullmatch(text):
+            raise InvalidInput("Invalid document format", action="invalid_document")
+        key = document_key(text)
+        return await self._lookup(
+            "document",
+            key,
+            lambda index: index.found_with_others("document", text),
+            lambda c: c["document"] is not None and document_key(c["document"]) == key,
+            text,
+        )
+
+    def normalized_phone(self, phone: str) -> str:
+        s = self.settings
+        number = normalize_phone(phone, s.PHONE_COUNTRY_CODE, s.PHONE_NATIONAL_LENGTH)
+        if len(number) < MIN_PHONE_DIGITS:
+            raise InvalidInput("Invalid phone format", action="invalid_phone")
+        return number
+
+    async def by_phone(self, phone: str) -> Found:
+        number = self.normalized_phone(phone)
+        s = self.settings
+        return await self._lookup(
+            "phone",
+            number,
+            lambda index: index.found_with_others("phone", number),
+            lambda c: (
+                number in field_phones(c["phone"], s.PHONE_COUNTRY_CODE, s.PHONE_NATIONAL_LENGTH)
+            ),
+            number,
+        )
+
+    async def by_service_id(self, service_id: int) -> Found:
+        return await self._lookup(
+            "service_id",
+            str(service_id),
+            lambda index: _alone(index.get(service_id)),
+            lambda c: c["service_id"] == service_id,
+            str(service_id),
+        )
+
+    async def by_service_id_text(self, raw: str) -> Found:
+        return await self.by_service_id(parse_service_id(raw))
+
+    async def get_client(self, service_id: int) -> Client | None:
+        """For other features (tickets, pings): the client, or None when it does not exist.
+        Upstream failures raise (never a false "not found")."""
+        try:
+            return (await self.by_service_id(service_id)).client
+        except NotFound:
+            return None
+
+    # -- whole records, for other features (accounts, diagnose) ---------------------
+
+    async def find_record(self, service_id: int) -> tuple[ClientRecord, float | None, bool]:
+        """(record, load time of the cached copy it came from or None when it was read from
+        the upstream just now, stale). NotFound for an unknown client; upstream failures
+        raise (never a false "not found")."""
+        snapshot = await self.cache.peek()
+        if snapshot is not None:
+            record = snapshot.value.record(service_id)
+            if record is not None:
+                return record, snapshot.loaded_at, snapshot.stale
+        found = await self.by_service_id(service_id)
+        if found.record is not None:
+            return found.record, None, False
+        # Another lookup patched it into the index meanwhile.
+        snapshot = await self.cache.peek()
+        record = None if snapshot is None else snapshot.value.record(service_id)
+        if record is None:
+            raise client_not_found()
+        return record, snapshot.loaded_at if snapshot else None, False
+
+    async def confirmed_record(self, service_id: int) -> tuple[ClientRecord, bool]:
+        """The record and its stale flag, with a `suspended`/`cancelled` state confirmed by
+        a fresh read of this one client when the cached copy is older than
+        STATE_FRESH_SECONDS: someone who paid minutes ago must not hear they are cut off.
+        The fresh row patches the cached list; a confirmation is trusted for
+        STATE_FRESH_SECONDS (shared by workers), so a suspended customer asking again costs
+        no further upstream call. An upstream failure raises: never a guess."""
+        record, loaded_at, stale = await self.find_record(service_id)
+        if record["client"]["service_state"] not in CONFIRMED_STATES or loaded_at is None:
+            return record, stale
+        window = self.settings.STATE_FRESH_SECONDS
+        if time.time() - loaded_at < window:
+            return record, stale
+        confirmed_key = f"clients:confirmed:{service_id}"
+        if window > 0 and await self.store.get(confirmed_key) is not None:
+            return record, stale
+        try:
+            rows = await self.query("service_id", str(service_id))
+        except UpstreamUnauthorized:
+            raise unable_to_fetch() from None
+        fresh = next((r for r in rows if r["client"]["service_id"] == service_id), None)
+        if fresh is None:
+            raise client_not_found()
+        await self.remember(fresh)
+        if window > 0:
+            await self.store.set(confirmed_key, True, ttl=window)
+        return fresh, False

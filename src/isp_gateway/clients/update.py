@@ -1,0 +1,147 @@
+"""Client update (spec 4.6, CALLERS.md 2): the PUT of a document and/or phone.
+
+The phone and document rules, a fresh read of the record's phone field (the new number
+replaces the first; the others stay), the write, and the patch of the cached list. Every
+update records its audit event (CALLERS.md 4), `updated` or `failed`, with the names of the
+fields it changes, never their values.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from isp_gateway.clients.index import document_key
+from isp_gateway.clients.lookups import DOCUMENT, client_not_found, unable_to_fetch
+from isp_gateway.clients.phones import is_update_phone, replace_first_phone
+from isp_gateway.errors import (
+    InvalidInput,
+    ServiceError,
+    StoreUnavailable,
+    UpstreamError,
+    UpstreamRateLimited,
+    UpstreamUnauthorized,
+)
+from isp_gateway.upstream import clients as upstream
+from isp_gateway.upstream.clients import Client
+
+if TYPE_CHECKING:
+    from isp_gateway.clients.lookups import ClientService
+    from isp_gateway.parts import Parts
+
+
+class UpdateService:
+    def __init__(self, parts: Parts, clients: ClientService) -> None:
+        self.settings = parts.settings
+        self.store = parts.store
+        self.gateway = parts.gateway
+        self.audit = parts.audit
+        self.clients = clients
+
+    async def update(self, service_id: int, document: str | None, phone: str | None) -> None:
+        """Write the new document and/or phone; the audit event says which fields changed
+        (or were to change) and how it ended, never their values."""
+        fields = [
+            field
+            for field, value in (("document", document), ("phone", phone))
+            if value and value.strip()
+        ]
+        try:
+            await self._update(service_id, document, phone)
+        except StoreUnavailable:
+            raise
+        except ServiceError as exc:
+            await self.audit.record(
+                "client_update",
+                "failed",
+                service_id=service_id,
+                details={"fields": fields, "reason": exc.action},
+            )
+            raise
+        await self.audit.record(
+            "client_update", "updated", service_id=service_id, details={"fields": fields}
+        )
+
+    async def _update(self, service_id: int, document: str | None, phone: str | None) -> None:
+        new_document = document.strip() if document and document.strip() else None
+        new_phone = phone.strip() if phone and phone.strip() else None
+        if new_document is None and new_phone is None:
+            raise InvalidInput(
+                "Provide at least one of 'document' or 'phone'", action="client_update_failed"
+            )
+        if new_document is not None and not DOCUMENT.fullmatch(new_document):
+            raise InvalidInput("Invalid document format", action="invalid_document")
+        phone_field = None
+        if new_phone is not None:
+            if not is_update_phone(new_phone):
+                raise InvalidInput("Invalid phone format", action="invalid_phone")
+            new_phone = self.clients.normalized_phone(new_phone)
+            # CALLERS.md 2: the new number replaces the record's first; its others stay.
+            phone_field = await self._phone_field_with(service_id, new_phone)
+        try:
+            await upstream.update_profile(self.gateway, service_id, new_document, phone_field)
+        except upstream.ProfileNotFound:
+            raise client_not_found() from None
+        except UpstreamUnauthorized:
+            raise unable_to_fetch() from None
+        except UpstreamRateLimited:
+            raise
+        except UpstreamError:
+            raise ServiceError(
+                "The client could not be updated upstream", action="client_update_failed"
+            ) from None
+        await self._after_update(service_id, new_document, new_phone, phone_field)
+
+    async def _phone_field_with(self, service_id: int, number: str) -> str:
+        """The service's `telefono` field, read fresh from the upstream (a cached copy
+        could miss a number added since, which the write would then wipe), with `number`
+        in place of its first number."""
+        try:
+            rows = await upstream.query_clients(
+                self.gateway, "service_id", str(service_id), limit=5
+            )
+        except UpstreamUnauthorized:
+            raise unable_to_fetch() from None
+        except UpstreamRateLimited:
+            raise
+        except UpstreamError:
+            raise ServiceError(
+                "The client could not be updated upstream", action="client_update_failed"
+            ) from None
+        # The upstream may ignore the filter: only the row of that service counts.
+        record = next((r for r in rows if r["client"]["service_id"] == service_id), None)
+        if record is None:
+            raise client_not_found()
+        s = self.settings
+        return replace_first_phone(
+            record["client"]["phone"], number, s.PHONE_COUNTRY_CODE, s.PHONE_NATIONAL_LENGTH
+        )
+
+    async def _after_update(
+        self,
+        service_id: int,
+        document: str | None,
+        phone: str | None,
+        phone_field: str | None = None,
+    ) -> None:
+        store = self.store
+        # A miss remembered for the new values would hide the client for a minute.
+        if document is not None:
+            await store.delete(f"clients:miss:document:{document_key(document)}")
+            await store.delete(f"clients:recheck:document:{document_key(document)}")
+        if phone is not None:
+            await store.delete(f"clients:miss:phone:{phone}")
+            await store.delete(f"clients:recheck:phone:{phone}")
+        snapshot = await self.clients.cache.peek()
+        if snapshot is None:
+            return
+        index = snapshot.value
+        record = index.record(service_id)
+        if record is None:
+            return
+        # A copy: the index must not see the new values before the patch log has them.
+        client: Client = {**record["client"]}
+        if document is not None:
+            client["document"] = document
+        if phone is not None:
+            client["phone"] = phone_field or phone
+        await self.clients.remember({**record, "client": client})

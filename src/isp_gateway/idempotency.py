@@ -1,0 +1,151 @@
+"""Idempotency for any write (DECISIONS.md: a repeat with the same key returns the first answer).
+
+A write endpoint that takes an `Idempotency-Key` runs its work through `Idempotency.run`:
+
+    answer = await idempotency.run(key, fingerprint, produce, final=(ZoneLimitReached,))
+    return answer.response()
+
+- The key is bound to the fingerprint of the request (a hash of its canonical body) from its
+  first use, whatever the outcome: the same key with another body is a 422
+  `idempotency_key_reused`.
+- One request per key at a time (a lock in the store, so it holds across workers); a repeat
+  that finds the key busy past `wait_seconds` is a 409 `idempotency_key_in_progress` with
+  `Retry-After`, safe to repeat.
+- Final answers are kept for `ttl` seconds and replayed as they were, with
+  `Idempotent-Replayed: true`: whatever `produce` returns, and the refusals named in `final`
+  (rendered in the envelope, as the error handler renders them). Any other error is not final:
+  it propagates and a repeat with the key tries again.
+
+What is kept is the rendered answer (status and envelope), not a typed outcome: a replay must
+be the first answer byte for byte, and the record keeps the shape the service has always
+stored (`{"fingerprint", "status", "body"}`), so records written before an upgrade replay after
+it. Without a key, `run` just produces the answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi.responses import JSONResponse
+
+from isp_gateway.envelope import envelope
+from isp_gateway.errors import ServiceError
+from isp_gateway.store import LockTimeout, Store
+
+REPLAYED = "Idempotent-Replayed"
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A rendered answer: its status, envelope and headers."""
+
+    status_code: int
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of_error(cls, error: ServiceError) -> Answer:
+        """A refusal as the error handler renders it."""
+        body = envelope(
+            ok=False,
+            type=error.type,
+            action=error.action,
+            data=error.data,
+            message=error.message,
+            meta=error.meta,
+        )
+        return cls(error.status_code, body, dict(error.headers))
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(self.body, status_code=self.status_code, headers=self.headers)
+
+
+def fingerprint(value: Any) -> str:
+    """A request's fingerprint: the hash of its canonical JSON (sorted keys)."""
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class KeyReused(ServiceError):
+    status_code = 422
+    action = "idempotency_key_reused"
+    default_message = "This Idempotency-Key was already used with a different request body"
+
+
+class KeyInProgress(ServiceError):
+    status_code = 409
+    action = "idempotency_key_in_progress"
+    default_message = "A request with this Idempotency-Key is still being processed; retry shortly"
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message, headers={"Retry-After": "2"})
+
+
+class Idempotency:
+    """The idempotency of one kind of write (`scope` names its records in the store)."""
+
+    def __init__(
+        self,
+        store: Store,
+        scope: str,
+        *,
+        ttl: float,
+        lock_seconds: float,
+        wait_seconds: float,
+    ) -> None:
+        self.store = store
+        self.scope = scope
+        self.ttl = ttl
+        # The lock outlives the work under it; a repeat waits this long before the 409.
+        self.lock_seconds = lock_seconds
+        self.wait_seconds = wait_seconds
+
+    def record_key(self, key: str) -> str:
+        digest = hashlib.sha256(key.encode()).hexdigest()
+        return f"idempotency:{self.scope}:{digest}"
+
+    async def run(
+        self,
+        key: str | None,
+        request_fingerprint: str,
+        produce: Callable[[], Awaitable[Answer]],
+        *,
+        final: tuple[type[ServiceError], ...] = (),
+    ) -> Answer:
+        if not key:
+            return await produce()
+        record_key = self.record_key(key)
+        try:
+            async with self.store.lock(
+                record_key, timeout=self.lock_seconds, blocking_timeout=self.wait_seconds
+            ):
+                record = await self.store.get(record_key)
+                if record is not None and record["fingerprint"] != request_fingerprint:
+                    raise KeyReused()
+                if record is not None and record.get("status") is not None:
+                    return Answer(record["status"], record["body"], {REPLAYED: "true"})
+                if record is None:
+                    # The key is bound to this body from its first use, whatever the outcome.
+                    await self.store.set(
+                        record_key, {"fingerprint": request_fingerprint}, ttl=self.ttl
+                    )
+                try:
+                    answer = await produce()
+                except final as refusal:
+                    answer = Answer.of_error(refusal)
+                await self.store.set(
+                    record_key,
+                    {
+                        "fingerprint": request_fingerprint,
+                        "status": answer.status_code,
+                        "body": answer.body,
+                    },
+                    ttl=self.ttl,
+                )
+                return answer
+        except LockTimeout:
+            raise KeyInProgress() from None

@@ -1,0 +1,299 @@
+"""/mcp: the Model Context Protocol over streamable HTTP, stateless, in the REST process.
+
+The official SDK's low-level `Server` with two handlers (list tools, call a tool) behind the
+SDK's `StreamableHTTPSessionManager` in stateless mode with JSON answers: no session lives
+in a worker, so any worker of `serve --workers N` answers any request. State that must
+outlive a request (verification ids, throttles, caches) is in the store, as for REST.
+
+In front of the SDK, `McpEndpoint` authenticates every request with the REST credentials
+(auth.py) and puts the caller and its scopes in the ASGI scope, where the handlers read
+them back through the SDK's request context. The session manager is started by the app's
+lifespan (`running`), after the services it calls and closed before them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import mcp_types as types
+from fastapi import FastAPI
+from mcp.server import Server, ServerRequestContext
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import ValidationError
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from isp_gateway.auth.dependencies import CREDENTIALS_ERROR
+from isp_gateway.callers import Caller, set_current_caller
+from isp_gateway.envelope import error_response
+from isp_gateway.errors import Locked, ServiceError
+from isp_gateway.mcp.auth import BadEndUser, Unauthenticated, allows, authenticate, scopes_of
+from isp_gateway.mcp.tools import BY_NAME, TOOLS, Call, Outcome, ToolFailure, run
+from isp_gateway.upstream import deadline
+from isp_gateway.verifications import VerificationRequired
+
+if TYPE_CHECKING:
+    from isp_gateway.runtime import Runtime
+
+log = logging.getLogger("isp_gateway.mcp")
+
+PATH = "/mcp"
+SCOPE_KEY = "isp_gateway.mcp"
+
+INSTRUCTIONS = (
+    "Tools of an internet service provider's support desk. Always: 1) find_customer by the "
+    "phone, document or service id the customer gives (it returns service ids only); "
+    "2) verify_customer with 3 or 4 of name, address, plan name and plan price exactly as "
+    "the customer states them; 3) act with the verification_id it returns. Never ask the "
+    "tools for data of a customer who did not verify. Read the Spanish sentence of each "
+    "result to the customer."
+)
+
+MSG_VERIFY_FIRST = (
+    "Primero verifique la identidad del titular: find_customer, luego verify_customer, y use "
+    "el verification_id que devuelve (vale solo para ese servicio y esta conversación)."
+)
+MSG_UNAVAILABLE = "El sistema del proveedor no responde ahora; intente de nuevo en un momento."
+MSG_INTERNAL = "Ocurrió un error interno; intente de nuevo en un momento."
+
+# Spanish sentences for the services' error actions; anything else says the service's own
+# message (none of them names a customer).
+_ERRORS = {
+    "client_not_found": "No encontré ningún cliente con ese dato.",
+    "invalid_phone": "El teléfono no es válido.",
+    "invalid_document": "El documento no es válido (3 a 20 letras o dígitos).",
+    "invalid_service_id": "El número de servicio no es válido.",
+    "client_verification_failed": (
+        "Se necesitan al menos 3 de: nombre, dirección, nombre del plan y precio del plan."
+    ),
+    "client_verification_locked": (
+        "Demasiados intentos de verificación fallidos; intente más tarde."
+    ),
+    "client_update_failed": "No se pudieron actualizar los datos de contacto.",
+    "upstream_unavailable": MSG_UNAVAILABLE,
+    "upstream_unauthorized": MSG_UNAVAILABLE,
+    "upstream_rate_limited": MSG_UNAVAILABLE,
+    "CLIENT_NOT_FOUND": MSG_UNAVAILABLE,
+    "store_unavailable": MSG_UNAVAILABLE,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class McpRequest:
+    """What the endpoint learnt about one /mcp request, for the handlers."""
+
+    caller: Caller
+    scopes: frozenset[str]
+    runtime: Runtime
+
+
+def _request_of(ctx: ServerRequestContext[Any, Any]) -> McpRequest:
+    scope = getattr(ctx.request, "scope", None)
+    found = scope.get(SCOPE_KEY) if isinstance(scope, dict) else None
+    if not isinstance(found, McpRequest):
+        # Only reachable if the SDK were served without McpEndpoint in front.
+        raise RuntimeError("MCP request without an authenticated caller")
+    return found
+
+
+def _result(data: dict[str, Any], sentence: str, *, error: bool) -> types.CallToolResult:
+    # The sentence first (what a bot says), then the data as JSON text for clients that do
+    # not read structured content (the MCP spec's advice).
+    content: list[types.ContentBlock] = [
+        types.TextContent(type="text", text=sentence),
+        types.TextContent(type="text", text=json.dumps(data, ensure_ascii=False, default=str)),
+    ]
+    return types.CallToolResult(content=content, structured_content=data, is_error=error)
+
+
+def _failure(code: str, sentence: str, **extra: Any) -> types.CallToolResult:
+    return _result({"error": code, "message": sentence, **extra}, sentence, error=True)
+
+
+def _service_failure(exc: ServiceError) -> types.CallToolResult:
+    sentence = _ERRORS.get(exc.action, exc.message)
+    if isinstance(exc, Locked):
+        return _failure(exc.action, sentence, retry_after=exc.retry_after)
+    return _failure(exc.action, sentence)
+
+
+def _invalid(exc: ValidationError) -> types.CallToolResult:
+    # Names and reasons only: pydantic's messages do not repeat the values.
+    problems = [
+        f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
+        for err in exc.errors()
+    ]
+    return _failure("invalid_arguments", "Argumentos inválidos: " + "; ".join(problems))
+
+
+async def list_tools(
+    ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
+    request = _request_of(ctx)
+    tools = [
+        types.Tool(
+            name=spec.name,
+            description=spec.description,
+            input_schema=spec.input_schema(),
+            annotations=types.ToolAnnotations(read_only_hint=spec.read_only, open_world_hint=False),
+        )
+        for spec in TOOLS
+        if allows(request.scopes, spec.scope)
+    ]
+    return types.ListToolsResult(tools=tools)
+
+
+async def call_tool(
+    ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+) -> types.CallToolResult:
+    """Every tool call, audited (CALLERS.md 4) once its outcome is decided, before the
+    answer is sent: `mcp_tool` (the tool's name, `ok` or `error`) and, for a refusal for a
+    missing, unknown, expired or foreign verification id, `verification_required`."""
+    result = await _call_tool(ctx, params)
+    request = _request_of(ctx)
+    # A name the server does not know is the agent's text: it is not repeated in the audit.
+    tool = params.name if params.name in BY_NAME else "unknown"
+    code = (result.structured_content or {}).get("error") if result.is_error else None
+    details: dict[str, Any] = {"tool": tool}
+    if isinstance(code, str):
+        details["error"] = code
+    audit = request.runtime.audit
+    try:
+        if code == "verification_required":
+            await audit.record("verification_required", "refused", details={"tool": tool})
+        await audit.record("mcp_tool", "error" if result.is_error else "ok", details=details)
+    except ServiceError as exc:
+        # The store is away (the log line was written): the agent still gets its answer.
+        log.warning("mcp tool %s: audit event not stored (%s)", tool, exc.action)
+    return result
+
+
+async def _call_tool(
+    ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+) -> types.CallToolResult:
+    request = _request_of(ctx)
+    # The handler may run in a task of the SDK's own: the caller is set here too, for the
+    # rules below that key on it (the upstream budget's fair share).
+    set_current_caller(request.caller)
+    spec = BY_NAME.get(params.name)
+    if spec is None or not allows(request.scopes, spec.scope):
+        # A tool the credential lacks the scope for is neither listed nor callable.
+        return _failure("unknown_tool", "Esa herramienta no existe o no está disponible.")
+    try:
+        args = spec.args.model_validate(params.arguments or {})
+    except ValidationError as exc:
+        return _invalid(exc)
+    runtime = request.runtime
+    settings = runtime.settings
+    # Every answer within UPSTREAM_TIMEOUT_SECONDS + 2 s, as on REST (CALLERS.md 2).
+    deadline.start(settings.UPSTREAM_TIMEOUT_SECONDS, runtime.gateway)
+    call = Call(
+        services=runtime.services,
+        verifications=runtime.services.verifications,
+        settings=settings,
+        caller=request.caller,
+    )
+    try:
+        outcome: Outcome = await run(spec, call, args)
+    except VerificationRequired:
+        return _failure("verification_required", MSG_VERIFY_FIRST)
+    except ToolFailure as failure:
+        return _failure(failure.code, failure.sentence)
+    except ServiceError as exc:
+        return _service_failure(exc)
+    except ValidationError as exc:
+        return _invalid(exc)
+    except Exception as exc:  # the agent gets a sentence; the log the kind, no traceback
+        log.error("mcp tool %s failed: %s", spec.name, type(exc).__name__)
+        return _failure("internal_error", MSG_INTERNAL)
+    return _result(outcome.data, outcome.sentence, error=False)
+
+
+def build_server() -> Server[Any]:
+    return Server(
+        "isp-gateway",
+        version="1.0.0",
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+class McpEndpoint:
+    """The ASGI app at /mcp: the REST credentials first, then the SDK's session manager."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        state = scope["app"].state
+        runtime: Runtime = state.runtime
+        manager: StreamableHTTPSessionManager = state.mcp_manager
+        try:
+            caller = await authenticate(runtime, scope)
+        except Unauthenticated:
+            # Exactly REST's 401 (auth/dependencies.py).
+            response: JSONResponse = JSONResponse(
+                {"detail": CREDENTIALS_ERROR},
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+            await response(scope, receive, send)
+            return
+        except BadEndUser:
+            refusal = error_response(
+                422,
+                "validation_error",
+                "X-End-User-Id must be 1 to 128 printable ASCII characters",
+            )
+            await refusal(scope, receive, send)
+            return
+        except ServiceError as exc:  # a key past its own rate_per_minute: 429, as on REST
+            refused = error_response(
+                exc.status_code, exc.action, exc.message, data=exc.data, headers=exc.headers
+            )
+            await refused(scope, receive, send)
+            return
+        scope[SCOPE_KEY] = McpRequest(caller, scopes_of(caller), runtime)
+        set_current_caller(caller)
+        await manager.handle_request(scope, receive, send)
+
+
+def install(app: FastAPI) -> None:
+    """Add the /mcp route (its session manager is started by `running`)."""
+    app.router.routes.append(
+        Route(
+            PATH,
+            endpoint=McpEndpoint(),
+            # Stateless: no standalone SSE stream (GET) and no session to end (DELETE); the
+            # SDK would hold a GET open with nothing ever to send. Both answer 405 here.
+            methods=["POST"],
+            include_in_schema=False,
+        )
+    )
+
+
+@asynccontextmanager
+async def running(app: FastAPI) -> AsyncIterator[None]:
+    """The SDK's session manager for one run of the app's lifespan (a manager runs once)."""
+    # Stateless, the SDK's transport logs "Terminating session: None" at INFO after every
+    # request: one useless line per tool call. Its warnings and errors still show.
+    logging.getLogger("mcp.server.streamable_http").setLevel(logging.WARNING)
+    manager = StreamableHTTPSessionManager(
+        app=build_server(),
+        stateless=True,
+        json_response=True,
+        # The Bearer credential is what protects /mcp (a browser never sends it on its
+        # own), and the service sits behind real host names, not only loopback.
+        security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+    async with manager.run():
+        app.state.mcp_manager = manager
+        try:
+            yield
+        finally:
+            app.state.mcp_manager = None

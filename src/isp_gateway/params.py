@@ -1,0 +1,137 @@
+"""Request parameters several features share (a service id in a path, a long-poll wait),
+the errors of a route about one service, and REST's verification guard (CALLERS.md 5). No
+feature owns them, so no feature imports another feature's router or schemas for them."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Header, Path, Query, Request
+
+from isp_gateway.callers import current_caller
+from isp_gateway.envelope import Responses, error_responses
+from isp_gateway.errors import InvalidInput
+from isp_gateway.verifications import VerificationRequired
+
+MAX_SERVICE_ID_DIGITS = 10
+# The longest long-poll wait of a ping or a diagnose, in seconds.
+MAX_WAIT_SECONDS = 25.0
+
+# A positive integer of 1 to 10 digits (all zeros is no id).
+SERVICE_ID_PATTERN = r"^[\t-\r ]*(?!0+[\t-\r ]*$)[0-9]{1,10}[\t-\r ]*$"
+
+
+def parse_service_id(raw: str) -> int:
+    """A service id from a path: a positive integer of ASCII digits only (no sign, no
+    decimals, no exponent), at most 10 of them (CALLERS.md 2: the documented pattern; no
+    upstream id is longer); else 400 `invalid_service_id`, on every service-id route."""
+    text = raw.strip()
+    if (
+        not text.isdigit()
+        or not text.isascii()
+        or len(text) > MAX_SERVICE_ID_DIGITS
+        or int(text) == 0
+    ):
+        raise InvalidInput("Invalid service id", action="invalid_service_id")
+    return int(text)
+
+
+# A service id in a path, read by `parse_service_id` (400 `invalid_service_id` otherwise).
+ServiceIdPath = Annotated[
+    str,
+    Path(
+        description="A positive integer, 1 to 10 digits",
+        json_schema_extra={"pattern": SERVICE_ID_PATTERN},
+    ),
+]
+# The errors of a route about one service (account, tickets, diagnose): a bad or unknown id,
+# and the upstream's (our key refused on the client read is spec 5.2's CLIENT_NOT_FOUND).
+SERVICE_ROUTE_ERRORS = error_responses(
+    400,
+    404,
+    502,
+    503,
+    actions={
+        400: "invalid_service_id",
+        404: "client_not_found",
+        502: ["upstream_unavailable", "upstream_unauthorized", "CLIENT_NOT_FOUND"],
+    },
+)
+
+WaitQuery = Annotated[
+    float,
+    Query(
+        ge=0,
+        le=MAX_WAIT_SECONDS,
+        description="Hold the answer up to this many seconds until the result is final.",
+    ),
+]
+
+
+# -- REST's verification guard (CALLERS.md 5, opt-in with REQUIRE_VERIFICATION) ----------
+
+VERIFICATION_HEADER = "X-Verification-Id"
+MSG_VERIFY_FIRST = (
+    "Verification required: verify the customer's identity first "
+    "(POST /api/v1/clients/{service_id}/verify) and send the verification_id it returns "
+    "in the X-Verification-Id header."
+)
+
+# The 403 of a guarded route, beside the route's other errors.
+VERIFICATION_ERRORS: Responses = error_responses(403, actions={403: "verification_required"})
+VERIFICATION_ERRORS[403]["description"] = (
+    "With REQUIRE_VERIFICATION: no `X-Verification-Id`, or one that is unknown, expired, "
+    "of another service or of another caller or end user. `action`: `verification_required`."
+)
+SERVICE_ROUTE_ERRORS_VERIFIED: Responses = {**SERVICE_ROUTE_ERRORS, **VERIFICATION_ERRORS}
+
+
+async def require_verification(request: Request, service_id: int) -> None:
+    """With REQUIRE_VERIFICATION, refuse (403 `verification_required`, and an audit event)
+    unless the request's X-Verification-Id names a verification of `service_id` by this
+    caller and end user; without it, nothing. Unknown, expired, malformed, another
+    service's and another person's ids are refused alike.
+
+    For a route whose service id is in the body (ticket creation):
+    `await require_verification(request, body.service_id)`."""
+    # Read from the app, not imported: services import this module for parse_service_id,
+    # and the runtime sits above them (import-linter's layers).
+    runtime = request.app.state.runtime
+    if not runtime.settings.REQUIRE_VERIFICATION:
+        return
+    caller = current_caller()
+    try:
+        if caller is None:
+            raise VerificationRequired(MSG_VERIFY_FIRST)
+        header = request.headers.get(VERIFICATION_HEADER)
+        try:
+            verified = await runtime.services.verifications.service_of(header, caller)
+        except VerificationRequired:
+            raise VerificationRequired(MSG_VERIFY_FIRST) from None
+        if verified != service_id:
+            raise VerificationRequired(MSG_VERIFY_FIRST)
+    except VerificationRequired:
+        await runtime.audit.record("verification_required", "refused", service_id=service_id)
+        raise
+
+
+# Declared so that every guarded operation documents the header; read by
+# require_verification from the request.
+VerificationIdHeader = Annotated[
+    str | None,
+    Header(
+        alias=VERIFICATION_HEADER,
+        description="The verification_id of a successful verify of this service by this "
+        "caller and end user; required when the gateway runs with REQUIRE_VERIFICATION",
+    ),
+]
+
+
+async def _verified_service(request: Request, verification_id: VerificationIdHeader = None) -> None:
+    """The guard of a route with `{service_id}` in its path (the id is parsed first: a bad
+    one stays 400 `invalid_service_id`)."""
+    await require_verification(request, parse_service_id(str(request.path_params["service_id"])))
+
+
+# `dependencies=[VERIFIED]` on a route about one service in its path.
+VERIFIED = Depends(_verified_service)

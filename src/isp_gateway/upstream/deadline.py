@@ -1,0 +1,80 @@
+"""The request's deadline: every answer comes within UPSTREAM_TIMEOUT_SECONDS + 2 s.
+
+A request sets its deadline when it starts (`start`, from the runtime dependency). A request
+that waits on work it does not own (a whole-list load shared with other requests and the
+background schedule, which may be paused for the budget or a Retry-After, or held by another
+worker's lock) waits only while time is left (`bounded`): past it, or at once when the
+upstream asked us to wait longer than the time left, it answers with the upstream's failure
+while the load goes on for the next caller. Background work has no deadline (`clear`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+from isp_gateway.errors import UpstreamRateLimited, UpstreamUnavailable
+
+if TYPE_CHECKING:
+    from isp_gateway.upstream.gateway import UpstreamGateway
+
+T = TypeVar("T")
+
+# How often a waiting request looks again at a Retry-After the upstream sent meanwhile.
+POLL_SECONDS = 0.2
+
+
+@dataclass(frozen=True)
+class Deadline:
+    at: float  # time.monotonic()
+    gateway: UpstreamGateway | None = None
+
+    def left(self) -> float:
+        return self.at - time.monotonic()
+
+
+_deadline: ContextVar[Deadline | None] = ContextVar("request_deadline", default=None)
+
+
+def start(seconds: float, gateway: UpstreamGateway | None = None) -> None:
+    """This request answers within `seconds` from now. Set afresh each time: a context
+    that outlived its request (a server reusing one for the next) never hands its
+    expired deadline on. FastAPI resolves the runtime dependency once per request."""
+    _deadline.set(Deadline(time.monotonic() + seconds, gateway))
+
+
+def clear() -> None:
+    """No deadline in this context (a background task started from a request)."""
+    _deadline.set(None)
+
+
+def current() -> Deadline | None:
+    return _deadline.get()
+
+
+async def bounded(task: asyncio.Future[T]) -> T:
+    """The result of shared work `task`, waited for only while the request has time left.
+
+    The task is never cancelled here (others may wait for it). Raises UpstreamRateLimited
+    at once when the upstream's Retry-After outlasts the time left, else UpstreamUnavailable
+    when the time is up."""
+    deadline = _deadline.get()
+    if deadline is None:
+        return await asyncio.shield(task)
+    while True:
+        left = deadline.left()
+        # Waited first: a load that is under way clears an older Retry-After with its
+        # first successful page.
+        await asyncio.wait({task}, timeout=max(0.0, min(left, POLL_SECONDS)))
+        if task.done():
+            return task.result()
+        left = deadline.left()
+        gateway = deadline.gateway
+        wait = 0.0 if gateway is None else gateway.rate_limited_for()
+        if wait > max(0.0, left):
+            raise UpstreamRateLimited(wait)
+        if left <= 0:
+            raise UpstreamUnavailable()

@@ -1,0 +1,148 @@
+"""API keys on `isp-gateway serve --workers 2` with a real Redis (CALLERS.md 3 and 4): a key
+made by the real CLI works on every worker within 5 s and stops within 5 s of its
+revocation; a broken key file keeps the last good keys; a key's rate and the audit are
+shared by the workers. Every request opens a new connection, so either worker may answer."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+
+from tests.conftest import API_KEY, JWT_SECRET, USERNAME, Simulator
+from tests.foundation.conftest import wait_for_fresh_window
+from tests.foundation.test_cli import base_env, run_cli
+from tests.support import free_port
+
+REDIS_DB = 7
+PLANS = "/api/v1/internet-plans/"
+# Fresh connections per check: with two workers on one socket, both answer some of them.
+TRIES = 24
+
+
+@pytest.fixture
+def shared_redis(redis_url: Callable[[int], str]) -> Iterator[str]:
+    url = redis_url(REDIS_DB)
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    try:
+        yield url
+    finally:
+        client.flushdb()
+        client.close()
+
+
+def keys_cli(tmp_path: Path, *args: str) -> str:
+    env = base_env(API_KEYS_FILE=str(tmp_path / "keys.json"))
+    result = run_cli("keys", *args, env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def get(url: str, path: str, key: str, **params: str | int) -> httpx.Response:
+    return httpx.get(
+        url + path,
+        params=params,
+        headers={"X-API-Key": key, "Connection": "close"},
+        timeout=10,
+    )
+
+
+def statuses(url: str, key: str, path: str = PLANS) -> set[int]:
+    return {get(url, path, key).status_code for _ in range(TRIES)}
+
+
+@pytest.fixture
+def served(
+    simulator: Simulator, password_hash: str, tmp_path: Path, shared_redis: str
+) -> Iterator[str]:
+    """The URL of `serve --workers 2`; its log (stderr) goes to tmp_path / "serve.log"."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "UPSTREAM_NET_KEY": API_KEY,
+        "UPSTREAM_NET_HOST": simulator.url,
+        "JWT_SECRET_KEY": JWT_SECRET,
+        "API_USERNAME": USERNAME,
+        "API_PASSWORD_HASH": password_hash,
+        "UPSTREAM_RATE_PER_MINUTE": "100000",
+        "UPSTREAM_RATE_PER_HOUR": "1000000",
+        "LOG_LEVEL": "WARNING",
+        "REDIS_URL": shared_redis,
+        "API_KEYS_FILE": str(tmp_path / "keys.json"),
+    }
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    args = [sys.executable, "-m", "isp_gateway", "serve", "--port", str(port), "--workers", "2"]
+    log = (tmp_path / "serve.log").open("wb")
+    # cwd: no stray .env is read.
+    proc = subprocess.Popen(args, env=env, cwd=tmp_path, stderr=log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            assert proc.poll() is None, "serve exited"
+            try:
+                if httpx.get(f"{url}/ready", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "serve did not come up"
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+def test_a_key_from_the_cli_on_two_workers(served: str, tmp_path: Path) -> None:
+    url = served
+    # No key file yet: nothing is a key.
+    assert statuses(url, "igw_" + "A" * 43) == {401}
+    key = keys_cli(tmp_path, "create", "portal", "--scopes", "plans:read,audit:read")
+    time.sleep(5)
+    assert statuses(url, key) == {200}
+    # Its scopes only, on every worker; each refusal is audited in the shared store.
+    refused = {get(url, "/api/v1/payment-methods", key).status_code for _ in range(TRIES)}
+    assert refused == {403}
+    events = get(url, "/api/v1/audit", key, event="scope_denied", limit=500).json()["data"]
+    assert len(events) == TRIES
+    assert {e["caller"] for e in events} == {"portal"}
+    # A broken file keeps the last good keys.
+    path = tmp_path / "keys.json"
+    good = path.read_text()
+    path.write_text('{"keys": [')
+    time.sleep(2.5)
+    assert statuses(url, key) == {200}
+    # Each worker that looked at the broken file says so once: both did.
+    logged = (tmp_path / "serve.log").read_text()
+    assert logged.count("keeping the 1 keys read before") == 2, logged
+    assert key not in logged
+    path.write_text(good)
+    # Revoked with the real CLI: refused everywhere within 5 s, as a bad JWT.
+    keys_cli(tmp_path, "revoke", "portal")
+    time.sleep(5)
+    assert statuses(url, key) == {401}
+    answer = get(url, PLANS, key)
+    assert answer.json() == {"detail": "Could not validate credentials."}
+    assert answer.headers["www-authenticate"] == "Bearer"
+    assert key not in json.dumps(events)
+
+
+def test_a_keys_rate_is_shared_by_the_workers(served: str, tmp_path: Path) -> None:
+    url = served
+    key = keys_cli(tmp_path, "create", "flow", "--scopes", "plans:read", "--rate-per-minute", "5")
+    time.sleep(2.5)
+    wait_for_fresh_window(60, margin=15)
+    answers = [get(url, PLANS, key) for _ in range(12)]
+    assert [a.status_code for a in answers] == [200] * 5 + [429] * 7
+    assert all(a.json()["action"] == "rate_limited" for a in answers[5:])
+    assert all(1 <= int(a.headers["Retry-After"]) <= 60 for a in answers[5:])
