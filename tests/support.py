@@ -1,5 +1,5 @@
-"""Test helpers shared by every test package: run any ASGI app on a real loopback port, and
-a throwaway Redis."""
+"""Test helpers shared by every test package: run any ASGI app on a real loopback port, a
+throwaway Redis, and the store a test runs on (memory or Redis)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,17 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from urllib.parse import urlsplit, urlunsplit
 
+import pytest
+import redis.asyncio as aioredis
 import uvicorn
 from starlette.types import ASGIApp
+
+from isp_gateway.store import MemoryStore, Store
+from isp_gateway.store.redis import RedisStore
 
 
 class _Server(uvicorn.Server):
@@ -145,3 +150,41 @@ def redis_db_url(base: str, db: int) -> str:
     """`base` (a Redis URL, any database) pointed at database `db`, its query kept."""
     parts = urlsplit(base)
     return urlunsplit((parts.scheme, parts.netloc, f"/{db}", parts.query, ""))
+
+
+async def delete_keys(url: str, pattern: str) -> None:
+    """Delete the keys matching `pattern` in the Redis database at `url` (never FLUSHDB:
+    other suites may share the database)."""
+    client = aioredis.Redis.from_url(url)
+    try:
+        async for key in client.scan_iter(match=pattern):
+            await client.delete(key)
+    finally:
+        await client.aclose()
+
+
+@asynccontextmanager
+async def memory_or_redis(
+    request: pytest.FixtureRequest, db: int, keys: str | None = None
+) -> AsyncIterator[Store]:
+    """The store of a fixture parametrized with ["memory", "redis"]: a MemoryStore, or a
+    RedisStore on database `db` of this run's Redis (`redis_url`), answering a ping, with the
+    keys matching `keys` (when given) deleted before and after."""
+    if request.param == "memory":
+        memory = MemoryStore()
+        try:
+            yield memory
+        finally:
+            await memory.close()
+        return
+    url = request.getfixturevalue("redis_url")(db)
+    if keys is not None:
+        await delete_keys(url, keys)
+    redis_store = RedisStore(url)
+    try:
+        await redis_store.ping()
+        yield redis_store
+    finally:
+        await redis_store.close()
+        if keys is not None:
+            await delete_keys(url, keys)
