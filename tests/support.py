@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager, contextmanager
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
+import redis
 import redis.asyncio as aioredis
 import uvicorn
 from starlette.types import ASGIApp
@@ -150,6 +151,28 @@ def redis_db_url(base: str, db: int) -> str:
     """`base` (a Redis URL, any database) pointed at database `db`, its query kept."""
     parts = urlsplit(base)
     return urlunsplit((parts.scheme, parts.netloc, f"/{db}", parts.query, ""))
+
+
+@contextmanager
+def emptied_redis(url: str, *patterns: str) -> Iterator[redis.Redis]:
+    """A client of the Redis database at `url`, its keys matching `patterns` deleted before
+    and after; without patterns, the whole database (one of the test module's own). No skip:
+    a missing Redis fails the test, since what it checks depends on Redis."""
+    client = redis.Redis.from_url(url)
+
+    def empty() -> None:
+        if not patterns:
+            client.flushdb()
+        for pattern in patterns:
+            for key in client.scan_iter(match=pattern, count=1000):
+                client.delete(key)
+
+    empty()
+    try:
+        yield client
+    finally:
+        empty()
+        client.close()
 
 
 async def delete_keys(url: str, pattern: str) -> None:

@@ -15,6 +15,7 @@ from isp_gateway.upstream.clients import map_client
 from tests.accounts.conftest import SECRETS, warm_invoices
 from tests.clients.conftest import warm
 from tests.conftest import Gateway, Simulator
+from tests.support import emptied_redis
 
 # A database of its own; only the keys of this module's gateways live there.
 REDIS_DB = 10
@@ -27,11 +28,6 @@ def _until(condition: Callable[[], bool], what: str, timeout: float = 15) -> Non
         time.sleep(0.02)
 
 
-def _delete_ours(client: redis.Redis) -> None:
-    for key in client.scan_iter(match="ispgw:*", count=500):
-        client.delete(key)
-
-
 @pytest.fixture
 def redis_db_url(redis_url: Callable[[int], str]) -> str:
     return redis_url(REDIS_DB)
@@ -39,14 +35,8 @@ def redis_db_url(redis_url: Callable[[int], str]) -> str:
 
 @pytest.fixture
 def shared_redis(redis_db_url: str) -> Iterator[redis.Redis]:
-    # No skip: a missing Redis must fail this test, since the guarantee depends on it.
-    client = redis.Redis.from_url(redis_db_url)
-    _delete_ours(client)
-    try:
+    with emptied_redis(redis_db_url, "ispgw:*") as client:
         yield client
-    finally:
-        _delete_ours(client)
-        client.close()
 
 
 def test_workers_share_one_pending_list_load(

@@ -15,12 +15,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-import redis
 
 from tests.conftest import API_KEY, JWT_SECRET, USERNAME, Simulator
 from tests.foundation.conftest import wait_for_fresh_window
 from tests.foundation.test_cli import base_env, run_cli
-from tests.support import free_port
+from tests.support import emptied_redis, free_port
 
 REDIS_DB = 7
 PLANS = "/api/v1/internet-plans/"
@@ -30,14 +29,8 @@ TRIES = 24
 
 @pytest.fixture
 def shared_redis(redis_url: Callable[[int], str]) -> Iterator[str]:
-    url = redis_url(REDIS_DB)
-    client = redis.Redis.from_url(url)
-    client.flushdb()
-    try:
-        yield url
-    finally:
-        client.flushdb()
-        client.close()
+    with emptied_redis(redis_url(REDIS_DB)):
+        yield redis_url(REDIS_DB)
 
 
 def keys_cli(tmp_path: Path, *args: str) -> str:
