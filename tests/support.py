@@ -1,5 +1,6 @@
-"""Test helpers shared by every test package: run any ASGI app on a real loopback port, a
-throwaway Redis, and the store a test runs on (memory or Redis)."""
+"""Test helpers shared by every test package: run any ASGI app on a real loopback port, run
+`isp-gateway serve` as a real process, a throwaway Redis, and the store a test runs on
+(memory or Redis)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,20 @@ import asyncio
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
 from urllib.parse import urlsplit, urlunsplit
 
+import httpx
 import pytest
 import redis
 import redis.asyncio as aioredis
@@ -70,6 +77,78 @@ def run_server(app: ASGIApp, host: str = "127.0.0.1") -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+def wait_for(url: str, deadline: float = 30.0, **kw: Any) -> httpx.Response:
+    """The first answer of `url` (any status) within `deadline` seconds."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        try:
+            return httpx.get(url, timeout=2, **kw)
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise AssertionError(f"{url} never answered")
+
+
+def serve_args(port: int, *flags: str) -> list[str]:
+    return [sys.executable, "-m", "isp_gateway", "serve", "--port", str(port), *flags]
+
+
+@dataclass
+class Serving:
+    url: str
+    proc: subprocess.Popen[str]
+    output: str = ""  # all it wrote, once stopped
+
+
+@contextmanager
+def serving(env: dict[str, str], cwd: Path, *flags: str) -> Iterator[Serving]:
+    """`isp-gateway serve *flags` on a free port as a real process (in `cwd`, where no stray
+    .env lies, with `env`), its stdout and stderr in one pipe: yields once /health answers,
+    then stops it with SIGINT, as Ctrl-C does, and keeps all it wrote in `output`."""
+    port = free_port()
+    proc = subprocess.Popen(
+        serve_args(port, *flags),
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    served = Serving(f"http://127.0.0.1:{port}", proc)
+    try:
+        wait_for(f"{served.url}/health", deadline=60)
+        yield served
+    finally:
+        proc.send_signal(signal.SIGINT)
+        served.output, _ = proc.communicate(timeout=30)
+
+
+@contextmanager
+def serving_workers(
+    env: dict[str, str], cwd: Path, ready: str, stderr: IO[bytes] | None = None
+) -> Iterator[str]:
+    """`isp-gateway serve --workers 2` on a free port as a real process (in `cwd` with `env`,
+    its stderr to `stderr`, else to the test's): yields its URL once `ready` answers 200,
+    then terminates it."""
+    port = free_port()
+    proc = subprocess.Popen(serve_args(port, "--workers", "2"), env=env, cwd=cwd, stderr=stderr)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            assert proc.poll() is None, "serve exited"
+            try:
+                if httpx.get(f"{url}{ready}", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "serve did not come up"
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 class RedisServer:
