@@ -37,6 +37,19 @@ KEY = f"{RUN}:audit"
 
 pytestmark = pytest.mark.anyio
 
+# What every event holds (CALLERS.md 4).
+EVENT_FIELDS = {
+    "time",
+    "event",
+    "outcome",
+    "caller",
+    "end_user",
+    "address",
+    "request_id",
+    "service_id",
+    "details",
+}
+
 BOT = Caller(caller="jwt:bot", end_user="chat-123", address="203.0.113.7")
 AGENT = Caller(caller="agent-key", end_user="agent-key", address="198.51.100.2")
 
@@ -72,17 +85,7 @@ async def test_an_event_holds_who_what_when(store: Store) -> None:
             "verify", "failed", service_id=42, details={"attempts_left": 3, "document": "1234567"}
         ),
     )
-    assert set(entry) == {
-        "time",
-        "event",
-        "outcome",
-        "caller",
-        "end_user",
-        "address",
-        "request_id",
-        "service_id",
-        "details",
-    }
+    assert set(entry) == EVENT_FIELDS
     assert entry["event"] == "verify" and entry["outcome"] == "failed"
     assert (entry["caller"], entry["end_user"], entry["address"]) == (
         "jwt:bot",

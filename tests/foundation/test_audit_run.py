@@ -16,6 +16,7 @@ import pytest
 from isp_gateway.auth.keys import generate_key, new_entry, write_key_entries
 from tests.agents.conftest import call, mcp_session, pick_customer
 from tests.conftest import PASSWORD, USERNAME, Gateway, Simulator
+from tests.foundation.test_audit import EVENT_FIELDS
 
 EVERY_EVENT = {
     "login",
@@ -110,17 +111,7 @@ def test_the_audit_of_a_run_holds_every_event_and_no_personal_data(
     events = _audit(gw)
     assert {e["event"] for e in events} >= EVERY_EVENT, sorted({e["event"] for e in events})
     for event in events:
-        assert set(event) >= {
-            "time",
-            "event",
-            "outcome",
-            "caller",
-            "end_user",
-            "address",
-            "request_id",
-            "service_id",
-            "details",
-        }
+        assert set(event) >= EVENT_FIELDS
     text = json.dumps(events, ensure_ascii=False)
     lines = "\n".join(r.getMessage() for r in caplog.records if r.name == "isp_gateway.audit")
     assert lines
