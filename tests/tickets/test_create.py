@@ -242,13 +242,18 @@ def test_a_creation_answered_200_unreadable_is_never_reported_created(
     assert not sim.state.created_tickets
 
 
+def hang_ticket_posts(sim: Simulator, seconds: float) -> None:
+    """Every POST of a ticket hangs upstream for `seconds`."""
+    faults = sim.state.faults
+    faults.hang_rate, faults.hang_seconds = 1.0, seconds
+    faults.method, faults.path_prefix = "POST", "/api/tickets/"
+
+
 def test_a_post_that_timed_out_is_never_posted_twice(
     sim: Simulator, start_gateway: Callable[..., Gateway]
 ) -> None:
     gw = start_gateway(sim.url, UPSTREAM_TIMEOUT_SECONDS=0.5)
-    faults = sim.state.faults
-    faults.hang_rate, faults.hang_seconds = 1.0, 5.0
-    faults.method, faults.path_prefix = "POST", "/api/tickets/"
+    hang_ticket_posts(sim, 5.0)
     response = gw.post("/api/v1/tickets", json=ticket_body())
     assert response.status_code == 502
     assert response.json()["meta"]["reason"] == "outcome_unknown"
@@ -349,9 +354,7 @@ def test_a_busy_zone_answers_503_within_the_wait(
     # The first creation holds zone 3's lock while its POST hangs up to the 7 s timeout;
     # a second creation for the zone waits 5 s at most, then answers 503 zone_busy.
     gw = start_gateway(sim.url, UPSTREAM_TIMEOUT_SECONDS=7.0)
-    faults = sim.state.faults
-    faults.hang_rate, faults.hang_seconds = 1.0, 30.0
-    faults.method, faults.path_prefix = "POST", "/api/tickets/"
+    hang_ticket_posts(sim, 30.0)
     with ThreadPoolExecutor(1) as pool:
         first = pool.submit(gw.post, "/api/v1/tickets", json=ticket_body(zone_id=3, service_id=301))
         time.sleep(0.5)
