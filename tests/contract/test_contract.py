@@ -361,14 +361,16 @@ def test_declared_length_over_the_limit_is_refused_before_the_body(small_limit: 
     assert body["action"] == "payload_too_large" and body["ok"] is False
 
 
-def test_a_chunked_upload_counts_too(small_limit: Gateway) -> None:
-    def chunks() -> Iterator[bytes]:
-        yield b'{"name": "'
-        for _ in range(64):
-            yield b"x" * 256
-        yield b'"}'
+def oversized_chunks() -> Iterator[bytes]:
+    """A chunked JSON body of 16 KiB and more, declaring no length: over LIMIT."""
+    yield b'{"name": "'
+    for _ in range(64):
+        yield b"x" * 256
+    yield b'"}'
 
-    response = small_limit.post("/api/v1/clients/resolve", content=chunks())
+
+def test_a_chunked_upload_counts_too(small_limit: Gateway) -> None:
+    response = small_limit.post("/api/v1/clients/resolve", content=oversized_chunks())
     assert response.status_code == 413
     assert response.json()["action"] == "payload_too_large"
 

@@ -16,6 +16,7 @@ from isp_gateway.app import create_app
 from isp_gateway.auth.dependencies import CurrentUser, current_user
 from isp_gateway.auth.tokens import issue_token
 from isp_gateway.errors import Locked, NotFound, UpstreamRateLimited
+from isp_gateway.notfound import UnknownPathMiddleware
 from isp_gateway.settings import Settings
 from tests.conftest import API_KEY, JWT_SECRET, USERNAME, Gateway, gateway_settings
 from tests.support import run_server
@@ -100,6 +101,19 @@ def probe_gateway(password_hash: str) -> Iterator[Gateway]:
             client=client,
             token=issue_token(settings, USERNAME),
         )
+
+
+def unknown_path_layer(gw: Gateway) -> tuple[UnknownPathMiddleware, list[str]]:
+    """The 404 layer of unknown paths, with the gateway's route table, in front of a stand-in
+    router that answers 299 and records each path it is passed (the list returned)."""
+    passed: list[str] = []
+
+    async def router(scope: Any, receive: Any, send: Any) -> None:
+        passed.append(scope["path"])
+        await send({"type": "http.response.start", "status": 299, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    return UnknownPathMiddleware(router, routes=gw.app.state.route_table), passed
 
 
 class ScriptedUpstream:
