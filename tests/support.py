@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import shutil
@@ -77,6 +78,12 @@ def run_server(app: ASGIApp, host: str = "127.0.0.1") -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+def data_file_of(path: Path, dataset: Any) -> Path:
+    """`dataset` written at `path` as a simulator's data file (JSON, UTF-8)."""
+    path.write_text(json.dumps(dataset, ensure_ascii=False), "utf-8")
+    return path
 
 
 def wait_for(url: str, deadline: float = 30.0, **kw: Any) -> httpx.Response:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +12,7 @@ import pytest
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tests.conftest import Gateway, Simulator
+from tests.support import data_file_of
 
 TECH = {"id": 11, "nombre": "Carlos Ruiz"}
 # Zone 1: 2 active (one free slot at the default cap of 3); zone 2: 3 active (blocked);
@@ -86,9 +86,7 @@ ANSWERED_TICKET = 5001 + sum(ACTIVE.values()) + 3 * len(ZONE_SERVICES)
 
 @pytest.fixture
 def data_file(tmp_path: Path) -> Path:
-    path = tmp_path / "upstream.json"
-    path.write_text(json.dumps(build_dataset(), ensure_ascii=False), "utf-8")
-    return path
+    return data_file_of(tmp_path / "upstream.json", build_dataset())
 
 
 @pytest.fixture
