@@ -146,6 +146,17 @@ def warm(gw: Gateway, sim: Simulator) -> None:
     sim.state.reset_stats()
 
 
+@pytest.fixture
+def gw_outage_checks_fail(sim: Simulator, start_gateway: Callable[..., Gateway]) -> Gateway:
+    """A warm gateway whose outage checks now fail: the routers' endpoint answers errors and
+    the checks cached at the warm-up have expired (OUTAGE_CACHE_SECONDS=1)."""
+    gw = start_gateway(sim.url, OUTAGE_CACHE_SECONDS=1, UPSTREAM_TIMEOUT_SECONDS=1.0)
+    warm(gw, sim)
+    sim.state.faults.update({"error_rate": 1.0, "path_prefix": "/api/router/"})
+    time.sleep(1.1)
+    return gw
+
+
 def upstream_calls(sim: Simulator) -> dict[str, int]:
     return {name: n for name, n in sim.state.calls.items() if n}
 
