@@ -158,6 +158,21 @@ def module_pair(password_hash: str) -> Iterator[tuple[Simulator, Gateway]]:
         yield sim, _start_gateway(stack, password_hash, sim.url)
 
 
+def module_pair_fixtures() -> tuple[Any, Any]:
+    """`simulator, gateway = module_pair_fixtures()` in a module: its `simulator` and
+    `gateway` fixtures become the module's shared pair (module_pair)."""
+
+    @pytest.fixture(scope="module", name="simulator")
+    def simulator(module_pair: tuple[Simulator, Gateway]) -> Simulator:
+        return module_pair[0]
+
+    @pytest.fixture(scope="module", name="gateway")
+    def gateway(module_pair: tuple[Simulator, Gateway]) -> Gateway:
+        return module_pair[1]
+
+    return simulator, gateway
+
+
 # -- Redis: the tests bring their own ---------------------------------------------------
 
 REDIS_MISSING = (

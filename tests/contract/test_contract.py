@@ -14,21 +14,14 @@ import pytest
 from fastapi import APIRouter, FastAPI
 
 from isp_gateway.tickets.subjects import SubjectCatalogue
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Simulator, module_pair_fixtures
 
 REF = "#/components/schemas/"
 
 
 # The tests here read the document or send requests the gateway refuses (or that change
 # nothing another test looks at): one simulator and one gateway serve the whole module.
-@pytest.fixture(scope="module")
-def simulator(module_pair: tuple[Simulator, Gateway]) -> Simulator:
-    return module_pair[0]
-
-
-@pytest.fixture(scope="module")
-def gateway(module_pair: tuple[Simulator, Gateway]) -> Gateway:
-    return module_pair[1]
+simulator, gateway = module_pair_fixtures()
 
 
 def openapi(gateway: Gateway) -> dict[str, Any]:

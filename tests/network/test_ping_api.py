@@ -11,7 +11,7 @@ import pytest
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from isp_gateway.simulator import SimulatorConfig, create_simulator_app
-from tests.conftest import API_KEY, Gateway, Simulator
+from tests.conftest import API_KEY, Gateway, Simulator, module_pair_fixtures
 from tests.support import run_server
 
 TASK_READS = "GET /api/tasks/{id}/"
@@ -43,14 +43,7 @@ def poll(gw: Gateway, task_id: str, wait: float = 0) -> dict[str, Any]:
 
 # The tests that take `gateway` and `simulator` are all refused before any ping is created:
 # one pair serves them all (the others start their own).
-@pytest.fixture(scope="module")
-def simulator(module_pair: tuple[Simulator, Gateway]) -> Simulator:
-    return module_pair[0]
-
-
-@pytest.fixture(scope="module")
-def gateway(module_pair: tuple[Simulator, Gateway]) -> Gateway:
-    return module_pair[1]
+simulator, gateway = module_pair_fixtures()
 
 
 @pytest.fixture
