@@ -25,6 +25,13 @@ from tests.tickets.conftest import post_calls, settle, ticket_body, ticket_calls
 MOMENT = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}$")
 
 
+def refusal(response: httpx.Response, status: int) -> tuple[str, str]:
+    """The action and the reason (meta) of a refused creation, which must answer `status`."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    return body["action"], body["meta"]["reason"]
+
+
 def test_created_ticket_is_201_with_the_spec_shape(gw: Gateway, sim: Simulator) -> None:
     before = datetime.now(ZoneInfo("America/Bogota")).replace(second=0, microsecond=0)
     response = gw.post("/api/v1/tickets", json=ticket_body())
@@ -152,12 +159,7 @@ def test_upstream_403_on_create_is_502_and_creates_nothing(gw: Gateway, sim: Sim
     settle(gw, sim)
     sim.state.faults.force_403 = True
     response = gw.post("/api/v1/tickets", json=ticket_body())
-    assert response.status_code == 502
-    body = response.json()
-    assert (body["action"], body["meta"]["reason"]) == (
-        "ticket_creation_failed",
-        "upstream_unauthorized",
-    )
+    assert refusal(response, 502) == ("ticket_creation_failed", "upstream_unauthorized")
     assert "test-upstream-key" not in response.text
     assert sim.state.created_tickets == []
 
@@ -205,12 +207,7 @@ def test_upstream_down_is_502_ticket_creation_failed(
 ) -> None:
     gw = start_gateway("http://127.0.0.1:9", UPSTREAM_TIMEOUT_SECONDS=1.0)
     response = gw.post("/api/v1/tickets", json=ticket_body())
-    assert response.status_code == 502
-    body = response.json()
-    assert (body["action"], body["meta"]["reason"]) == (
-        "ticket_creation_failed",
-        "upstream_unavailable",
-    )
+    assert refusal(response, 502) == ("ticket_creation_failed", "upstream_unavailable")
 
 
 def test_a_failed_post_is_not_retried_and_a_repeat_creates_one(gw: Gateway, sim: Simulator) -> None:
@@ -361,9 +358,7 @@ def test_a_busy_zone_answers_503_within_the_wait(
         started = time.monotonic()
         busy = gw.post("/api/v1/tickets", json=ticket_body(zone_id=3, service_id=302))
         waited = time.monotonic() - started
-        assert busy.status_code == 503
-        body = busy.json()
-        assert (body["action"], body["meta"]["reason"]) == ("ticket_creation_failed", "zone_busy")
+        assert refusal(busy, 503) == ("ticket_creation_failed", "zone_busy")
         assert busy.headers["retry-after"]
         assert 4.5 <= waited < 6.5
         assert first.result().json()["meta"]["reason"] == "outcome_unknown"
