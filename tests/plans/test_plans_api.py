@@ -70,18 +70,12 @@ def test_no_plans_is_internet_plan_not_found(
     assert body["action"] == "internet_plan_not_found" and body["data"] is None
 
 
-def plan(
-    plan_id: int, name: str, kind: str, price: float | None, down: int | None, up: int | None
-) -> dict[str, Any]:
-    """A plan's detail as the API answers it."""
-    return {
-        "plan_id": plan_id,
-        "name": name,
-        "type": kind,
-        "price": price,
-        "download_speed": down,
-        "upload_speed": up,
-    }
+PLAN_FIELDS = ("plan_id", "name", "type", "price", "download_speed", "upload_speed")
+
+
+def plan(*values: Any) -> dict[str, Any]:
+    """A plan's detail as the API answers it, from its values in PLAN_FIELDS' order."""
+    return dict(zip(PLAN_FIELDS, values, strict=True))
 
 
 def test_pppoe_detail(gateway: Gateway, simulator: Simulator) -> None:
