@@ -44,7 +44,6 @@ from isp_gateway.runtime import Runtime
 from isp_gateway.services import start_services
 from isp_gateway.settings import Settings
 from isp_gateway.store import MemoryStore, Store
-from isp_gateway.throttle import FailureThrottle
 from isp_gateway.tickets.client_router import router as client_tickets_router
 from isp_gateway.tickets.router import router as tickets_router
 from isp_gateway.upstream.budget import RateBudget
@@ -163,9 +162,6 @@ def create_app(settings: Settings) -> FastAPI:
                 settings=settings,
                 store=store,
                 gateway=UpstreamGateway(settings, http, budget, metrics),
-                login_throttle=FailureThrottle(
-                    store, "login", settings.LOGIN_MAX_FAILURES, settings.LOGIN_LOCKOUT_SECONDS
-                ),
                 audit=AuditLog(store, settings.AUDIT_MAX_EVENTS, enabled=settings.AUDIT_ENABLED),
                 metrics=metrics,
                 planner=RefreshPlanner(budget),
