@@ -31,9 +31,9 @@ from isp_gateway.auth.keys import (
     write_key_entries,
 )
 from isp_gateway.errors import Locked
-from isp_gateway.store import MemoryStore, Store
-from isp_gateway.store.redis import RedisStore
+from isp_gateway.store import Store
 from tests.conftest import Gateway
+from tests.support import memory_or_redis
 
 INTERVAL = 0.05  # the ring's re-check interval in these tests
 
@@ -293,12 +293,8 @@ RUN = uuid.uuid4().hex[:12]
 
 @pytest.fixture(params=["memory", "redis"])
 async def rate_store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
-    if request.param == "memory":
-        yield MemoryStore()
-        return
-    store = RedisStore(request.getfixturevalue("redis_url")(6))
-    yield store
-    await store.close()
+    async with memory_or_redis(request, 6, f"*{RUN}*") as store:
+        yield store
 
 
 @pytest.mark.anyio

@@ -17,12 +17,12 @@ import bcrypt
 import httpx
 import jwt
 import pytest
-import redis
 from jwt.warnings import InsecureKeyLengthWarning
 
 from isp_gateway.auth.passwords import dummy_hash
 from isp_gateway.auth.tokens import issue_token
 from tests.conftest import JWT_SECRET, PASSWORD, USERNAME, Gateway
+from tests.support import emptied_redis
 
 CREDENTIALS = {"detail": "Could not validate credentials."}
 WHOAMI = "/api/v1/_probe/whoami"
@@ -333,9 +333,7 @@ def test_login_locks_hold_across_two_workers_on_redis(
     start_probe_gateway: StartProbe, fast_hash: str, redis_url: Callable[[int], str]
 ) -> None:
     url = redis_url(REDIS_DB)
-    store = redis.Redis.from_url(url)
-    store.flushdb()
-    try:
+    with emptied_redis(url):
         settings = {
             "API_PASSWORD_HASH": fast_hash,
             "REDIS_URL": url,
@@ -357,9 +355,6 @@ def test_login_locks_hold_across_two_workers_on_redis(
             _assert_throttled(_xff(worker, "203.0.113.4"))
             # The bots' address logged in on worker one; worker two knows it too.
             assert _xff(worker, "198.51.100.7").status_code == 200
-    finally:
-        store.flushdb()
-        store.close()
 
 
 def test_success_resets_the_throttle(start_probe_gateway: StartProbe, fast_hash: str) -> None:

@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from isp_gateway.store import LockTimeout, MemoryStore, Store
+from isp_gateway.store import LockTimeout, Store
 from isp_gateway.store.redis import RedisStore
+from tests.support import delete_keys, memory_or_redis
 
 REDIS_DB = 11
 RUN = uuid.uuid4().hex[:12]
@@ -33,29 +34,10 @@ def k(name: str) -> str:
 pytestmark = pytest.mark.anyio
 
 
-async def _flush(url: str) -> None:
-    client = aioredis.Redis.from_url(url)
-    try:
-        async for key in client.scan_iter(match=f"ispgw:{RUN}:*"):
-            await client.delete(key)
-    finally:
-        await client.aclose()
-
-
 @pytest.fixture(params=["memory", "redis"])
 async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
-    if request.param == "memory":
-        memory = MemoryStore()
-        yield memory
-        await memory.close()
-        return
-    url = request.getfixturevalue("redis_url")(REDIS_DB)
-    await _flush(url)
-    redis_store = RedisStore(url)
-    await redis_store.ping()
-    yield redis_store
-    await redis_store.close()
-    await _flush(url)
+    async with memory_or_redis(request, REDIS_DB, f"ispgw:{RUN}:*") as store:
+        yield store
 
 
 @pytest.fixture
@@ -66,12 +48,12 @@ def db_url(redis_url: Callable[[int], str]) -> str:
 @pytest.fixture
 async def redis_pair(db_url: str) -> AsyncIterator[tuple[RedisStore, RedisStore]]:
     """Two stores on one Redis: two workers' view of the shared state."""
-    await _flush(db_url)
+    await delete_keys(db_url, f"ispgw:{RUN}:*")
     first, second = RedisStore(db_url), RedisStore(db_url)
     yield first, second
     await first.close()
     await second.close()
-    await _flush(db_url)
+    await delete_keys(db_url, f"ispgw:{RUN}:*")
 
 
 @pytest.mark.parametrize(

@@ -3,17 +3,14 @@ reports the counts of both (prometheus-client's multiprocess mode)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import API_KEY, JWT_SECRET, USERNAME, Simulator
-from tests.support import free_port
+from tests.conftest import Simulator, serve_env
+from tests.support import serving_workers
 
 CLIENTS = "GET /api/clientes/"
 
@@ -44,37 +41,9 @@ def test_any_worker_reports_all_workers(
     directory.mkdir()
     # Left over from an earlier run: `serve` must clear it, or the scrape would fail on it.
     (directory / "counter_1.db").write_bytes(b"not a sample file")
-    port = free_port()
-    env = {
-        **os.environ,
-        "UPSTREAM_NET_KEY": API_KEY,
-        "UPSTREAM_NET_HOST": simulator.url,
-        "JWT_SECRET_KEY": JWT_SECRET,
-        "API_USERNAME": USERNAME,
-        "API_PASSWORD_HASH": password_hash,
-        "UPSTREAM_RATE_PER_MINUTE": "100000",
-        "UPSTREAM_RATE_PER_HOUR": "1000000",
-        "LOG_LEVEL": "WARNING",
-        "PROMETHEUS_MULTIPROC_DIR": str(directory),
-    }
-    env.pop("REDIS_URL", None)
-    args = [sys.executable, "-m", "isp_gateway", "serve", "--port", str(port), "--workers", "2"]
-    # cwd: no stray .env file is read.
-    proc = subprocess.Popen(args, env=env, cwd=tmp_path)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        health = 0
-        deadline = time.monotonic() + 90
-        while True:
-            assert proc.poll() is None, "serve exited"
-            try:
-                if httpx.get(f"{url}/health", timeout=5).status_code == 200:
-                    health += 1
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "serve did not come up"
-            time.sleep(0.2)
+    env = serve_env(simulator.url, password_hash, PROMETHEUS_MULTIPROC_DIR=str(directory))
+    with serving_workers(env, tmp_path, "/health") as url:
+        health = 1  # the /health that answered the start-up wait
         # Each worker (no shared store) loads the client list itself: the upstream sees
         # both loads, and a scrape answered by either worker must count both.
         deadline = time.monotonic() + 60
@@ -94,6 +63,3 @@ def test_any_worker_reports_all_workers(
             samples = scrape(url)
             assert upstream_calls(samples) == simulator.state.calls[CLIENTS]
             assert samples[("isp_gateway_requests_total", key)] == health
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
