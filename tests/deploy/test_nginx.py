@@ -28,15 +28,16 @@ from granian.http import HTTP1Settings
 
 from isp_gateway.params import MAX_WAIT_SECONDS
 from isp_gateway.settings import Settings
-from tests.conftest import PASSWORD, USERNAME, Gateway, Simulator, serve_env
+from tests.conftest import PASSWORD, USERNAME, Gateway, Simulator, serve_env, start_redis_server
 from tests.deploy.conftest import DEPLOY, render, require, unit_command
 from tests.foundation.test_cli import base_env
 from tests.foundation.test_logs import WRONG_PASSWORD, pick_client
-from tests.support import emptied_redis, free_port, server_process, wait_ready
+from tests.support import free_port, server_process, wait_ready
 
-pytestmark = pytest.mark.xdist_group("deploy-nginx")  # one stack for the module's tests
+# One stack for the module's tests, on one worker, once pytest-xdist honours the group
+# again (pytest-xdist#1386). Split, each worker starts its own stack: the tests hold either way.
+pytestmark = pytest.mark.xdist_group("deploy-nginx")
 
-REDIS_DB = 2
 # All of 127.0.0.0/8 is loopback on Linux: two callers with addresses of their own.
 MONITOR = "127.0.0.2"  # the allow-listed monitoring network, for the test
 OUTSIDER = "127.0.0.3"
@@ -120,16 +121,18 @@ def nginx_conf(directory: Path, port: int, replicas: list[int], cert: Path, key:
 def edge(
     module_pair: tuple[Simulator, Gateway],
     password_hash: str,
-    redis_url: Callable[[int], str],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Edge]:
     nginx = require("nginx", "nginx")
     simulator, _ = module_pair
     directory = tmp_path_factory.mktemp("edge")
-    env = serve_env(simulator.url, password_hash, REDIS_URL=redis_url(REDIS_DB))
     ports = [free_port(), free_port()]
     with ExitStack() as stack:
-        stack.enter_context(emptied_redis(redis_url(REDIS_DB)))
+        # A Redis of the stack's own, shared by its two replicas and nothing else, so no
+        # other test (nor a second stack) ever meets their throttles and audit.
+        store = start_redis_server()
+        stack.callback(store.stop)
+        env = serve_env(simulator.url, password_hash, REDIS_URL=store.url)
         replicas = []
         for port in ports:  # both start before either is waited for
             log = directory / f"replica-{port}.log"
