@@ -161,7 +161,7 @@ def login(client: httpx.Client, password: str, **headers: str) -> httpx.Response
     return client.post(LOGIN, data={"username": USERNAME, "password": password}, headers=headers)
 
 
-def test_https_in_front_of_both_replicas(edge: Edge) -> None:
+def test_https_through_nginx(edge: Edge) -> None:
     with edge.client() as client:
         answers = [client.get("/health") for _ in range(6)]
     assert [a.status_code for a in answers] == [200] * 6
