@@ -1,6 +1,6 @@
 """Test helpers shared by every test package: run any ASGI app on a real loopback port, run
-`isp-gateway serve` as a real process, a throwaway Redis, and the store a test runs on
-(memory or Redis)."""
+`isp-gateway serve` (or any server) as a real process, a throwaway Redis, and the store a
+test runs on (memory or Redis)."""
 
 from __future__ import annotations
 
@@ -139,23 +139,48 @@ def serving_workers(
     its stderr to `stderr`, else to the test's): yields its URL once `ready` answers 200,
     then terminates it."""
     port = free_port()
-    proc = subprocess.Popen(serve_args(port, "--workers", "2"), env=env, cwd=cwd, stderr=stderr)
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            assert proc.poll() is None, "serve exited"
-            try:
-                if httpx.get(f"{url}{ready}", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "serve did not come up"
-            time.sleep(0.2)
+    args = serve_args(port, "--workers", "2")
+    with server_process(args, env, cwd, stderr=stderr) as proc:
+        wait_ready(url, proc, ready)
         yield url
+
+
+@contextmanager
+def server_process(
+    args: list[str],
+    env: dict[str, str],
+    cwd: Path,
+    stdout: IO[bytes] | None = None,
+    stderr: IO[bytes] | None = None,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A server process as a supervisor runs it (`args`, e.g. a systemd unit's ExecStart),
+    terminated at exit unless the test stopped it. Not waited for, so that a test can
+    start several before it waits for each (`wait_ready`)."""
+    proc = subprocess.Popen(args, env=env, cwd=cwd, stdout=stdout, stderr=stderr)
+    try:
+        yield proc
     finally:
-        proc.terminate()
+        if proc.poll() is None:
+            proc.terminate()
         proc.wait(timeout=30)
+
+
+def wait_ready(
+    url: str, proc: subprocess.Popen[bytes], ready: str, deadline: float = 90, **kw: Any
+) -> None:
+    """Until `url + ready` answers 200 (`kw`: httpx's, e.g. `verify`); fails if `proc`
+    exits first or `deadline` passes."""
+    end = time.monotonic() + deadline
+    while True:
+        assert proc.poll() is None, f"the server of {url} exited ({proc.returncode})"
+        try:
+            if httpx.get(f"{url}{ready}", timeout=5, **kw).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < end, f"{url}{ready} did not answer 200 within {deadline} s"
+        time.sleep(0.1)
 
 
 class RedisServer:

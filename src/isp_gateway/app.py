@@ -17,6 +17,7 @@ from isp_gateway.audit import AuditLog
 from isp_gateway.audit_router import router as audit_router
 from isp_gateway.auth.keys import KeyRing
 from isp_gateway.auth.router import router as auth_router
+from isp_gateway.callers import END_USER_HEADER
 from isp_gateway.clients.fastpath import LookupEdge
 from isp_gateway.clients.router import router as clients_router
 from isp_gateway.diagnose.router import router as diagnose_router
@@ -36,13 +37,13 @@ from isp_gateway.network.router import router as network_router
 from isp_gateway.notfound import UnknownPathMiddleware
 from isp_gateway.observability import readiness
 from isp_gateway.openapi import install_openapi
+from isp_gateway.params import VERIFICATION_HEADER
 from isp_gateway.plans.router import router as plans_router
 from isp_gateway.route_table import RouteTable
 from isp_gateway.runtime import Runtime
 from isp_gateway.services import start_services
 from isp_gateway.settings import Settings
 from isp_gateway.store import MemoryStore, Store
-from isp_gateway.throttle import FailureThrottle
 from isp_gateway.tickets.client_router import router as client_tickets_router
 from isp_gateway.tickets.router import router as tickets_router
 from isp_gateway.upstream.budget import RateBudget
@@ -161,9 +162,6 @@ def create_app(settings: Settings) -> FastAPI:
                 settings=settings,
                 store=store,
                 gateway=UpstreamGateway(settings, http, budget, metrics),
-                login_throttle=FailureThrottle(
-                    store, "login", settings.LOGIN_MAX_FAILURES, settings.LOGIN_LOCKOUT_SECONDS
-                ),
                 audit=AuditLog(store, settings.AUDIT_MAX_EVENTS, enabled=settings.AUDIT_ENABLED),
                 metrics=metrics,
                 planner=RefreshPlanner(budget),
@@ -247,7 +245,17 @@ def create_app(settings: Settings) -> FastAPI:
         allow_origins=settings.CORS_ORIGINS,
         allow_credentials=True,
         allow_methods=["GET", "POST", "PUT", "OPTIONS"],
-        allow_headers=["Authorization", "Content-Type", "Idempotency-Key", "X-Request-ID"],
+        # Every header a caller may send (CALLERS.md): a web front end with an API key names
+        # its end user and presents its verification id like a bot does.
+        allow_headers=[
+            "Authorization",
+            "Content-Type",
+            "Idempotency-Key",
+            "X-Request-ID",
+            "X-API-Key",
+            END_USER_HEADER,
+            VERIFICATION_HEADER,
+        ],
         expose_headers=["X-Request-ID", "Retry-After"],
     )
     rate_limited = (

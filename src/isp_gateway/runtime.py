@@ -17,7 +17,6 @@ from isp_gateway.auth.keys import KeyRing
 from isp_gateway.auth.tokens import TokenCache
 from isp_gateway.settings import Settings
 from isp_gateway.store import Store
-from isp_gateway.throttle import FailureThrottle
 from isp_gateway.upstream import deadline
 from isp_gateway.upstream.gateway import UpstreamGateway
 from isp_gateway.upstream.planner import RefreshPlanner
@@ -32,7 +31,6 @@ class Runtime:
     settings: Settings
     store: Store
     gateway: UpstreamGateway
-    login_throttle: FailureThrottle
     audit: AuditLog
     token_cache: TokenCache = field(default_factory=TokenCache)
     metrics: Metrics | None = None  # None when METRICS_ENABLED is false
