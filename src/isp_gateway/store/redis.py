@@ -10,11 +10,13 @@ import asyncio
 import contextlib
 import json
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.lock import Lock
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -62,6 +64,23 @@ def _answering() -> Iterator[None]:
         raise StoreUnavailable() from None
     if _cancel_requests() > requested:
         raise asyncio.CancelledError()
+
+
+async def _release(lock: Lock, token: bytes) -> None:
+    """Delete the lock if it still holds our token: it may have expired while held and be
+    someone else's by now. Shielded: a request cancelled (again) while it releases leaves
+    no lock behind to block its zone until it expires; the release goes on without it. A
+    Redis gone meanwhile expires it by its timeout: the work done under it stands."""
+    release = asyncio.ensure_future(lock.do_release(token))
+    release.add_done_callback(_consume)
+    with contextlib.suppress(LockError, RedisConnectionError, RedisTimeoutError):
+        await asyncio.shield(release)
+
+
+def _consume(task: asyncio.Future[None]) -> None:
+    """A release's failure is expected (not ours, Redis away): read, never logged."""
+    if not task.cancelled():
+        task.exception()
 
 
 class RedisStore:
@@ -164,23 +183,27 @@ class RedisStore:
         lock = self._redis.lock(
             self._k("lock:" + name), timeout=timeout, blocking_timeout=blocking_timeout
         )
+        # Ours, known before the attempt: a cancelled attempt may have set the lock in Redis
+        # without our learning it, and only the token can tell (and release) it.
+        token = uuid.uuid4().hex.encode()
         # Polled here rather than by redis-py's blocking acquire, whose loop would go on
         # waiting after a cancellation lost in one of its attempts (see `_answering`).
         deadline = None if blocking_timeout is None else time.monotonic() + blocking_timeout
-        while True:
-            with _answering():
-                if await lock.acquire(blocking=False):
-                    break
-            if deadline is not None and time.monotonic() >= deadline:
-                raise LockTimeout(name)
-            await asyncio.sleep(LOCK_POLL_SECONDS)
+        try:
+            while True:
+                with _answering():
+                    if await lock.acquire(blocking=False, token=token):
+                        break
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise LockTimeout(name)
+                await asyncio.sleep(LOCK_POLL_SECONDS)
+        except asyncio.CancelledError:
+            await _release(lock, token)
+            raise
         try:
             yield
         finally:
-            # It may have expired while held; then there is nothing left to release. A
-            # Redis gone meanwhile expires it by `timeout`: the work done under it stands.
-            with contextlib.suppress(LockError, RedisConnectionError, RedisTimeoutError):
-                await lock.release()
+            await _release(lock, token)
 
     async def close(self) -> None:
         await self._redis.aclose()
