@@ -169,8 +169,19 @@ def create_app(settings: Settings) -> FastAPI:
                 key_ring=KeyRing(settings.API_KEYS_FILE),
             )
             app.state.audit = runtime.audit
+            # In front of the server's own stop handlers, which are in place by now (and put
+            # back at the end); stopping.py says why the lifespan's end is too late.
+            runtime.stopping.chain_signals()
+            stack.callback(runtime.stopping.unchain_signals)
             runtime.services = await start_services(
-                stack, settings, store, runtime.gateway, metrics, runtime.planner, runtime.audit
+                stack,
+                settings,
+                store,
+                runtime.gateway,
+                metrics,
+                runtime.planner,
+                runtime.audit,
+                runtime.stopping,
             )
             if settings.MCP_ENABLED:
                 # After the services it calls, closed before them (CALLERS.md 5).
@@ -184,6 +195,8 @@ def create_app(settings: Settings) -> FastAPI:
                     metrics.watch_planner(planner)
             app.state.runtime = runtime
             app.state.key_ring = runtime.key_ring
+            # First at the end: a long poll still waiting answers before its service closes.
+            stack.callback(runtime.stopping.set)
             log.info("isp-gateway started; upstream %s", settings.UPSTREAM_NET_HOST)
             yield {}
 

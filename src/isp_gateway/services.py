@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from isp_gateway.audit import AuditLog
     from isp_gateway.observability.metrics import Metrics
     from isp_gateway.settings import Settings
+    from isp_gateway.stopping import Stopping
     from isp_gateway.store import Store
     from isp_gateway.upstream.gateway import UpstreamGateway
     from isp_gateway.upstream.planner import RefreshPlanner
@@ -66,9 +67,10 @@ async def start_services(
     metrics: Metrics | None,
     planner: RefreshPlanner | None,
     audit: AuditLog,
+    stopping: Stopping,
 ) -> Services:
     lists = Lists(store, float(settings.STALE_IF_ERROR_SECONDS), metrics, planner)
-    parts = Parts(settings, store, gateway, lists, audit)
+    parts = Parts(settings, store, gateway, lists, audit, stopping)
     plans = PlanService(parts)
     clients = ClientService(parts)
     verifications = Verifications(store, settings.VERIFICATION_TTL_SECONDS)

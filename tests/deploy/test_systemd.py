@@ -12,8 +12,7 @@ import pwd
 import subprocess
 from pathlib import Path
 
-from isp_gateway.params import MAX_WAIT_SECONDS
-from isp_gateway.serving import WORKERS_KILL_SECONDS
+from isp_gateway.serving import graceful_stop_seconds
 from isp_gateway.settings import Settings
 from tests.deploy.conftest import DEPLOY, SHIPPED_BINARY, UNIT, render, require, venv_binary
 
@@ -81,8 +80,9 @@ def test_the_unit_runs_and_stops_the_gateway_as_it_expects() -> None:
     # SIGTERM to the server's parent alone: it stops its workers gracefully itself.
     assert service["KillSignal"] == ["SIGTERM"]
     assert service["KillMode"] == ["mixed"]
-    # Granian kills a worker that has not stopped within WORKERS_KILL_SECONDS; uvicorn
-    # waits for the requests in flight, the longest a long poll plus one upstream call.
-    longest = MAX_WAIT_SECONDS + Settings.model_fields["UPSTREAM_TIMEOUT_SECONDS"].default + 2
+    # Past the graceful window (longer than the longest request, a long poll plus one
+    # upstream call), granian kills a worker that has not stopped and uvicorn cancels its
+    # requests: systemd waits longer still before its SIGKILL.
+    window = graceful_stop_seconds(Settings.model_fields["UPSTREAM_TIMEOUT_SECONDS"].default)
     (stop,) = service["TimeoutStopSec"]
-    assert int(stop) > max(WORKERS_KILL_SECONDS, longest) + 5
+    assert int(stop) > window + 5
