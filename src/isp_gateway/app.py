@@ -158,6 +158,13 @@ def create_app(settings: Settings) -> FastAPI:
                 metrics.watch_budget(budget)
                 await metrics.start()
                 stack.push_async_callback(metrics.aclose)
+                if settings.METRICS_PORT is not None:
+                    from isp_gateway.observability.exporter import serve_metrics
+
+                    exporter = await serve_metrics(
+                        metrics, settings.METRICS_HOST, settings.METRICS_PORT
+                    )
+                    stack.push_async_callback(exporter.aclose)
             runtime = Runtime(
                 settings=settings,
                 store=store,
@@ -236,7 +243,9 @@ def create_app(settings: Settings) -> FastAPI:
         from isp_gateway.observability.metrics import router as metrics_router
 
         app.state.metrics = metrics
-        add_routes(app, metrics_router)
+        if settings.METRICS_PORT is None:
+            # Else on its own port only (observability/exporter.py), off the public one.
+            add_routes(app, metrics_router)
     # The contract (issue 12): offline docs, 405 for every wrong method, the full OpenAPI.
     install_docs(app)
     # The one route table the layers that read the routes share (route_table.py), filled
