@@ -148,6 +148,7 @@ class CachedResource(Generic[D]):
             planner.register(key, ttl, refresh_ratio=refresh_ratio)
         self._local: _Local[D] | None = None
         self._inflight: asyncio.Task[tuple[float, Any]] | None = None
+        self._inflight_started = 0.0  # time.time() when the load in flight began
         self._recent: asyncio.Task[tuple[float, Any]] | None = None
         self._background: asyncio.Task[None] | None = None
         self._periodic: asyncio.Task[None] | None = None
@@ -376,9 +377,18 @@ class CachedResource(Generic[D]):
         return [{"rev": n, "item": i["item"]} for n, i in enumerate(items, start=1)]
 
     async def _single_flight(
-        self, background: bool, replacing: float | None = None
+        self, background: bool, replacing: float | None = None, started_after: float = 0.0
     ) -> tuple[float, Any]:
+        if (
+            self._inflight is not None
+            and not self._inflight.done()
+            and self._inflight_started < started_after
+        ):
+            # A load that began before the caller looked may not hold what it looks for: it
+            # is waited for, then a load of the caller's own follows.
+            await deadline.bounded(self._inflight)
         if self._inflight is None or self._inflight.done():
+            self._inflight_started = time.time()
             self._inflight = asyncio.ensure_future(self._without_deadline(background, replacing))
         # Shielded: a client that disconnects must not cancel the load others wait for. A
         # request waits only while it has time left (a load may be paused for the budget,
@@ -407,10 +417,14 @@ class CachedResource(Generic[D]):
 
         self._background = asyncio.ensure_future(run())
 
-    async def refresh(self, replacing: float | None = None) -> None:
+    async def refresh(self, replacing: float | None = None, started_after: float = 0.0) -> None:
         """Load now (used by the periodic job and refresh-ahead), then derive. With
-        `replacing`, a generation newer than that one, loaded by another worker, will do."""
-        loaded_at, value = await self._single_flight(background=True, replacing=replacing)
+        `replacing`, a generation newer than that one, loaded by another worker, will do.
+        With `started_after` (a miss: the item was not in the list at that time), a load in
+        flight joins only if it began after it."""
+        loaded_at, value = await self._single_flight(
+            background=True, replacing=replacing, started_after=started_after
+        )
         await self._derived(loaded_at, value)
         await self._catch_up()
 

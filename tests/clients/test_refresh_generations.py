@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any
 
 from isp_gateway.cache import CachedResource
@@ -54,4 +55,42 @@ def test_a_refresh_that_finds_a_newer_generation_does_not_load_again() -> None:
     after_race, locals_, loads = asyncio.run(scenario())
     assert after_race == 2
     assert locals_ == [{"generation": 2}, {"generation": 2}]
+    assert loads == 3
+
+
+def test_a_miss_does_not_take_a_load_that_began_before_it() -> None:
+    """A plan created upstream, then asked for while a refresh that read the list before it
+    existed is still in flight: the miss waits for that load, then reads the list again
+    (joining it answered 404 for a plan the upstream has)."""
+
+    async def scenario() -> tuple[list[str], int]:
+        upstream = ["old"]
+        loads = 0
+        first_read = asyncio.Event()
+        release = asyncio.Event()
+
+        async def loader(background: bool) -> list[str]:
+            nonlocal loads
+            loads += 1
+            seen = list(upstream)
+            if loads == 2:
+                first_read.set()  # the refresh has read the list and is still going
+                await release.wait()
+            return seen
+
+        things = CachedResource(MemoryStore(), "things", loader, list, ttl=10, stale_ttl=60)
+        await things.refresh()
+        in_flight = asyncio.create_task(things.refresh())
+        await first_read.wait()
+        upstream.append("new")  # created upstream after that read
+        missed_at = time.time()
+        miss = asyncio.create_task(things.refresh(started_after=missed_at))
+        await asyncio.sleep(0)
+        release.set()
+        await asyncio.gather(in_flight, miss)
+        snapshot = await things.get()
+        return snapshot.value, loads
+
+    value, loads = asyncio.run(scenario())
+    assert value == ["old", "new"]
     assert loads == 3

@@ -117,8 +117,9 @@ class PlanService:
         plan = snapshot.value.by_id.get(plan_id)
         # A plan created since the last load: reload once, at most every NEGATIVE_CACHE_SECONDS.
         negative_ttl = self.settings.NEGATIVE_CACHE_SECONDS
-        if plan is None and time.time() - snapshot.loaded_at >= negative_ttl:
-            await self.catalogue.refresh()
+        missed_at = time.time()
+        if plan is None and missed_at - snapshot.loaded_at >= negative_ttl:
+            await self.catalogue.refresh(started_after=missed_at)
             snapshot = await self.catalogue.get()
             plan = snapshot.value.by_id.get(plan_id)
         return plan, snapshot.stale
