@@ -1,7 +1,13 @@
-"""Redis store: the same Protocol, shared by every worker and replica (REDIS_URL).
+"""Redis store: the same Protocol, shared by every worker and replica (REDIS_URL, or the
+master Redis Sentinel names: REDIS_SENTINELS).
 
 A Redis that does not answer surfaces as one error, `StoreUnavailable` (503
 `store_unavailable`), raised here and nowhere else: callers never see redis-py's exceptions.
+
+Under Sentinel, redis-py's connection pool asks the sentinels for the master's address on
+every new connection, and drops a connection whose server answers READONLY (a demoted master
+still connected): the next attempt finds the new master, so a failover needs no restart.
+Until the sentinels have promoted a replica, commands fail as for a Redis that is away.
 """
 
 from __future__ import annotations
@@ -9,26 +15,68 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.lock import Lock
 from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialWithJitterBackoff
+from redis.asyncio.sentinel import MasterNotFoundError, Sentinel, SentinelManagedConnection
+from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import LockError
+from redis.exceptions import LockError, ReadOnlyError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from isp_gateway.errors import StoreUnavailable
 from isp_gateway.store.base import LockTimeout
+
+log = logging.getLogger("isp_gateway.store")
 
 PREFIX = "ispgw:"
 # REDIS_TIMEOUT_SECONDS' default: how long one command may wait for Redis.
 DEFAULT_TIMEOUT_SECONDS = 2.0
 # How often a lock held by another worker is tried again (redis-py's own default).
 LOCK_POLL_SECONDS = 0.1
+# How often locks left behind by a lost connection are tried again (`_release_when_back`),
+# and how many are remembered at most (the others expire by their timeout).
+RELEASE_RETRY_SECONDS = 0.25
+MAX_UNRELEASED = 1000
+# `set_replicated` waits at most this long (and half of REDIS_TIMEOUT_SECONDS) for a replica;
+# when none confirmed, it stops waiting for one for NO_REPLICA_SECONDS (a master left alone
+# after a failover must not cost every write the wait).
+REPLICA_WAIT_SECONDS = 0.5
+NO_REPLICA_SECONDS = 10.0
+# Errors that mean "the store is away" (READONLY: a master demoted under us, outside Sentinel).
+_AWAY = (RedisConnectionError, RedisTimeoutError, ReadOnlyError)
+
+
+class _FollowingConnection(SentinelManagedConnection):
+    """A connection to the master that asks the sentinels where it is whenever it
+    reconnects. redis-py (8.1) reconnects a connection dropped inside a command's retries
+    at the address it had (`send_packed_command`), not through the sentinel lookup of its
+    `connect`: the retries after a READONLY, or after the master died, went back to the old
+    master, and only the next command found the new one."""
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        if not self.is_connected:
+            await self.connect()  # type: ignore[no-untyped-call]  # redis-py: untyped
+        await super().send_packed_command(command, check_health)
+
+
+@dataclass(frozen=True)
+class SentinelMaster:
+    """A master found through Redis Sentinel: the sentinels' addresses, the master's name
+    in them, the master's password and the sentinels' own."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    name: str
+    password: str | None = field(default=None, repr=False)
+    sentinel_password: str | None = field(default=None, repr=False)
 
 
 def _px(ttl: float | None) -> int | None:
@@ -57,7 +105,7 @@ def _answering() -> Iterator[None]:
     requested = _cancel_requests()
     try:
         yield
-    except (RedisConnectionError, RedisTimeoutError):
+    except _AWAY:
         # redis-py's message names host and port only; the URL (and its password) stays out.
         raise StoreUnavailable() from None
     if _cancel_requests() > requested:
@@ -65,32 +113,74 @@ def _answering() -> Iterator[None]:
 
 
 class RedisStore:
-    def __init__(self, url: str, timeout: float = DEFAULT_TIMEOUT_SECONDS) -> None:
-        self._redis: aioredis.Redis = aioredis.Redis.from_url(
-            url,
-            decode_responses=False,
+    """The store on one Redis (`url`) or on the master Sentinel names (`sentinel`)."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        *,
+        sentinel: SentinelMaster | None = None,
+    ) -> None:
+        options: dict[str, Any] = {
+            "decode_responses": False,
             # A short blip is retried; an outage answers within about half a second
             # (redis-py's default, ten retries up to 1 s apart, held every request ~5 s).
             # Only a refused or dropped connection is retried: a Redis that is frozen (up
-            # but not answering) costs one `timeout`, never four.
-            retry=Retry(
+            # but not answering) costs one `timeout`, never four. Under Sentinel each retry
+            # asks the sentinels for the master again.
+            "retry": Retry(
                 ExponentialWithJitterBackoff(base=0.01, cap=0.2),
                 retries=3,
                 supported_errors=(RedisConnectionError,),
             ),
-            retry_on_timeout=False,
             # A frozen Redis answers nothing: without these a command waited for ever
             # (issue 17: no answer within 40 s). REDIS_TIMEOUT_SECONDS.
-            socket_timeout=timeout,
-            socket_connect_timeout=timeout,
-        )
+            "socket_timeout": timeout,
+            "socket_connect_timeout": timeout,
+        }
+        self._sentinel: Sentinel | None = None
+        self._master = None if sentinel is None else sentinel.name
+        self._redis: aioredis.Redis
+        if sentinel is not None:
+            self._sentinel = Sentinel(  # type: ignore[no-untyped-call]  # redis-py: untyped
+                list(sentinel.sentinels),
+                # Each sentinel is asked once per discovery: one that is down is skipped for
+                # the next at once (redis-py's default retries would wait seconds on it).
+                sentinel_kwargs={
+                    "socket_timeout": timeout,
+                    "socket_connect_timeout": timeout,
+                    "password": sentinel.sentinel_password,
+                    "retry": Retry(NoBackoff(), retries=0),
+                },
+            )
+            self._redis = self._sentinel.master_for(
+                sentinel.name,
+                password=sentinel.password,
+                connection_class=_FollowingConnection,
+                **options,
+            )
+        elif url is not None:
+            self._redis = aioredis.Redis.from_url(url, retry_on_timeout=False, **options)
+        else:
+            raise ValueError("RedisStore needs a URL or a SentinelMaster")
+        self._wait_ms = int(min(REPLICA_WAIT_SECONDS, timeout / 2) * 1000)
+        self._no_replica_until = 0.0
+        self._unreleased: dict[bytes, tuple[Lock, float]] = {}
+        self._releaser: asyncio.Task[None] | None = None
 
     @staticmethod
     def _k(key: str) -> str:
         return PREFIX + key
 
     async def ping(self) -> None:
-        await self._redis.ping()
+        try:
+            await self._redis.ping()
+        except MasterNotFoundError:
+            # redis-py's message lists each sentinel client's whole configuration.
+            raise MasterNotFoundError(
+                f"no sentinel answered with a master named {self._master!r} that is up"
+            ) from None
 
     async def get(self, key: str) -> Any | None:
         with _answering():
@@ -108,6 +198,32 @@ class RedisStore:
         px = _px(ttl)
         with _answering():
             await self._redis.set(self._k(key), json.dumps(value, separators=(",", ":")), px=px)
+
+    async def set_replicated(self, key: str, value: Any, ttl: float | None = None) -> None:
+        if self._sentinel is None:
+            # One Redis (REDIS_URL): no failover to survive, so nothing to wait for.
+            await self.set(key, value, ttl)
+            return
+        if time.monotonic() < self._no_replica_until:
+            await self.set(key, value, ttl)
+            return
+        payload = json.dumps(value, separators=(",", ":"))
+        px = _px(ttl)
+        # WAIT on the connection that wrote: it returns once a replica has every write up
+        # to this one (Sentinel promotes the replica that has the most of them).
+        with _answering():
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.set(self._k(key), payload, px=px)
+                pipe.wait(1, self._wait_ms)
+                _, acked = await pipe.execute()
+        if int(acked) < 1:
+            self._no_replica_until = time.monotonic() + NO_REPLICA_SECONDS
+            log.warning(
+                "no Redis replica confirmed a write within %d ms: writes that should "
+                "survive a failover are not waited for during the next %d s",
+                self._wait_ms,
+                NO_REPLICA_SECONDS,
+            )
 
     async def set_if_absent(self, key: str, value: Any, ttl: float | None = None) -> bool:
         px = _px(ttl)
@@ -164,23 +280,66 @@ class RedisStore:
         lock = self._redis.lock(
             self._k("lock:" + name), timeout=timeout, blocking_timeout=blocking_timeout
         )
+        token = uuid.uuid4().hex.encode()
         # Polled here rather than by redis-py's blocking acquire, whose loop would go on
         # waiting after a cancellation lost in one of its attempts (see `_answering`).
         deadline = None if blocking_timeout is None else time.monotonic() + blocking_timeout
         while True:
-            with _answering():
-                if await lock.acquire(blocking=False):
-                    break
+            try:
+                with _answering():
+                    if await lock.acquire(blocking=False, token=token):
+                        break
+            except (StoreUnavailable, asyncio.CancelledError):
+                # The SET may have been applied with its answer lost (a master killed
+                # mid-command, a cancellation): the lock may be ours, so it is released
+                # when Redis answers (again).
+                self._release_when_back(lock, token, timeout)
+                raise
             if deadline is not None and time.monotonic() >= deadline:
                 raise LockTimeout(name)
             await asyncio.sleep(LOCK_POLL_SECONDS)
         try:
             yield
         finally:
-            # It may have expired while held; then there is nothing left to release. A
-            # Redis gone meanwhile expires it by `timeout`: the work done under it stands.
-            with contextlib.suppress(LockError, RedisConnectionError, RedisTimeoutError):
-                await lock.release()
+            try:
+                await lock.do_release(token)
+            except LockError:
+                pass  # it expired while held: there is nothing left to release
+            except _AWAY:
+                # The work done under it stands. Released as soon as Redis answers again
+                # (a failover must not keep a zone locked for the lock's whole timeout).
+                self._release_when_back(lock, token, timeout)
+
+    def _release_when_back(self, lock: Lock, token: bytes, timeout: float) -> None:
+        """Release `lock` if `token` still holds it, once Redis answers again and before
+        the lock would have expired anyway. One task retries them all."""
+        if len(self._unreleased) >= MAX_UNRELEASED:
+            return  # it expires by its timeout
+        self._unreleased[token] = (lock, time.monotonic() + timeout)
+        if self._releaser is None or self._releaser.done():
+            self._releaser = asyncio.ensure_future(self._release_unreleased())
+
+    async def _release_unreleased(self) -> None:
+        while self._unreleased:
+            await asyncio.sleep(RELEASE_RETRY_SECONDS)
+            for token, (lock, until) in list(self._unreleased.items()):
+                if time.monotonic() < until:
+                    try:
+                        await lock.do_release(token)
+                    except LockError:
+                        pass  # expired, or never taken: not ours
+                    except _AWAY:
+                        break  # still away: all of them again on the next round
+                    except Exception:
+                        log.exception("releasing a lock left by a lost connection failed")
+                del self._unreleased[token]
 
     async def close(self) -> None:
+        if self._releaser is not None:
+            self._releaser.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._releaser
         await self._redis.aclose()
+        if self._sentinel is not None:
+            for client in self._sentinel.sentinels:
+                await client.aclose()
