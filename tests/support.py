@@ -139,6 +139,7 @@ class RedisServer:
 
 
 SENTINEL_MASTER = "mymaster"
+SETTLE_PROBE = "sentinel-group:settled"
 
 
 class RedisSentinel:
@@ -227,9 +228,13 @@ class SentinelGroup:
             raise
 
     def _settled(self) -> bool:
+        # A replica's link is up before the master streams writes to it (up to a second
+        # later, after a full copy): a write must have reached every replica.
+        with redis.Redis(port=self.master.port, socket_timeout=1) as client:
+            client.set(SETTLE_PROBE, "1")
         for replica in self.replicas:
             with redis.Redis(port=replica.port, socket_timeout=1) as client:
-                if client.info("replication").get("master_link_status") != "up":
+                if client.get(SETTLE_PROBE) is None:
                     return False
         for sentinel in self.sentinels:
             with redis.Redis(port=sentinel.port, socket_timeout=1) as client:

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import redis.asyncio as aioredis
 from redis.asyncio.lock import Lock
@@ -66,6 +66,39 @@ class _FollowingConnection(SentinelManagedConnection):
         if not self.is_connected:
             await self.connect()  # type: ignore[no-untyped-call]  # redis-py: untyped
         await super().send_packed_command(command, check_health)
+
+
+class _Sentinels(Sentinel):
+    """redis-py's Sentinel with a discovery that holds when several run at once (a failover
+    makes every connection rediscover). redis-py's walks its list of sentinels while other
+    discoveries reorder it (the one that answered moves to the front, swapped by positions
+    read before awaiting): with the first sentinel down, 19 of 20 discoveries at once found
+    no master although another sentinel answered, and the list could lose a sentinel and
+    hold another twice (the lost one never asked again, nor closed). Here each discovery
+    walks a copy, and the sentinel that answered moves to the front by identity."""
+
+    def __init__(self, sentinels: list[tuple[str, int]], **kwargs: Any) -> None:
+        super().__init__(sentinels, **kwargs)  # type: ignore[no-untyped-call]  # untyped
+        self.clients: tuple[aioredis.Redis, ...] = tuple(self.sentinels)
+
+    async def discover_master(self, service_name: str) -> tuple[str, int]:
+        away = 0
+        for sentinel in list(self.sentinels):
+            try:
+                # A dict by master name (RESP2, this client's protocol).
+                masters = cast(dict[str, Any], await sentinel.sentinel_masters())
+            except (RedisConnectionError, RedisTimeoutError):
+                away += 1
+                continue
+            state = masters.get(service_name)
+            if state and self.check_master_state(state, service_name):
+                self.sentinels.remove(sentinel)
+                self.sentinels.insert(0, sentinel)
+                return state["ip"], int(state["port"])
+        raise MasterNotFoundError(
+            f"no sentinel answered with a master named {service_name!r} that is up "
+            f"({away} of {len(self.clients)} sentinels did not answer)"
+        )
 
 
 @dataclass(frozen=True)
@@ -139,11 +172,10 @@ class RedisStore:
             "socket_timeout": timeout,
             "socket_connect_timeout": timeout,
         }
-        self._sentinel: Sentinel | None = None
-        self._master = None if sentinel is None else sentinel.name
+        self._sentinel: _Sentinels | None = None
         self._redis: aioredis.Redis
         if sentinel is not None:
-            self._sentinel = Sentinel(  # type: ignore[no-untyped-call]  # redis-py: untyped
+            self._sentinel = _Sentinels(
                 list(sentinel.sentinels),
                 # Each sentinel is asked once per discovery: one that is down is skipped for
                 # the next at once (redis-py's default retries would wait seconds on it).
@@ -168,19 +200,14 @@ class RedisStore:
         self._no_replica_until = 0.0
         self._unreleased: dict[bytes, tuple[Lock, float]] = {}
         self._releaser: asyncio.Task[None] | None = None
+        self._closed = False
 
     @staticmethod
     def _k(key: str) -> str:
         return PREFIX + key
 
     async def ping(self) -> None:
-        try:
-            await self._redis.ping()
-        except MasterNotFoundError:
-            # redis-py's message lists each sentinel client's whole configuration.
-            raise MasterNotFoundError(
-                f"no sentinel answered with a master named {self._master!r} that is up"
-            ) from None
+        await self._redis.ping()
 
     async def get(self, key: str) -> Any | None:
         with _answering():
@@ -313,7 +340,7 @@ class RedisStore:
     def _release_when_back(self, lock: Lock, token: bytes, timeout: float) -> None:
         """Release `lock` if `token` still holds it, once Redis answers again and before
         the lock would have expired anyway. One task retries them all."""
-        if len(self._unreleased) >= MAX_UNRELEASED:
+        if self._closed or len(self._unreleased) >= MAX_UNRELEASED:
             return  # it expires by its timeout
         self._unreleased[token] = (lock, time.monotonic() + timeout)
         if self._releaser is None or self._releaser.done():
@@ -339,7 +366,10 @@ class RedisStore:
             self._releaser.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._releaser
-        await self._redis.aclose()
-        if self._sentinel is not None:
-            for client in self._sentinel.sentinels:
+        self._closed = True
+        clients = [self._redis, *(() if self._sentinel is None else self._sentinel.clients)]
+        for client in clients:  # each one, whatever another one raised
+            try:
                 await client.aclose()
+            except (*_AWAY, OSError) as exc:
+                log.warning("closing a Redis connection failed: %s", exc)
