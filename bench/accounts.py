@@ -18,22 +18,16 @@ from typing import Any
 import httpx
 
 from bench import procs
-from bench.indexing import _percentile, _settings
+from bench.indexing import _percentile, service_parts
 from isp_gateway.accounts.service import AccountService
-from isp_gateway.audit import AuditLog
-from isp_gateway.cache import Lists
 from isp_gateway.clients.lookups import ClientService
 from isp_gateway.envelope import respond, success
-from isp_gateway.parts import Parts
 from isp_gateway.simulator import (
     SimulatorConfig,
     SimulatorState,
     build_dataset,
     create_simulator_app,
 )
-from isp_gateway.store import MemoryStore
-from isp_gateway.upstream.budget import RateBudget
-from isp_gateway.upstream.gateway import UpstreamGateway, build_http_client
 
 PAGE_SIZE = 500
 PARALLEL = 4
@@ -78,12 +72,7 @@ async def _raw_fetch(url: str) -> float:
 
 
 async def _service(url: str, sample: list[int], rounds: int) -> tuple[float, int, list[float]]:
-    settings = _settings(url)
-    store = MemoryStore()
-    async with build_http_client(settings) as http:
-        gateway = UpstreamGateway(settings, http, RateBudget(store, 10**6, 10**7))
-        lists = Lists(store, float(settings.STALE_IF_ERROR_SECONDS))
-        parts = Parts(settings, store, gateway, lists, AuditLog(store, settings.AUDIT_MAX_EVENTS))
+    async with service_parts(url) as parts:
         clients = ClientService(parts)
         accounts = AccountService(parts, clients)
         started = time.perf_counter()

@@ -12,6 +12,8 @@ import random
 import statistics
 import time
 import tracemalloc
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
@@ -86,16 +88,23 @@ def _settings(url: str) -> Settings:
     )
 
 
-async def _service_load(url: str, *, time_index: bool = True) -> tuple[ClientIndex, float, float]:
-    """The service's own path: its cache loads every page, maps the rows and builds the
-    index (in a worker thread, as in production). Returns the index, the whole load time
-    and the time of the index build alone (built once more, the same way)."""
+@asynccontextmanager
+async def service_parts(url: str) -> AsyncIterator[Parts]:
+    """What the services are built from, as in production, on a memory store: the real
+    upstream gateway to `url` with a budget the bench never spends."""
     settings = _settings(url)
     store = MemoryStore()
     async with build_http_client(settings) as http:
         gateway = UpstreamGateway(settings, http, RateBudget(store, 10**6, 10**7))
         lists = Lists(store, float(settings.STALE_IF_ERROR_SECONDS))
-        parts = Parts(settings, store, gateway, lists, AuditLog(store, settings.AUDIT_MAX_EVENTS))
+        yield Parts(settings, store, gateway, lists, AuditLog(store, settings.AUDIT_MAX_EVENTS))
+
+
+async def _service_load(url: str, *, time_index: bool = True) -> tuple[ClientIndex, float, float]:
+    """The service's own path: its cache loads every page, maps the rows and builds the
+    index (in a worker thread, as in production). Returns the index, the whole load time
+    and the time of the index build alone (built once more, the same way)."""
+    async with service_parts(url) as parts:
         service = ClientService(parts)
         started = time.perf_counter()
         await service.cache.refresh()
@@ -103,7 +112,7 @@ async def _service_load(url: str, *, time_index: bool = True) -> tuple[ClientInd
         snapshot = await service.cache.get()
         index_time = 0.0
         if time_index:
-            value = await store.get("cache:clients")
+            value = await parts.store.get("cache:clients")
             assert value is not None
             started = time.perf_counter()
             await asyncio.to_thread(service._index, value["value"])

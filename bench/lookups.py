@@ -71,6 +71,14 @@ def _lua_one(method: str, path: str, headers: dict[str, str], body: str | None =
     return "\n".join(lines) + "\n"
 
 
+def no_wrk(part: str) -> bool:
+    """True, said as the part's skip line, when wrk is not installed."""
+    if shutil.which("wrk") is not None:
+        return False
+    print(f"{part} skipped: wrk is not installed (Debian/Ubuntu: apt-get install wrk)")
+    return True
+
+
 def wrk(
     target: procs.Served, script: str, duration: int, connections: int, threads: int = 2
 ) -> WrkResult:
@@ -209,8 +217,7 @@ def _check(label: str, ok: bool) -> str:
 
 
 def run(*, clients: int, duration: int, connections: int, rounds: int = 3) -> None:
-    if shutil.which("wrk") is None:
-        print("(a) skipped: wrk is not installed (Debian/Ubuntu: apt-get install wrk)")
+    if no_wrk("(a)"):
         return
     print(
         f"(a) by-document lookups: {connections} connections, {duration} s a run, {rounds} "

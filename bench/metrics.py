@@ -7,16 +7,13 @@ a shared machine disturb far less than throughput does."""
 
 from __future__ import annotations
 
-import shutil
-
 import httpx
 
 from bench import lookups, procs
 
 
 def run(*, clients: int, duration: int, connections: int, rounds: int = 3) -> None:
-    if shutil.which("wrk") is None:
-        print("(f) skipped: wrk is not installed (Debian/Ubuntu: apt-get install wrk)")
+    if lookups.no_wrk("(f)"):
         return
     print(
         f"(f) metrics cost on by-document lookups: {connections} connections, {duration} s a "

@@ -20,11 +20,9 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 import random
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -93,23 +91,13 @@ def _simulator(
 def _worker(upstream: str, env: dict[str, str], log_path: Path) -> Iterator[tuple[str, int]]:
     port = procs.free_port()
     args = [sys.executable, "-m", "isp_gateway", "serve", "--port", str(port)]
-    with log_path.open("wb") as log_file:
-        proc = subprocess.Popen(
-            args,
-            env={**os.environ, **procs.gateway_env(upstream), **env},
-            stderr=log_file,
-            stdout=log_file,
-        )
-        try:
-            url = f"http://127.0.0.1:{port}"
-            procs.wait_until(f"{url}/health", timeout=120)
-            yield url, proc.pid
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+    with (
+        log_path.open("wb") as log_file,
+        procs.process(args, {**procs.gateway_env(upstream), **env}, log_file) as proc,
+    ):
+        url = f"http://127.0.0.1:{port}"
+        procs.wait_until(f"{url}/health", timeout=120)
+        yield url, proc.pid
 
 
 def _stamps(client: redis.Redis) -> dict[str, float]:

@@ -159,6 +159,21 @@ def module_pair(password_hash: str) -> Iterator[tuple[Simulator, Gateway]]:
         yield sim, _start_gateway(stack, password_hash, sim.url)
 
 
+def module_pair_fixtures() -> tuple[Any, Any]:
+    """`simulator, gateway = module_pair_fixtures()` in a module: its `simulator` and
+    `gateway` fixtures become the module's shared pair (module_pair)."""
+
+    @pytest.fixture(scope="module", name="simulator")
+    def simulator(module_pair: tuple[Simulator, Gateway]) -> Simulator:
+        return module_pair[0]
+
+    @pytest.fixture(scope="module", name="gateway")
+    def gateway(module_pair: tuple[Simulator, Gateway]) -> Gateway:
+        return module_pair[1]
+
+    return simulator, gateway
+
+
 # -- Redis: the tests bring their own ---------------------------------------------------
 
 REDIS_MISSING = (
@@ -232,3 +247,27 @@ def redis_url(redis_base_url: str) -> Callable[[int], str]:
         return redis_db_url(redis_base_url, db)
 
     return url
+
+
+# -- `isp-gateway serve` as a real process --------------------------------------------------
+
+
+def serve_env(upstream_url: str, password_hash: str, **extra: str) -> dict[str, str]:
+    """The environment of a real `isp-gateway serve` against `upstream_url`: this process's
+    own without its REDIS_URL and PROMETHEUS_MULTIPROC_DIR (a test names its own in
+    `extra`), the required settings, a budget the tests never spend, warnings only."""
+    env = {**os.environ}
+    env.pop("REDIS_URL", None)
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    return {
+        **env,
+        "UPSTREAM_NET_KEY": API_KEY,
+        "UPSTREAM_NET_HOST": upstream_url,
+        "JWT_SECRET_KEY": JWT_SECRET,
+        "API_USERNAME": USERNAME,
+        "API_PASSWORD_HASH": password_hash,
+        "UPSTREAM_RATE_PER_MINUTE": "100000",
+        "UPSTREAM_RATE_PER_HOUR": "1000000",
+        "LOG_LEVEL": "WARNING",
+        **extra,
+    }

@@ -1,24 +1,36 @@
-"""Test helpers shared by every test package: run any ASGI app on a real loopback port, and
-a throwaway Redis (alone, or a master with replicas and sentinels)."""
+"""Test helpers shared by every test package: run any ASGI app on a real loopback port, run
+`isp-gateway serve` (or any server) as a real process, a throwaway Redis (alone, or a master
+with replicas and sentinels), and the store a test runs on (memory or Redis)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Any
 from urllib.parse import urlsplit, urlunsplit
 
+import httpx
+import pytest
 import redis
+import redis.asyncio as aioredis
 import uvicorn
 from starlette.types import ASGIApp
+
+from isp_gateway.store import MemoryStore, Store
+from isp_gateway.store.redis import RedisStore
 
 
 class _Server(uvicorn.Server):
@@ -66,6 +78,109 @@ def run_server(app: ASGIApp, host: str = "127.0.0.1") -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+def data_file_of(path: Path, dataset: Any) -> Path:
+    """`dataset` written at `path` as a simulator's data file (JSON, UTF-8)."""
+    path.write_text(json.dumps(dataset, ensure_ascii=False), "utf-8")
+    return path
+
+
+def wait_for(url: str, deadline: float = 30.0, **kw: Any) -> httpx.Response:
+    """The first answer of `url` (any status) within `deadline` seconds."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        try:
+            return httpx.get(url, timeout=2, **kw)
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise AssertionError(f"{url} never answered")
+
+
+def serve_args(port: int, *flags: str) -> list[str]:
+    return [sys.executable, "-m", "isp_gateway", "serve", "--port", str(port), *flags]
+
+
+@dataclass
+class Serving:
+    url: str
+    proc: subprocess.Popen[str]
+    output: str = ""  # all it wrote, once stopped
+
+
+@contextmanager
+def serving(env: dict[str, str], cwd: Path, *flags: str) -> Iterator[Serving]:
+    """`isp-gateway serve *flags` on a free port as a real process (in `cwd`, where no stray
+    .env lies, with `env`), its stdout and stderr in one pipe: yields once /health answers,
+    then stops it with SIGINT, as Ctrl-C does, and keeps all it wrote in `output`."""
+    port = free_port()
+    proc = subprocess.Popen(
+        serve_args(port, *flags),
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    served = Serving(f"http://127.0.0.1:{port}", proc)
+    try:
+        wait_for(f"{served.url}/health", deadline=60)
+        yield served
+    finally:
+        proc.send_signal(signal.SIGINT)
+        served.output, _ = proc.communicate(timeout=30)
+
+
+@contextmanager
+def serving_workers(
+    env: dict[str, str], cwd: Path, ready: str, stderr: IO[bytes] | None = None
+) -> Iterator[str]:
+    """`isp-gateway serve --workers 2` on a free port as a real process (in `cwd` with `env`,
+    its stderr to `stderr`, else to the test's): yields its URL once `ready` answers 200,
+    then terminates it."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    args = serve_args(port, "--workers", "2")
+    with server_process(args, env, cwd, stderr=stderr) as proc:
+        wait_ready(url, proc, ready)
+        yield url
+
+
+@contextmanager
+def server_process(
+    args: list[str],
+    env: dict[str, str],
+    cwd: Path,
+    stdout: IO[bytes] | None = None,
+    stderr: IO[bytes] | None = None,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A server process as a supervisor runs it (`args`, e.g. a systemd unit's ExecStart),
+    terminated at exit unless the test stopped it. Not waited for, so that a test can
+    start several before it waits for each (`wait_ready`)."""
+    proc = subprocess.Popen(args, env=env, cwd=cwd, stdout=stdout, stderr=stderr)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+        proc.wait(timeout=30)
+
+
+def wait_ready(
+    url: str, proc: subprocess.Popen[bytes], ready: str, deadline: float = 90, **kw: Any
+) -> None:
+    """Until `url + ready` answers 200 (`kw`: httpx's, e.g. `verify`); fails if `proc`
+    exits first or `deadline` passes."""
+    end = time.monotonic() + deadline
+    while True:
+        assert proc.poll() is None, f"the server of {url} exited ({proc.returncode})"
+        try:
+            if httpx.get(f"{url}{ready}", timeout=5, **kw).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < end, f"{url}{ready} did not answer 200 within {deadline} s"
+        time.sleep(0.1)
 
 
 def _start_answering(args: list[str], port: int, timeout: float) -> subprocess.Popen[bytes]:
@@ -318,3 +433,73 @@ def redis_db_url(base: str, db: int) -> str:
     """`base` (a Redis URL, any database) pointed at database `db`, its query kept."""
     parts = urlsplit(base)
     return urlunsplit((parts.scheme, parts.netloc, f"/{db}", parts.query, ""))
+
+
+@contextmanager
+def emptied_redis(url: str, *patterns: str) -> Iterator[redis.Redis]:
+    """A client of the Redis database at `url`, its keys matching `patterns` deleted before
+    and after; without patterns, the whole database (one of the test module's own). No skip:
+    a missing Redis fails the test, since what it checks depends on Redis."""
+    client = redis.Redis.from_url(url)
+
+    def empty() -> None:
+        if not patterns:
+            client.flushdb()
+        for pattern in patterns:
+            for key in client.scan_iter(match=pattern, count=1000):
+                client.delete(key)
+
+    empty()
+    try:
+        yield client
+    finally:
+        empty()
+        client.close()
+
+
+async def delete_keys(url: str, pattern: str) -> None:
+    """Delete the keys matching `pattern` in the Redis database at `url` (never FLUSHDB:
+    other suites may share the database)."""
+    client = aioredis.Redis.from_url(url)
+    try:
+        async for key in client.scan_iter(match=pattern):
+            await client.delete(key)
+    finally:
+        await client.aclose()
+
+
+@asynccontextmanager
+async def memory_or_redis(
+    request: pytest.FixtureRequest, db: int, keys: str | None = None
+) -> AsyncIterator[Store]:
+    """The store of a fixture parametrized with ["memory", "redis"]: a MemoryStore, or a
+    RedisStore on database `db` of this run's Redis (`redis_url`), answering a ping, with the
+    keys matching `keys` (when given) deleted before and after."""
+    if request.param == "memory":
+        memory = MemoryStore()
+        try:
+            yield memory
+        finally:
+            await memory.close()
+        return
+    url = request.getfixturevalue("redis_url")(db)
+    async with redis_store_on(RedisStore(url), url, keys) as redis_store:
+        yield redis_store
+
+
+@asynccontextmanager
+async def redis_store_on(
+    redis_store: RedisStore, url: str, keys: str | None = None
+) -> AsyncIterator[RedisStore]:
+    """`redis_store` (of the Redis database at `url`, which it may reach another way, e.g.
+    through Sentinel) once it answers a ping, closed at exit; the keys matching `keys`
+    (when given) deleted before and after."""
+    if keys is not None:
+        await delete_keys(url, keys)
+    try:
+        await redis_store.ping()
+        yield redis_store
+    finally:
+        await redis_store.close()
+        if keys is not None:
+            await delete_keys(url, keys)

@@ -18,6 +18,7 @@ from isp_gateway.audit import AuditLog
 from isp_gateway.audit_router import router as audit_router
 from isp_gateway.auth.keys import KeyRing
 from isp_gateway.auth.router import router as auth_router
+from isp_gateway.callers import END_USER_HEADER
 from isp_gateway.clients.fastpath import LookupEdge
 from isp_gateway.clients.router import router as clients_router
 from isp_gateway.diagnose.router import router as diagnose_router
@@ -37,13 +38,13 @@ from isp_gateway.network.router import router as network_router
 from isp_gateway.notfound import UnknownPathMiddleware
 from isp_gateway.observability import readiness
 from isp_gateway.openapi import install_openapi
+from isp_gateway.params import VERIFICATION_HEADER
 from isp_gateway.plans.router import router as plans_router
 from isp_gateway.route_table import RouteTable
 from isp_gateway.runtime import Runtime
 from isp_gateway.services import start_services
 from isp_gateway.settings import Settings
 from isp_gateway.store import MemoryStore, Store
-from isp_gateway.throttle import FailureThrottle
 from isp_gateway.tickets.client_router import router as client_tickets_router
 from isp_gateway.tickets.router import router as tickets_router
 from isp_gateway.upstream.budget import RateBudget
@@ -177,13 +178,17 @@ def create_app(settings: Settings) -> FastAPI:
                 metrics.watch_budget(budget)
                 await metrics.start()
                 stack.push_async_callback(metrics.aclose)
+                if settings.METRICS_PORT is not None:
+                    from isp_gateway.observability.exporter import serve_metrics
+
+                    exporter = await serve_metrics(
+                        metrics, settings.METRICS_HOST, settings.METRICS_PORT
+                    )
+                    stack.push_async_callback(exporter.aclose)
             runtime = Runtime(
                 settings=settings,
                 store=store,
                 gateway=UpstreamGateway(settings, http, budget, metrics),
-                login_throttle=FailureThrottle(
-                    store, "login", settings.LOGIN_MAX_FAILURES, settings.LOGIN_LOCKOUT_SECONDS
-                ),
                 audit=AuditLog(store, settings.AUDIT_MAX_EVENTS, enabled=settings.AUDIT_ENABLED),
                 metrics=metrics,
                 planner=RefreshPlanner(budget),
@@ -191,8 +196,19 @@ def create_app(settings: Settings) -> FastAPI:
                 key_ring=KeyRing(settings.API_KEYS_FILE),
             )
             app.state.audit = runtime.audit
+            # In front of the server's own stop handlers, which are in place by now (and put
+            # back at the end); stopping.py says why the lifespan's end is too late.
+            runtime.stopping.chain_signals()
+            stack.callback(runtime.stopping.unchain_signals)
             runtime.services = await start_services(
-                stack, settings, store, runtime.gateway, metrics, runtime.planner, runtime.audit
+                stack,
+                settings,
+                store,
+                runtime.gateway,
+                metrics,
+                runtime.planner,
+                runtime.audit,
+                runtime.stopping,
             )
             if settings.MCP_ENABLED:
                 # After the services it calls, closed before them (CALLERS.md 5).
@@ -206,6 +222,8 @@ def create_app(settings: Settings) -> FastAPI:
                     metrics.watch_planner(planner)
             app.state.runtime = runtime
             app.state.key_ring = runtime.key_ring
+            # First at the end: a long poll still waiting answers before its service closes.
+            stack.callback(runtime.stopping.set)
             log.info("isp-gateway started; upstream %s", settings.UPSTREAM_NET_HOST)
             yield {}
 
@@ -245,7 +263,9 @@ def create_app(settings: Settings) -> FastAPI:
         from isp_gateway.observability.metrics import router as metrics_router
 
         app.state.metrics = metrics
-        add_routes(app, metrics_router)
+        if settings.METRICS_PORT is None:
+            # Else on its own port only (observability/exporter.py), off the public one.
+            add_routes(app, metrics_router)
     # The contract (issue 12): offline docs, 405 for every wrong method, the full OpenAPI.
     install_docs(app)
     # The one route table the layers that read the routes share (route_table.py), filled
@@ -267,7 +287,17 @@ def create_app(settings: Settings) -> FastAPI:
         allow_origins=settings.CORS_ORIGINS,
         allow_credentials=True,
         allow_methods=["GET", "POST", "PUT", "OPTIONS"],
-        allow_headers=["Authorization", "Content-Type", "Idempotency-Key", "X-Request-ID"],
+        # Every header a caller may send (CALLERS.md): a web front end with an API key names
+        # its end user and presents its verification id like a bot does.
+        allow_headers=[
+            "Authorization",
+            "Content-Type",
+            "Idempotency-Key",
+            "X-Request-ID",
+            "X-API-Key",
+            END_USER_HEADER,
+            VERIFICATION_HEADER,
+        ],
         expose_headers=["X-Request-ID", "Retry-After"],
     )
     rate_limited = (

@@ -62,6 +62,29 @@ def _check_redis_or_exit(settings: Any) -> None:
         raise SystemExit(1) from None
 
 
+def _check_metrics_port_or_exit(host: str, port: int, api_port: int) -> None:
+    """The workers share METRICS_PORT (SO_REUSEPORT, observability/exporter.py), which would
+    as gladly share it with another process listening there: checked free first."""
+    if port == api_port:
+        print(
+            f"isp-gateway: METRICS_PORT {port} is the API port (--port); choose another",
+            file=sys.stderr,
+        )
+        raise SystemExit(EXIT_CONFIG)
+    with socket.socket() as sock:
+        # SO_REUSEADDR as the workers bind it: a closed scrape's TIME_WAIT is no listener.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            print(
+                f"isp-gateway: cannot listen on METRICS_HOST:METRICS_PORT {host}:{port} "
+                f"({exc.strerror or exc})",
+                file=sys.stderr,
+            )
+            raise SystemExit(1) from None
+
+
 def cmd_serve(ns: argparse.Namespace) -> int:
     from isp_gateway import serving
     from isp_gateway.observability import workers as metrics_workers
@@ -70,6 +93,8 @@ def cmd_serve(ns: argparse.Namespace) -> int:
     _configure_logging(settings.LOG_LEVEL, settings.LOG_FORMAT)
     if settings.uses_redis:
         _check_redis_or_exit(settings)
+    if settings.METRICS_ENABLED and settings.METRICS_PORT is not None:
+        _check_metrics_port_or_exit(settings.METRICS_HOST, settings.METRICS_PORT, ns.port)
     # Each worker builds its own app from the environment; with several workers, a Redis
     # (REDIS_URL or REDIS_SENTINELS) makes locks, caches and throttles shared.
     metrics_workers.prepare_metrics_dir(settings, ns.workers)  # before any worker starts

@@ -9,7 +9,7 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -154,6 +154,32 @@ def envelope(
         "message": message,
         "meta": meta,
     }
+
+
+class View(Protocol):
+    """An answer a service decided whole (a ping poll, a diagnosis), rendered as is."""
+
+    @property
+    def ok(self) -> bool: ...
+    @property
+    def type(self) -> Literal["success", "error", "info"]: ...
+    @property
+    def action(self) -> str: ...
+    @property
+    def data(self) -> Any: ...
+    @property
+    def message(self) -> str: ...
+
+
+def view_envelope(view: View, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    return envelope(
+        ok=view.ok,
+        type=view.type,
+        action=view.action,
+        data=view.data,
+        message=view.message,
+        meta=meta,
+    )
 
 
 # The JSON options of every body the service answers (Starlette's JSONResponse's): compact,

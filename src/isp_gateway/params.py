@@ -44,18 +44,24 @@ ServiceIdPath = Annotated[
         json_schema_extra={"pattern": SERVICE_ID_PATTERN},
     ),
 ]
+
+
+def service_route_errors(upstream_actions: list[str]) -> Responses:
+    """The errors of a route about one service: a bad or unknown id, the store, and the
+    upstream's failures (`upstream_actions`, the 502's)."""
+    return error_responses(
+        400,
+        404,
+        502,
+        503,
+        actions={400: "invalid_service_id", 404: "client_not_found", 502: upstream_actions},
+    )
+
+
 # The errors of a route about one service (account, tickets, diagnose): a bad or unknown id,
 # and the upstream's (our key refused on the client read is spec 5.2's CLIENT_NOT_FOUND).
-SERVICE_ROUTE_ERRORS = error_responses(
-    400,
-    404,
-    502,
-    503,
-    actions={
-        400: "invalid_service_id",
-        404: "client_not_found",
-        502: ["upstream_unavailable", "upstream_unauthorized", "CLIENT_NOT_FOUND"],
-    },
+SERVICE_ROUTE_ERRORS = service_route_errors(
+    ["upstream_unavailable", "upstream_unauthorized", "CLIENT_NOT_FOUND"]
 )
 
 WaitQuery = Annotated[

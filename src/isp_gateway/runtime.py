@@ -16,8 +16,8 @@ from isp_gateway.audit import AuditLog
 from isp_gateway.auth.keys import KeyRing
 from isp_gateway.auth.tokens import TokenCache
 from isp_gateway.settings import Settings
+from isp_gateway.stopping import Stopping
 from isp_gateway.store import Store
-from isp_gateway.throttle import FailureThrottle
 from isp_gateway.upstream import deadline
 from isp_gateway.upstream.gateway import UpstreamGateway
 from isp_gateway.upstream.planner import RefreshPlanner
@@ -32,7 +32,6 @@ class Runtime:
     settings: Settings
     store: Store
     gateway: UpstreamGateway
-    login_throttle: FailureThrottle
     audit: AuditLog
     token_cache: TokenCache = field(default_factory=TokenCache)
     metrics: Metrics | None = None  # None when METRICS_ENABLED is false
@@ -40,6 +39,8 @@ class Runtime:
     planner: RefreshPlanner | None = None
     # The API keys of API_KEYS_FILE (CALLERS.md 3); a ring of no keys when it is unset.
     key_ring: KeyRing = field(default_factory=lambda: KeyRing(None))
+    # Set the moment this worker is asked to stop (stopping.py).
+    stopping: Stopping = field(default_factory=Stopping)
     # Built in the lifespan after the parts above (services.start_services).
     services: Services = field(init=False)
 

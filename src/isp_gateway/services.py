@@ -9,9 +9,10 @@ through a shared bag of everything.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 from fastapi import Depends, Request
 
@@ -34,9 +35,12 @@ if TYPE_CHECKING:
     from isp_gateway.audit import AuditLog
     from isp_gateway.observability.metrics import Metrics
     from isp_gateway.settings import Settings
+    from isp_gateway.stopping import Stopping
     from isp_gateway.store import Store
     from isp_gateway.upstream.gateway import UpstreamGateway
     from isp_gateway.upstream.planner import RefreshPlanner
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,9 +67,10 @@ async def start_services(
     metrics: Metrics | None,
     planner: RefreshPlanner | None,
     audit: AuditLog,
+    stopping: Stopping,
 ) -> Services:
     lists = Lists(store, float(settings.STALE_IF_ERROR_SECONDS), metrics, planner)
-    parts = Parts(settings, store, gateway, lists, audit)
+    parts = Parts(settings, store, gateway, lists, audit, stopping)
     plans = PlanService(parts)
     clients = ClientService(parts)
     verifications = Verifications(store, settings.VERIFICATION_TTL_SECONDS)
@@ -107,50 +112,21 @@ def _services(request: Request) -> Services:
     return services
 
 
-async def _plans(request: Request) -> PlanService:
-    return _services(request).plans
+def _service(pick: Callable[[Services], T]) -> Callable[[Request], Awaitable[T]]:
+    """The dependency that hands a route one service of the graph."""
+
+    async def dependency(request: Request) -> T:
+        return pick(_services(request))
+
+    return dependency
 
 
-async def _clients(request: Request) -> ClientService:
-    return _services(request).clients
-
-
-async def _identity(request: Request) -> IdentityService:
-    return _services(request).identity
-
-
-async def _updates(request: Request) -> UpdateService:
-    return _services(request).updates
-
-
-async def _tickets(request: Request) -> TicketService:
-    return _services(request).tickets
-
-
-async def _pings(request: Request) -> PingService:
-    return _services(request).pings
-
-
-async def _accounts(request: Request) -> AccountService:
-    return _services(request).accounts
-
-
-async def _diagnose(request: Request) -> DiagnoseService:
-    return _services(request).diagnose
-
-
-PlansDep = Annotated[PlanService, Depends(_plans)]
-ClientsDep = Annotated[ClientService, Depends(_clients)]
-IdentityDep = Annotated[IdentityService, Depends(_identity)]
-UpdatesDep = Annotated[UpdateService, Depends(_updates)]
-TicketsDep = Annotated[TicketService, Depends(_tickets)]
-PingsDep = Annotated[PingService, Depends(_pings)]
-AccountsDep = Annotated[AccountService, Depends(_accounts)]
-DiagnoseDep = Annotated[DiagnoseService, Depends(_diagnose)]
-
-
-async def _auth(request: Request) -> AuthService:
-    return _services(request).auth
-
-
-AuthDep = Annotated[AuthService, Depends(_auth)]
+PlansDep = Annotated[PlanService, Depends(_service(lambda graph: graph.plans))]
+ClientsDep = Annotated[ClientService, Depends(_service(lambda graph: graph.clients))]
+IdentityDep = Annotated[IdentityService, Depends(_service(lambda graph: graph.identity))]
+UpdatesDep = Annotated[UpdateService, Depends(_service(lambda graph: graph.updates))]
+TicketsDep = Annotated[TicketService, Depends(_service(lambda graph: graph.tickets))]
+PingsDep = Annotated[PingService, Depends(_service(lambda graph: graph.pings))]
+AccountsDep = Annotated[AccountService, Depends(_service(lambda graph: graph.accounts))]
+DiagnoseDep = Annotated[DiagnoseService, Depends(_service(lambda graph: graph.diagnose))]
+AuthDep = Annotated[AuthService, Depends(_service(lambda graph: graph.auth))]

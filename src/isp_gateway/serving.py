@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import importlib
 import logging
+import math
 import sys
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from isp_gateway.logs import configure_logging
+from isp_gateway.params import MAX_WAIT_SECONDS
 from isp_gateway.settings import ConfigurationError, Settings, load_settings
 
 # Granian's own lines (start-up, workers) go through our root handler and format.
@@ -26,7 +28,22 @@ _GRANIAN_LOGS: dict[str, Any] = {
 }
 
 
-WORKERS_KILL_SECONDS = 20
+# Beyond the longest request, for its answer to be written and the lifespan to close.
+STOP_MARGIN_SECONDS = 5.0
+
+
+def graceful_stop_seconds(upstream_timeout_seconds: float) -> int:
+    """How long a stopping worker may take before it is killed (granian) or its requests
+    are cancelled (uvicorn): longer than the longest request, a long poll's wait
+    (MAX_WAIT_SECONDS) then one upstream call (UPSTREAM_TIMEOUT_SECONDS), so nothing is cut.
+
+    A stop takes far less: long polls answer at once and ticket creations that have not
+    sent their POST are refused (stopping.py), so what runs on is at most one upstream call.
+    The window is for requests that do not watch for the stop (bounded by the upstream
+    timeout), and for a worker still starting up, which granian would otherwise wait for
+    forever: its stop signal is lost."""
+    longest = MAX_WAIT_SECONDS + upstream_timeout_seconds
+    return math.ceil(longest + STOP_MARGIN_SECONDS)
 
 
 @dataclass(frozen=True)
@@ -100,9 +117,7 @@ def _run_granian(
         # Like uvicorn's supervisor with several workers: a worker that dies is replaced.
         # One process exits instead, so a broken start-up is seen, not retried forever.
         respawn_failed_workers=workers > 1,
-        # A stop signal that reaches a worker still starting up is lost, and granian would
-        # wait for it forever; past this many seconds the worker is killed.
-        workers_kill_timeout=WORKERS_KILL_SECONDS,
+        workers_kill_timeout=graceful_stop_seconds(settings.UPSTREAM_TIMEOUT_SECONDS),
     )
     # Granian's dictConfig replaced the handlers; put ours back for the parent's lines.
     configure_logging(settings.LOG_LEVEL, settings.LOG_FORMAT)
@@ -122,6 +137,8 @@ def _run_uvicorn(
         "log_level": settings.LOG_LEVEL.lower(),
         "log_config": None,  # uvicorn's lines go through our root handler and format
         "access_log": False,
+        # Then the requests still running are cancelled (their locks released on the way).
+        "timeout_graceful_shutdown": graceful_stop_seconds(settings.UPSTREAM_TIMEOUT_SECONDS),
     }
     if workers > 1:
         # uvicorn's workers need an import string; each reads the environment.

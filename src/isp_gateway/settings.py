@@ -192,6 +192,10 @@ class Settings(BaseSettings):
     MAX_BODY_BYTES: int = Field(default=65536, ge=1024)
     # Operating endpoints (BEYOND.md): GET /metrics and the request metrics; off = no route.
     METRICS_ENABLED: bool = True
+    # Issue 21: /metrics on its own port (every worker's samples, as on the API port), and
+    # then no longer on the API port; unset = /metrics on the API port. The address it binds.
+    METRICS_PORT: int | None = Field(default=None, ge=1, le=65535)
+    METRICS_HOST: str = Field(default="127.0.0.1", min_length=1)
     # Serving and logs: the server `isp-gateway serve` runs, the access log, the log format.
     SERVER: Literal["granian", "uvicorn"] = "granian"
     ACCESS_LOG: bool = True
@@ -321,6 +325,7 @@ class Settings(BaseSettings):
         "REDIS_SENTINEL_PASSWORD",
         "TICKET_SUBJECTS_FILE",
         "DEFAULT_TECHNICIAN_ID",
+        "METRICS_PORT",
         mode="before",
     )
     @classmethod

@@ -10,7 +10,7 @@ import pytest
 
 from isp_gateway.simulator import Variants
 from tests.accounts.conftest import StartAccounts, day, warm_invoices
-from tests.conftest import Simulator
+from tests.conftest import Gateway, Simulator
 
 
 def test_account_lists_pending_invoices_oldest_due_first(start_accounts: StartAccounts) -> None:
@@ -132,6 +132,17 @@ def test_an_unreadable_total_is_a_502_for_that_client_only(
     assert any("invoice 9007" in r.getMessage() for r in caplog.records)
 
 
+def assert_balance_unconfirmed(gw: Gateway, *service_ids: int) -> None:
+    """Each account answers 502: the balance cannot be confirmed (never "owes nothing")."""
+    for service_id in service_ids:
+        response = gw.get(f"/api/v1/clients/{service_id}/account")
+        assert response.status_code == 502, response.text
+        body = response.json()
+        assert body["action"] == "upstream_unavailable"
+        assert body["message"].startswith("Cannot confirm the balance right now")
+        assert body["data"] is None
+
+
 def test_a_read_cut_off_on_a_later_page_is_never_owes_nothing(
     start_accounts: StartAccounts,
 ) -> None:
@@ -149,13 +160,7 @@ def test_a_read_cut_off_on_a_later_page_is_never_owes_nothing(
     sim, gw = start_accounts(
         wait_invoices=False, before_gateway=fail_later_pages, UPSTREAM_PAGE_RETRY_SECONDS=0.05
     )
-    for service_id in (201, 202):
-        response = gw.get(f"/api/v1/clients/{service_id}/account")
-        assert response.status_code == 502
-        body = response.json()
-        assert body["action"] == "upstream_unavailable"
-        assert body["message"].startswith("Cannot confirm the balance right now")
-        assert body["data"] is None
+    assert_balance_unconfirmed(gw, 201, 202)
     # Pages were read (the first answered, the later ones failed), yet nothing was kept.
     assert calls(sim, "GET /api/facturas/") >= 2
     assert gw.runtime.services.accounts.invoices.local is None
@@ -181,13 +186,8 @@ def test_a_short_read_of_the_pending_list_is_never_owes_nothing(
     sim, gw = start_accounts(
         wait_invoices=False, before_gateway=short_pages, UPSTREAM_PAGE_RETRY_SECONDS=0.05
     )
-    for service_id in (202, 201):  # suspended with four pending invoices; and another
-        response = gw.get(f"/api/v1/clients/{service_id}/account")
-        assert response.status_code == 502, response.text
-        body = response.json()
-        assert body["action"] == "upstream_unavailable"
-        assert body["message"].startswith("Cannot confirm the balance right now")
-        assert body["data"] is None
+    # Suspended with four pending invoices; and another.
+    assert_balance_unconfirmed(gw, 202, 201)
     assert calls(sim, "GET /api/facturas/") >= 1
     assert gw.runtime.services.accounts.invoices.local is None
     # The backend answers whole again: the same customer owes what they owe.

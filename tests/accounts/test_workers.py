@@ -6,7 +6,7 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import redis
@@ -15,6 +15,7 @@ from isp_gateway.upstream.clients import map_client
 from tests.accounts.conftest import SECRETS, warm_invoices
 from tests.clients.conftest import warm
 from tests.conftest import Gateway, Simulator
+from tests.support import emptied_redis
 
 # A database of its own; only the keys of this module's gateways live there.
 REDIS_DB = 10
@@ -27,41 +28,37 @@ def _until(condition: Callable[[], bool], what: str, timeout: float = 15) -> Non
         time.sleep(0.02)
 
 
-def _delete_ours(client: redis.Redis) -> None:
-    for key in client.scan_iter(match="ispgw:*", count=500):
-        client.delete(key)
+class Shared(NamedTuple):
+    """The account simulator, a client of the Redis database the workers share, and
+    `start(**settings)`: a gateway worker on both."""
+
+    sim: Simulator
+    redis: redis.Redis
+    start: Callable[..., Gateway]
 
 
 @pytest.fixture
-def redis_db_url(redis_url: Callable[[int], str]) -> str:
-    return redis_url(REDIS_DB)
-
-
-@pytest.fixture
-def shared_redis(redis_db_url: str) -> Iterator[redis.Redis]:
-    # No skip: a missing Redis must fail this test, since the guarantee depends on it.
-    client = redis.Redis.from_url(redis_db_url)
-    _delete_ours(client)
-    try:
-        yield client
-    finally:
-        _delete_ours(client)
-        client.close()
-
-
-def test_workers_share_one_pending_list_load(
+def shared(
     start_simulator: Callable[..., Simulator],
     start_gateway: Callable[..., Gateway],
     account_data: Path,
-    shared_redis: redis.Redis,
-    redis_db_url: str,
-) -> None:
-    sim = start_simulator(data_file=account_data)
-    first = start_gateway(sim.url, REDIS_URL=redis_db_url, UPSTREAM_PAGE_SIZE=2)
+    redis_url: Callable[[int], str],
+) -> Iterator[Shared]:
+    url = redis_url(REDIS_DB)
+    with emptied_redis(url, "ispgw:*") as client:
+        sim = start_simulator(data_file=account_data)
+        yield Shared(
+            sim, client, lambda **settings: start_gateway(sim.url, REDIS_URL=url, **settings)
+        )
+
+
+def test_workers_share_one_pending_list_load(shared: Shared) -> None:
+    sim = shared.sim
+    first = shared.start(UPSTREAM_PAGE_SIZE=2)
     warm(first)
     warm_invoices(first)
     assert sim.state.calls["GET /api/facturas/"] == 4  # one load of four pages
-    second = start_gateway(sim.url, REDIS_URL=redis_db_url, UPSTREAM_PAGE_SIZE=2)
+    second = shared.start(UPSTREAM_PAGE_SIZE=2)
     # The second worker adopts the stored lists instead of loading them again.
     _until(
         lambda: second.runtime.services.accounts.invoices.local is not None,
@@ -75,22 +72,16 @@ def test_workers_share_one_pending_list_load(
     assert sim.state.calls["GET /api/facturas/"] == 0
     assert second.runtime.services.accounts.invoices.loads == 0
     # What the workers share holds no private field of the upstream rows either.
-    for key in shared_redis.scan_iter(match="ispgw:*", count=500):
-        value = shared_redis.get(key)
+    for key in shared.redis.scan_iter(match="ispgw:*", count=500):
+        value = shared.redis.get(key)
         if value is not None:
             assert not any(secret.encode() in value for secret in SECRETS.values()), key
 
 
-def test_a_confirmation_on_one_worker_serves_the_other(
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
-    account_data: Path,
-    shared_redis: redis.Redis,
-    redis_db_url: str,
-) -> None:
-    sim = start_simulator(data_file=account_data)
-    first = start_gateway(sim.url, REDIS_URL=redis_db_url, STATE_FRESH_SECONDS=1)
-    second = start_gateway(sim.url, REDIS_URL=redis_db_url, STATE_FRESH_SECONDS=1)
+def test_a_confirmation_on_one_worker_serves_the_other(shared: Shared) -> None:
+    sim = shared.sim
+    first = shared.start(STATE_FRESH_SECONDS=1)
+    second = shared.start(STATE_FRESH_SECONDS=1)
     _until(
         lambda: all(w.runtime.services.clients.cache.local is not None for w in (first, second)),
         "client list not loaded",
@@ -106,14 +97,9 @@ def test_a_confirmation_on_one_worker_serves_the_other(
 
 
 def test_a_client_list_cached_by_an_older_release_still_answers(
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
-    account_data: Path,
-    shared_redis: redis.Redis,
-    redis_db_url: str,
+    shared: Shared, account_data: Path
 ) -> None:
     # The shared store outlives a deploy: its cached records lack the new extras.
-    sim = start_simulator(data_file=account_data)
     old: list[dict[str, Any]] = []
     for row in json.loads(account_data.read_text("utf-8"))["clients"]:
         record = map_client(row)
@@ -121,11 +107,11 @@ def test_a_client_list_cached_by_an_older_release_still_answers(
         client = {k: v for k, v in record["client"].items() if k != "service_state"}
         old.append({"client": client, "plan_id": record["plan_id"]})
     now = time.time()
-    shared_redis.set(
+    shared.redis.set(
         "ispgw:cache:clients", json.dumps({"loaded_at": now, "value": {"records": old}}), px=600_000
     )
-    shared_redis.set("ispgw:cache:clients:at", json.dumps({"at": now, "rev": 0}), px=600_000)
-    gw = start_gateway(sim.url, REDIS_URL=redis_db_url)
+    shared.redis.set("ispgw:cache:clients:at", json.dumps({"at": now, "rev": 0}), px=600_000)
+    gw = shared.start()
     _until(
         lambda: gw.runtime.services.clients.cache.local is not None, "the old copy was not adopted"
     )

@@ -15,6 +15,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from isp_gateway.mcp.tools import TOOLS as TOOL_SPECS
 from tests.agents.conftest import (
+    Result,
     call,
     customer,
     mcp_session,
@@ -64,6 +65,23 @@ def ticketless_customer(gw: Gateway, *, technician: bool = True) -> dict[str, An
         ):
             return customer(gw, row["service_id"])
     pytest.fail("no ticketless customer in the simulator's dataset")
+
+
+async def open_verified_ticket(
+    gw: Gateway, client: dict[str, Any], subject: str, description: str
+) -> Result:
+    """In one session: verify_customer as the customer states it, then open_ticket."""
+    async with mcp_session(gw) as session:
+        verified = await call(
+            session, "verify_customer", service_id=client["service_id"], **statement(client)
+        )
+        return await call(
+            session,
+            "open_ticket",
+            verification_id=verified.data["verification_id"],
+            subject=subject,
+            description=description,
+        )
 
 
 def test_each_tool_has_the_scope_of_the_table() -> None:
@@ -221,17 +239,7 @@ async def test_zone_at_its_cap_is_an_outcome_not_a_ticket(
             },
         )
         assert filled.status_code == 201, filled.text
-    async with mcp_session(gateway) as session:
-        verified = await call(
-            session, "verify_customer", service_id=client["service_id"], **statement(client)
-        )
-        opened = await call(
-            session,
-            "open_ticket",
-            verification_id=verified.data["verification_id"],
-            subject="No Tiene Internet",
-            description="Sin servicio.",
-        )
+    opened = await open_verified_ticket(gateway, client, "No Tiene Internet", "Sin servicio.")
     assert not opened.is_error, opened.texts
     assert opened.data["outcome"] == "zone_ticket_limit_reached"
     assert opened.data["active_tickets"] >= opened.data["max_tickets"] == 1
@@ -250,17 +258,7 @@ async def test_open_ticket_technician_from_record_or_default(
         MAX_ACTIVE_TICKETS_PER_ZONE=ROOMY,
     )
     client = ticketless_customer(gw, technician=False)
-    async with mcp_session(gw) as session:
-        verified = await call(
-            session, "verify_customer", service_id=client["service_id"], **statement(client)
-        )
-        opened = await call(
-            session,
-            "open_ticket",
-            verification_id=verified.data["verification_id"],
-            subject="Internet Lento",
-            description="Navega muy lento.",
-        )
+    opened = await open_verified_ticket(gw, client, "Internet Lento", "Navega muy lento.")
     if default_technician is None:
         assert opened.is_error
         assert opened.data["error"] == "ticket_creation_failed"
@@ -389,17 +387,7 @@ async def test_open_ticket_is_counted_and_audited_like_rest(
     `ticket_create` event and one `created` in isp_gateway_tickets_total, as a REST one."""
     gw = start_gateway(simulator.url, MAX_ACTIVE_TICKETS_PER_ZONE=ROOMY)
     client = ticketless_customer(gw)
-    async with mcp_session(gw) as session:
-        verified = await call(
-            session, "verify_customer", service_id=client["service_id"], **statement(client)
-        )
-        opened = await call(
-            session,
-            "open_ticket",
-            verification_id=verified.data["verification_id"],
-            subject="Internet Lento",
-            description="Navega muy lento.",
-        )
+    opened = await open_verified_ticket(gw, client, "Internet Lento", "Navega muy lento.")
     assert not opened.is_error, opened.texts
     ticket_id = opened.data["ticket"]["ticket_id"]
     events = await gw.runtime.audit.query(event="ticket_create")

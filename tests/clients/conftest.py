@@ -13,6 +13,17 @@ import pytest
 from tests.conftest import Gateway, Simulator
 
 
+def body(response: Any) -> dict[str, Any]:
+    data: dict[str, Any] = response.json()
+    return data
+
+
+def envelope(response: Any, status: int) -> dict[str, Any]:
+    """The JSON envelope of `response`, which must answer `status`."""
+    assert response.status_code == status, response.text
+    return body(response)
+
+
 def row(service_id: int, **fields: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
         "id_servicio": service_id,

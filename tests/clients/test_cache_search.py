@@ -10,13 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.clients.conftest import StartPair, calls, warm
+from tests.clients.conftest import StartPair, body, calls, envelope, warm
 from tests.conftest import Gateway, Simulator
-
-
-def body(response: Any) -> dict[str, Any]:
-    data: dict[str, Any] = response.json()
-    return data
 
 
 def search(gw: Gateway, q: str | None, **params: Any) -> Any:
@@ -67,8 +62,7 @@ def test_search_limit(pair: tuple[Simulator, Gateway]) -> None:
 def test_search_nothing_found(pair: tuple[Simulator, Gateway]) -> None:
     _, gw = pair
     response = search(gw, "zzzz")
-    assert response.status_code == 200
-    out = body(response)
+    out = envelope(response, 200)
     assert (out["ok"], out["type"], out["action"], out["data"]) == (
         True,
         "success",
@@ -81,8 +75,7 @@ def test_search_nothing_found(pair: tuple[Simulator, Gateway]) -> None:
 def test_search_without_q_is_400(pair: tuple[Simulator, Gateway], q: str | None) -> None:
     _, gw = pair
     response = search(gw, q)
-    assert response.status_code == 400
-    out = body(response)
+    out = envelope(response, 400)
     assert (out["ok"], out["type"], out["action"], out["data"]) == (False, "error", "error", None)
     assert "'q'" in out["message"] and "required" in out["message"]
 
@@ -136,8 +129,7 @@ def test_stale_if_error(start_pair: StartPair) -> None:
     sim.state.faults.update({"error_rate": 1.0})
     time.sleep(1.2)
     response = gw.get("/api/v1/clients/")
-    assert response.status_code == 200
-    out = body(response)
+    out = envelope(response, 200)
     assert out["meta"] == {"stale": True} and len(out["data"]) == 5
     hit = body(gw.get("/api/v1/clients/by-document/12345678"))
     assert hit["meta"] == {"other_service_ids": [], "stale": True}
@@ -191,8 +183,7 @@ def test_list_failure(
     # before it gives up: short waits between those attempts (default 2, 4 and 8 s).
     gw = start_gateway(sim.url, UPSTREAM_PAGE_RETRY_SECONDS=0.05)
     response = gw.get("/api/v1/clients/")
-    assert response.status_code == status
-    out = body(response)
+    out = envelope(response, status)
     assert (out["ok"], out["type"], out["action"], out["data"], out["message"]) == (
         False,
         "error",
@@ -250,8 +241,7 @@ def test_a_short_client_list_is_never_published(start_pair: StartPair) -> None:
     deadline = time.monotonic() + 5
     while True:
         response = gw.get("/api/v1/clients/")
-        assert response.status_code == 200
-        out = body(response)
+        out = envelope(response, 200)
         assert len(out["data"]) == 5  # never the two rows of the short page
         if out["meta"] == {"stale": True}:
             break

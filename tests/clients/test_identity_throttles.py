@@ -10,11 +10,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-import redis
 
 from tests.clients.conftest import StartPair
 from tests.clients.test_verify_update import GOOD
 from tests.conftest import Gateway
+from tests.support import emptied_redis
 
 REDIS_DB = 4
 JOSE = {"name": "jose perez", "address": "calle 5", "internet_plan_name": "plan 10mb"}
@@ -173,14 +173,8 @@ def test_an_unknown_service_or_ambiguity_is_no_failure(start_pair: StartPair) ->
 
 @pytest.fixture
 def shared_redis(redis_url: Callable[[int], str]) -> Iterator[str]:
-    url = redis_url(REDIS_DB)
-    client = redis.Redis.from_url(url)
-    client.flushdb()
-    try:
-        yield url
-    finally:
-        client.flushdb()
-        client.close()
+    with emptied_redis(redis_url(REDIS_DB)):
+        yield redis_url(REDIS_DB)
 
 
 def test_counters_hold_across_two_workers_on_redis(

@@ -6,22 +6,16 @@ from typing import Any
 
 import pytest
 
-from tests.clients.conftest import StartPair, calls
+from tests.clients.conftest import StartPair, body, calls, envelope
 from tests.conftest import Gateway, Simulator
 
 SECRETS = ("cpe-secret-pw", "svc-secret-pw", "rt-pw", "AA:BB:CC:DD:EE:FF", "password")
 
 
-def body(response: Any) -> dict[str, Any]:
-    data: dict[str, Any] = response.json()
-    return data
-
-
 def test_list_returns_only_active_clients_fully_mapped(pair: tuple[Simulator, Gateway]) -> None:
     sim, gw = pair
     response = gw.get("/api/v1/clients/")
-    assert response.status_code == 200
-    out = body(response)
+    out = envelope(response, 200)
     assert (out["ok"], out["type"], out["action"], out["meta"]) == (
         True,
         "success",
@@ -85,8 +79,7 @@ def test_cut_off_date_variants(start_pair: StartPair, style: str) -> None:
 def test_by_document(pair: tuple[Simulator, Gateway]) -> None:
     sim, gw = pair
     response = gw.get("/api/v1/clients/by-document/12345678")
-    assert response.status_code == 200
-    out = body(response)
+    out = envelope(response, 200)
     assert out["action"] == "client_found" and out["data"]["service_id"] == 101
     # Letters are allowed, case-insensitively.
     assert body(gw.get("/api/v1/clients/by-document/ab12345"))["data"]["service_id"] == 103
@@ -97,8 +90,7 @@ def test_by_document(pair: tuple[Simulator, Gateway]) -> None:
 def test_invalid_document_is_400(pair: tuple[Simulator, Gateway], document: str) -> None:
     sim, gw = pair
     response = gw.get(f"/api/v1/clients/by-document/{document}")
-    assert response.status_code == 400
-    out = body(response)
+    out = envelope(response, 400)
     assert (out["ok"], out["action"], out["message"], out["data"]) == (
         False,
         "invalid_document",
@@ -114,8 +106,7 @@ def test_unknown_document_asks_upstream_once_then_remembers(
     sim, gw = pair
     for _ in range(3):
         response = gw.get("/api/v1/clients/by-document/424242")
-        assert response.status_code == 404
-        out = body(response)
+        out = envelope(response, 404)
         assert (out["ok"], out["type"], out["action"], out["message"], out["data"]) == (
             False,
             "error",
@@ -199,8 +190,7 @@ def test_lookup_never_says_not_found_when_upstream_fails(pair: tuple[Simulator, 
     sim, gw = pair
     sim.state.faults.update({"error_rate": 1.0})
     response = gw.get("/api/v1/clients/by-document/424242")
-    assert response.status_code == 502
-    out = body(response)
+    out = envelope(response, 502)
     assert out["action"] == "upstream_unavailable" and out["ok"] is False
     # Nothing remembered: once the upstream is back, the lookup really asks.
     sim.state.faults.reset()
@@ -225,8 +215,7 @@ def test_lookup_miss_upstream_failure_modes(
     sim, gw = start_pair(UPSTREAM_TIMEOUT_SECONDS=0.5)
     sim.state.faults.update(faults)
     response = gw.get("/api/v1/clients/by-service-id/999")
-    assert response.status_code == status
-    out = body(response)
+    out = envelope(response, status)
     assert out["action"] == action and out["data"] is None
     if action == "CLIENT_NOT_FOUND":
         assert out["message"] == "Unable to fetch client data"

@@ -17,6 +17,7 @@ from isp_gateway.store.redis import PREFIX, RedisStore
 from isp_gateway.upstream.budget import RateBudget
 from tests.clients.conftest import warm
 from tests.conftest import Gateway, Simulator
+from tests.support import emptied_redis
 
 REDIS_DB = 9
 # The keys the gateways of these tests write (db 9 is this suite's); only those are deleted.
@@ -30,21 +31,8 @@ def db_url(redis_url: Callable[[int], str]) -> str:
 
 @pytest.fixture
 def own_keys(db_url: str) -> Iterator[redis.Redis]:
-    # No skip: a missing Redis must fail these tests.
-    client = redis.Redis.from_url(db_url)
-
-    def clean() -> None:
-        for pattern in OWN_PATTERNS:
-            keys = list(client.scan_iter(match=pattern, count=1000))
-            if keys:
-                client.delete(*keys)
-
-    clean()
-    try:
+    with emptied_redis(db_url, *OWN_PATTERNS) as client:
         yield client
-    finally:
-        clean()
-        client.close()
 
 
 def upstream_calls(sim: Simulator) -> int:

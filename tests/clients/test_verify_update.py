@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.clients.conftest import StartPair, calls
+from tests.clients.conftest import StartPair, body, calls, envelope
 from tests.conftest import Gateway, Simulator
 
 GOOD = {
@@ -17,11 +17,6 @@ GOOD = {
 }
 
 
-def body(response: Any) -> dict[str, Any]:
-    data: dict[str, Any] = response.json()
-    return data
-
-
 def verify(gw: Gateway, service_id: int, payload: dict[str, Any]) -> Any:
     return gw.post(f"/api/v1/clients/{service_id}/verify", json=payload)
 
@@ -29,8 +24,7 @@ def verify(gw: Gateway, service_id: int, payload: dict[str, Any]) -> Any:
 def test_verify_success(pair: tuple[Simulator, Gateway]) -> None:
     _, gw = pair
     response = verify(gw, 101, GOOD)
-    assert response.status_code == 200
-    out = body(response)
+    out = envelope(response, 200)
     assert (out["ok"], out["type"], out["action"]) == (True, "success", "client_verified")
     assert out["data"] == {
         "is_valid": True,
@@ -54,8 +48,7 @@ def test_verify_success(pair: tuple[Simulator, Gateway]) -> None:
 def test_verify_mismatch(pair: tuple[Simulator, Gateway], field: str, value: Any) -> None:
     _, gw = pair
     response = verify(gw, 101, {**GOOD, field: value})
-    assert response.status_code == 200
-    out = body(response)
+    out = envelope(response, 200)
     assert (out["ok"], out["action"]) == (True, "client_verification_failed")
     assert out["data"]["is_valid"] is False
     assert field not in out["data"]["matched_fields"]
@@ -91,8 +84,7 @@ def test_verify_needs_three_fields_before_any_upstream_call(
         {},
     ):
         response = verify(gw, 4040, payload)
-        assert response.status_code == 400
-        out = body(response)
+        out = envelope(response, 400)
         assert (out["ok"], out["type"], out["action"], out["data"]) == (
             False,
             "error",
@@ -106,8 +98,7 @@ def test_verify_needs_three_fields_before_any_upstream_call(
 def test_verify_unknown_client_is_404(pair: tuple[Simulator, Gateway]) -> None:
     _, gw = pair
     response = verify(gw, 4040, GOOD)
-    assert response.status_code == 404
-    out = body(response)
+    out = envelope(response, 404)
     assert (out["ok"], out["action"], out["data"]) == (False, "client_not_found", None)
 
 
@@ -125,8 +116,7 @@ def test_verify_failures_lock_the_service_id(start_pair: StartPair) -> None:
     for _ in range(2):
         assert body(verify(gw, 101, wrong))["action"] == "client_verification_failed"
     locked = verify(gw, 101, GOOD)
-    assert locked.status_code == 429
-    out = body(locked)
+    out = envelope(locked, 429)
     assert (out["ok"], out["action"]) == (False, "client_verification_locked")
     assert 0 < int(locked.headers["Retry-After"]) <= 60
     # Another service id is not locked.
@@ -169,8 +159,7 @@ def resolve(gw: Gateway, payload: dict[str, Any]) -> Any:
 def test_resolve_success(pair: tuple[Simulator, Gateway]) -> None:
     sim, gw = pair
     response = resolve(gw, GOOD)
-    assert response.status_code == 200
-    out = body(response)
+    out = envelope(response, 200)
     assert (out["ok"], out["action"]) == (True, "client_verified")
     assert out["data"]["service_id"] == 101 and out["data"]["document"] == "12345678"
     assert calls(sim) == 0
@@ -188,8 +177,7 @@ def test_resolve_ambiguous_is_409(pair: tuple[Simulator, Gateway]) -> None:
     _, gw = pair
     payload = {"name": "Rosa Diaz", "address": "El Porvenir", "internet_plan_name": "plan 10mb"}
     response = resolve(gw, payload)
-    assert response.status_code == 409
-    out = body(response)
+    out = envelope(response, 409)
     assert (out["ok"], out["action"], out["data"]) == (False, "client_ambiguous", None)
 
 
@@ -228,8 +216,7 @@ def test_update_patches_upstream_and_cache(pair: tuple[Simulator, Gateway]) -> N
     response = gw.put(
         "/api/v1/clients/101", json={"document": "A9988776", "phone": "+57 311 222 3344"}
     )
-    assert response.status_code == 200
-    out = body(response)
+    out = envelope(response, 200)
     assert (out["ok"], out["action"], out["data"]) == (True, "client_updated", None)
     assert calls(sim, "PATCH /api/clientes/{id}/perfil/") == 1
     # CALLERS.md 2: the phone field is read fresh first, and its second number stays.
@@ -294,8 +281,7 @@ def test_update_upstream_failure_is_500(start_pair: StartPair, faults: dict[str,
     sim, gw = start_pair(UPSTREAM_TIMEOUT_SECONDS=0.5)
     sim.state.faults.update({**faults, "method": "PATCH"})
     response = gw.put("/api/v1/clients/101", json={"document": "12345"})
-    assert response.status_code == 500
-    out = body(response)
+    out = envelope(response, 500)
     assert (out["ok"], out["action"], out["data"]) == (False, "client_update_failed", None)
     # The cache keeps the old value: the write did not go through.
     assert gw.get("/api/v1/clients/by-document/12345678").status_code == 200
@@ -316,8 +302,7 @@ def test_an_unreadable_200_is_not_an_update(start_pair: StartPair, faults: dict[
     sim.state.faults.update(faults)
     for _ in range(3):
         response = gw.put("/api/v1/clients/102", json={"phone": "3000000001"})
-        assert response.status_code == 500, response.text
-        out = body(response)
+        out = envelope(response, 500)
         assert (out["ok"], out["action"], out["data"]) == (False, "client_update_failed", None)
     sim.state.faults.reset()
     stored = next(c for c in sim.state.dataset.clients if c["id_servicio"] == 102)
@@ -382,8 +367,7 @@ def test_update_with_our_key_refused_is_502_unable_to_fetch(
     sim, gw = pair
     sim.state.faults.update({"force_403": True, "method": "PATCH"})
     response = gw.put("/api/v1/clients/101", json={"document": "12345"})
-    assert response.status_code == 502
-    out = body(response)
+    out = envelope(response, 502)
     assert (out["ok"], out["action"], out["message"], out["data"]) == (
         False,
         "CLIENT_NOT_FOUND",

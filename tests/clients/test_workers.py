@@ -8,11 +8,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-import redis
 
 from tests.clients.conftest import StartPair, calls, warm
 from tests.clients.test_verify_update import GOOD, verify
 from tests.conftest import Gateway, Simulator
+from tests.support import emptied_redis
 
 REDIS_DB = 14
 
@@ -20,14 +20,8 @@ REDIS_DB = 14
 @pytest.fixture
 def shared_redis(redis_url: Callable[[int], str]) -> Iterator[str]:
     # No skip: a missing Redis must fail this test, since the guarantee depends on it.
-    url = redis_url(REDIS_DB)
-    client = redis.Redis.from_url(url)
-    client.flushdb()
-    try:
-        yield url
-    finally:
-        client.flushdb()
-        client.close()
+    with emptied_redis(redis_url(REDIS_DB)):
+        yield redis_url(REDIS_DB)
 
 
 def test_workers_refresh_the_shared_list_once_per_period(

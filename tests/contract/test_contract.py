@@ -14,21 +14,14 @@ import pytest
 from fastapi import APIRouter, FastAPI
 
 from isp_gateway.tickets.subjects import SubjectCatalogue
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Simulator, module_pair_fixtures
 
 REF = "#/components/schemas/"
 
 
 # The tests here read the document or send requests the gateway refuses (or that change
 # nothing another test looks at): one simulator and one gateway serve the whole module.
-@pytest.fixture(scope="module")
-def simulator(module_pair: tuple[Simulator, Gateway]) -> Simulator:
-    return module_pair[0]
-
-
-@pytest.fixture(scope="module")
-def gateway(module_pair: tuple[Simulator, Gateway]) -> Gateway:
-    return module_pair[1]
+simulator, gateway = module_pair_fixtures()
 
 
 def openapi(gateway: Gateway) -> dict[str, Any]:
@@ -361,14 +354,16 @@ def test_declared_length_over_the_limit_is_refused_before_the_body(small_limit: 
     assert body["action"] == "payload_too_large" and body["ok"] is False
 
 
-def test_a_chunked_upload_counts_too(small_limit: Gateway) -> None:
-    def chunks() -> Iterator[bytes]:
-        yield b'{"name": "'
-        for _ in range(64):
-            yield b"x" * 256
-        yield b'"}'
+def oversized_chunks() -> Iterator[bytes]:
+    """A chunked JSON body of 16 KiB and more, declaring no length: over LIMIT."""
+    yield b'{"name": "'
+    for _ in range(64):
+        yield b"x" * 256
+    yield b'"}'
 
-    response = small_limit.post("/api/v1/clients/resolve", content=chunks())
+
+def test_a_chunked_upload_counts_too(small_limit: Gateway) -> None:
+    response = small_limit.post("/api/v1/clients/resolve", content=oversized_chunks())
     assert response.status_code == 413
     assert response.json()["action"] == "payload_too_large"
 

@@ -82,13 +82,16 @@ def test_docs_authorize_and_try_a_lookup_offline(
     # Authorize as the README says: username and password in the dialog.
     page.locator("button.authorize").first.click()
     dialog = page.locator(".modal-ux")
-    dialog.locator("#oauth_username").fill(USERNAME)
-    dialog.locator("#oauth_password").fill(PASSWORD)
-    dialog.locator("button.authorize").click()
-    # The dialog shows "Authorized" and a Logout button once the token request succeeded.
-    expect(dialog.locator("button", has_text="Logout")).to_be_visible()
-    expect(dialog).to_contain_text("Authorized")
-    dialog.locator("button.btn-done").click()
+    # The dialog holds one form per scheme (the password flow and the API key); this one is
+    # the password flow's.
+    password_form = dialog.locator(".auth-container", has_text="OAuth2PasswordBearer")
+    password_form.locator("#oauth_username").fill(USERNAME)
+    password_form.locator("#oauth_password").fill(PASSWORD)
+    password_form.locator("button.authorize").click()
+    # The form shows "Authorized" and a Logout button once the token request succeeded.
+    expect(password_form.locator("button", has_text="Logout")).to_be_visible()
+    expect(password_form).to_contain_text("Authorized")
+    password_form.locator("button.btn-done").click()
 
     # Try it out on the by-document lookup.
     operation = page.locator(".opblock", has_text="/api/v1/clients/by-document/{document}")

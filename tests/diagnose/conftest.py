@@ -3,7 +3,6 @@ service states, pending invoices and tickets, and a helper that waits for warm c
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import Gateway, Simulator
+from tests.support import data_file_of
 
 TECH = {"id": 11, "nombre": "Carlos Ruiz"}
 ROUTERS = [{"id": 7, "nombre": "MK-NORTE"}, {"id": 8, "nombre": "MK-SUR"}]
@@ -116,9 +116,7 @@ GATEWAY_SETTINGS: dict[str, Any] = {
 
 @pytest.fixture
 def data_file(tmp_path: Path) -> Path:
-    path = tmp_path / "upstream-diagnose.json"
-    path.write_text(json.dumps(build_dataset(), ensure_ascii=False), "utf-8")
-    return path
+    return data_file_of(tmp_path / "upstream-diagnose.json", build_dataset())
 
 
 @pytest.fixture
@@ -146,6 +144,17 @@ def warm(gw: Gateway, sim: Simulator) -> None:
         assert time.monotonic() < deadline, "a cache never loaded"
         time.sleep(0.02)
     sim.state.reset_stats()
+
+
+@pytest.fixture
+def gw_outage_checks_fail(sim: Simulator, start_gateway: Callable[..., Gateway]) -> Gateway:
+    """A warm gateway whose outage checks now fail: the routers' endpoint answers errors and
+    the checks cached at the warm-up have expired (OUTAGE_CACHE_SECONDS=1)."""
+    gw = start_gateway(sim.url, OUTAGE_CACHE_SECONDS=1, UPSTREAM_TIMEOUT_SECONDS=1.0)
+    warm(gw, sim)
+    sim.state.faults.update({"error_rate": 1.0, "path_prefix": "/api/router/"})
+    time.sleep(1.1)
+    return gw
 
 
 def upstream_calls(sim: Simulator) -> dict[str, int]:

@@ -167,12 +167,9 @@ def test_the_outage_flag_is_never_older_than_its_lifetime(
 
 
 def test_an_outage_check_that_fails_is_502_never_a_guess(
-    sim: Simulator, start_gateway: Callable[..., Gateway]
+    gw_outage_checks_fail: Gateway, sim: Simulator
 ) -> None:
-    gw = start_gateway(sim.url, OUTAGE_CACHE_SECONDS=1, UPSTREAM_TIMEOUT_SECONDS=1.0)
-    warm(gw, sim)
-    sim.state.faults.update({"error_rate": 1.0, "path_prefix": "/api/router/"})
-    time.sleep(1.1)
+    gw = gw_outage_checks_fail
     response = diagnose(gw, 101)
     assert response.status_code == 502
     assert response.json()["action"] == "upstream_unavailable"

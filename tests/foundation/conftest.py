@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import httpx
 import pytest
 from fastapi import APIRouter, Depends, FastAPI
 from pydantic import BaseModel, Field
 
-from isp_gateway.app import create_app
 from isp_gateway.auth.dependencies import CurrentUser, current_user
-from isp_gateway.auth.tokens import issue_token
 from isp_gateway.errors import Locked, NotFound, UpstreamRateLimited
+from isp_gateway.notfound import UnknownPathMiddleware
 from isp_gateway.settings import Settings
-from tests.conftest import API_KEY, JWT_SECRET, USERNAME, Gateway, gateway_settings
-from tests.support import run_server
+from tests.conftest import (
+    API_KEY,
+    JWT_SECRET,
+    USERNAME,
+    Gateway,
+    _start_gateway,
+    gateway_settings,
+)
 
 
 def required_env(password_hash: str) -> dict[str, str]:
@@ -89,17 +94,21 @@ def start_probe_gateway(start_gateway: Callable[..., Gateway]) -> Callable[..., 
 @pytest.fixture(scope="module")
 def probe_gateway(password_hash: str) -> Iterator[Gateway]:
     """One probe gateway with default settings shared by a module's read-only tests."""
-    settings = gateway_settings("http://127.0.0.1:9", password_hash)
-    app = create_app(settings)
-    add_probe_routes(app)
-    with run_server(app) as url, httpx.Client(base_url=url, timeout=30) as client:
-        yield Gateway(
-            url=url,
-            settings=settings,
-            app=app,
-            client=client,
-            token=issue_token(settings, USERNAME),
-        )
+    with contextlib.ExitStack() as stack:
+        yield _start_gateway(stack, password_hash, "http://127.0.0.1:9", prepare=add_probe_routes)
+
+
+def unknown_path_layer(gw: Gateway) -> tuple[UnknownPathMiddleware, list[str]]:
+    """The 404 layer of unknown paths, with the gateway's route table, in front of a stand-in
+    router that answers 299 and records each path it is passed (the list returned)."""
+    passed: list[str] = []
+
+    async def router(scope: Any, receive: Any, send: Any) -> None:
+        passed.append(scope["path"])
+        await send({"type": "http.response.start", "status": 299, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    return UnknownPathMiddleware(router, routes=gw.app.state.route_table), passed
 
 
 class ScriptedUpstream:

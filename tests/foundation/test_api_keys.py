@@ -31,15 +31,22 @@ from isp_gateway.auth.keys import (
     write_key_entries,
 )
 from isp_gateway.errors import Locked
-from isp_gateway.store import MemoryStore, Store
-from isp_gateway.store.redis import RedisStore
+from isp_gateway.store import Store
 from tests.conftest import Gateway
+from tests.support import memory_or_redis
 
 INTERVAL = 0.05  # the ring's re-check interval in these tests
 
 
 def write(path: Path, *entries: dict[str, object]) -> None:
     write_key_entries(path, list(entries))
+
+
+def bot_ring(path: Path, check_interval: float = INTERVAL) -> tuple[KeyRing, str]:
+    """A key file at `path` holding one key, "bot", with every scope; its ring and the key."""
+    key = generate_key()
+    write(path, new_entry(key, "bot", ["*"], None))
+    return KeyRing(path, check_interval=check_interval), key
 
 
 def wait_past_interval() -> None:
@@ -84,9 +91,7 @@ def test_lookup_by_digest_and_the_file_never_holds_the_key(tmp_path: Path) -> No
 )
 def test_anything_but_the_key_is_refused(tmp_path: Path, attempt: object) -> None:
     path = tmp_path / "keys.json"
-    key = generate_key()
-    write(path, new_entry(key, "bot", ["*"], None))
-    ring = KeyRing(path, check_interval=INTERVAL)
+    ring, key = bot_ring(path)
     assert ring.lookup(key) is not None
     assert callable(attempt)
     assert ring.lookup(attempt(key)) is None
@@ -141,9 +146,7 @@ def test_a_same_size_rewrite_in_place_is_seen(tmp_path: Path) -> None:
 
 def test_the_file_is_looked_at_at_most_once_per_interval(tmp_path: Path) -> None:
     path = tmp_path / "keys.json"
-    key = generate_key()
-    write(path, new_entry(key, "bot", ["*"], None))
-    ring = KeyRing(path, check_interval=60)
+    ring, key = bot_ring(path, check_interval=60)
     assert ring.lookup(key) is not None
     path.unlink()  # not seen until the next check, a minute away
     for _ in range(100):
@@ -170,9 +173,7 @@ def test_a_broken_file_keeps_the_last_good_keys_and_logs_once(
     tmp_path: Path, content: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = tmp_path / "keys.json"
-    key = generate_key()
-    write(path, new_entry(key, "bot", ["*"], None))
-    ring = KeyRing(path, check_interval=INTERVAL)
+    ring, key = bot_ring(path)
     assert ring.lookup(key) is not None
     if content == "\udcff":
         path.write_bytes(b'{"keys": [\xff]}')
@@ -202,9 +203,7 @@ def test_an_unreadable_file_keeps_the_last_good_keys(
     # A path that cannot be read as a file (here a directory in its place; a mode the
     # service's user may not read behaves alike, but the tests may run as root).
     path = tmp_path / "keys.json"
-    key = generate_key()
-    write(path, new_entry(key, "bot", ["*"], None))
-    ring = KeyRing(path, check_interval=INTERVAL)
+    ring, key = bot_ring(path)
     assert ring.lookup(key) is not None
     path.unlink()
     path.mkdir()
@@ -293,12 +292,8 @@ RUN = uuid.uuid4().hex[:12]
 
 @pytest.fixture(params=["memory", "redis"])
 async def rate_store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
-    if request.param == "memory":
-        yield MemoryStore()
-        return
-    store = RedisStore(request.getfixturevalue("redis_url")(6))
-    yield store
-    await store.close()
+    async with memory_or_redis(request, 6, f"*{RUN}*") as store:
+        yield store
 
 
 @pytest.mark.anyio

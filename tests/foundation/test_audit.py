@@ -14,7 +14,6 @@ from typing import Any
 
 import httpx
 import pytest
-import redis.asyncio as aioredis
 from fastapi import APIRouter, FastAPI, Request
 
 from isp_gateway import audit_router
@@ -27,10 +26,10 @@ from isp_gateway.audit import (
 from isp_gateway.callers import Caller, set_current_caller
 from isp_gateway.errors import StoreUnavailable
 from isp_gateway.logs import request_id_var
-from isp_gateway.store import MemoryStore, Store
+from isp_gateway.store import Store
 from isp_gateway.store.redis import RedisStore
 from tests.conftest import Gateway
-from tests.support import free_port
+from tests.support import free_port, memory_or_redis
 
 REDIS_DB = 6
 RUN = uuid.uuid4().hex[:12]
@@ -38,33 +37,27 @@ KEY = f"{RUN}:audit"
 
 pytestmark = pytest.mark.anyio
 
+# What every event holds (CALLERS.md 4).
+EVENT_FIELDS = {
+    "time",
+    "event",
+    "outcome",
+    "caller",
+    "end_user",
+    "address",
+    "request_id",
+    "service_id",
+    "details",
+}
+
 BOT = Caller(caller="jwt:bot", end_user="chat-123", address="203.0.113.7")
 AGENT = Caller(caller="agent-key", end_user="agent-key", address="198.51.100.2")
 
 
-async def _flush(url: str) -> None:
-    client = aioredis.Redis.from_url(url)
-    try:
-        async for key in client.scan_iter(match=f"ispgw:{RUN}:*"):
-            await client.delete(key)
-    finally:
-        await client.aclose()
-
-
 @pytest.fixture(params=["memory", "redis"])
 async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
-    if request.param == "memory":
-        memory = MemoryStore()
-        yield memory
-        await memory.close()
-        return
-    url = request.getfixturevalue("redis_url")(REDIS_DB)
-    await _flush(url)
-    redis_store = RedisStore(url)
-    await redis_store.ping()
-    yield redis_store
-    await redis_store.close()
-    await _flush(url)
+    async with memory_or_redis(request, REDIS_DB, f"ispgw:{RUN}:*") as store:
+        yield store
 
 
 def audit_log(store: Store, max_events: int = 100_000) -> AuditLog:
@@ -92,17 +85,7 @@ async def test_an_event_holds_who_what_when(store: Store) -> None:
             "verify", "failed", service_id=42, details={"attempts_left": 3, "document": "1234567"}
         ),
     )
-    assert set(entry) == {
-        "time",
-        "event",
-        "outcome",
-        "caller",
-        "end_user",
-        "address",
-        "request_id",
-        "service_id",
-        "details",
-    }
+    assert set(entry) == EVENT_FIELDS
     assert entry["event"] == "verify" and entry["outcome"] == "failed"
     assert (entry["caller"], entry["end_user"], entry["address"]) == (
         "jwt:bot",

@@ -13,22 +13,14 @@ from typing import Any
 import httpx
 import pytest
 
+from isp_gateway.audit import EVENTS
 from isp_gateway.auth.keys import generate_key, new_entry, write_key_entries
 from tests.agents.conftest import call, mcp_session, pick_customer
 from tests.conftest import PASSWORD, USERNAME, Gateway, Simulator
+from tests.foundation.test_audit import EVENT_FIELDS
 
-EVERY_EVENT = {
-    "login",
-    "verify",
-    "resolve",
-    "client_update",
-    "ticket_create",
-    "ping",
-    "diagnose",
-    "scope_denied",
-    "verification_required",
-    "mcp_tool",
-}
+# Every event the audit declares: one the run below does not produce fails the test.
+EVERY_EVENT = set(EVENTS)
 NEW_PHONE = "3209998877"
 
 
@@ -110,17 +102,7 @@ def test_the_audit_of_a_run_holds_every_event_and_no_personal_data(
     events = _audit(gw)
     assert {e["event"] for e in events} >= EVERY_EVENT, sorted({e["event"] for e in events})
     for event in events:
-        assert set(event) >= {
-            "time",
-            "event",
-            "outcome",
-            "caller",
-            "end_user",
-            "address",
-            "request_id",
-            "service_id",
-            "details",
-        }
+        assert set(event) >= EVENT_FIELDS
     text = json.dumps(events, ensure_ascii=False)
     lines = "\n".join(r.getMessage() for r in caplog.records if r.name == "isp_gateway.audit")
     assert lines

@@ -17,12 +17,12 @@ import bcrypt
 import httpx
 import jwt
 import pytest
-import redis
 from jwt.warnings import InsecureKeyLengthWarning
 
 from isp_gateway.auth.passwords import dummy_hash
 from isp_gateway.auth.tokens import issue_token
 from tests.conftest import JWT_SECRET, PASSWORD, USERNAME, Gateway
+from tests.support import emptied_redis
 
 CREDENTIALS = {"detail": "Could not validate credentials."}
 WHOAMI = "/api/v1/_probe/whoami"
@@ -235,6 +235,16 @@ def _assert_throttled(response: httpx.Response) -> None:
     assert int(response.headers["retry-after"]) >= 1
 
 
+def locks(pair: int, username: int) -> dict[str, int]:
+    """The login locks: `pair` failures lock a (username, address) pair, `username` failures
+    the username for the addresses that have not logged in as it; each for 60 s."""
+    return {
+        "LOGIN_MAX_FAILURES": pair,
+        "LOGIN_USERNAME_MAX_FAILURES": username,
+        "LOGIN_LOCKOUT_SECONDS": 60,
+    }
+
+
 def _xff(gw: Gateway, address: str, username: str = USERNAME, password: str = PASSWORD) -> Any:
     """A login as the reverse proxy passes it on: the test server trusts X-Forwarded-For
     from loopback (uvicorn's FORWARDED_ALLOW_IPS default), as `serve --proxy-headers` does."""
@@ -258,12 +268,7 @@ def test_username_lock_spares_addresses_that_logged_in(
 ) -> None:
     # CALLERS.md 2 (changes DECISIONS "Auth"): the username's failures from every address
     # lock it only for addresses that have not logged in as it lately.
-    gw = start_probe_gateway(
-        API_PASSWORD_HASH=fast_hash,
-        LOGIN_MAX_FAILURES=3,
-        LOGIN_USERNAME_MAX_FAILURES=4,
-        LOGIN_LOCKOUT_SECONDS=60,
-    )
+    gw = start_probe_gateway(API_PASSWORD_HASH=fast_hash, **locks(pair=3, username=4))
     with _client_from(gw, "127.0.0.20") as bots:
         assert login(bots).status_code == 200  # the bots' address is known from now on
         # Four failures for one username, each from its own address: no pair is locked...
@@ -306,12 +311,7 @@ def test_throttle_per_username_and_address(start_probe_gateway: StartProbe, fast
 def test_each_lock_writes_one_warning(
     start_probe_gateway: StartProbe, fast_hash: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    gw = start_probe_gateway(
-        API_PASSWORD_HASH=fast_hash,
-        LOGIN_MAX_FAILURES=2,
-        LOGIN_USERNAME_MAX_FAILURES=3,
-        LOGIN_LOCKOUT_SECONDS=60,
-    )
+    gw = start_probe_gateway(API_PASSWORD_HASH=fast_hash, **locks(pair=2, username=3))
     secret = "hunter2-not-the-password"
     with caplog.at_level(logging.WARNING, logger="isp_gateway.auth"):
         for _ in range(4):  # two failures lock the pair; two refusals log nothing more
@@ -333,16 +333,8 @@ def test_login_locks_hold_across_two_workers_on_redis(
     start_probe_gateway: StartProbe, fast_hash: str, redis_url: Callable[[int], str]
 ) -> None:
     url = redis_url(REDIS_DB)
-    store = redis.Redis.from_url(url)
-    store.flushdb()
-    try:
-        settings = {
-            "API_PASSWORD_HASH": fast_hash,
-            "REDIS_URL": url,
-            "LOGIN_MAX_FAILURES": 2,
-            "LOGIN_USERNAME_MAX_FAILURES": 4,
-            "LOGIN_LOCKOUT_SECONDS": 60,
-        }
+    with emptied_redis(url):
+        settings = {"API_PASSWORD_HASH": fast_hash, "REDIS_URL": url, **locks(pair=2, username=4)}
         first, second = start_probe_gateway(**settings), start_probe_gateway(**settings)
         assert _xff(first, "198.51.100.7").status_code == 200  # the bots, on worker one
         # A pair's failures split over the workers lock it on both.
@@ -357,9 +349,6 @@ def test_login_locks_hold_across_two_workers_on_redis(
             _assert_throttled(_xff(worker, "203.0.113.4"))
             # The bots' address logged in on worker one; worker two knows it too.
             assert _xff(worker, "198.51.100.7").status_code == 200
-    finally:
-        store.flushdb()
-        store.close()
 
 
 def test_success_resets_the_throttle(start_probe_gateway: StartProbe, fast_hash: str) -> None:

@@ -15,26 +15,27 @@ from tests.foundation.conftest import wait_for_fresh_window
 pytestmark = pytest.mark.anyio
 
 
-async def test_user_calls_refused_when_the_minute_is_spent() -> None:
-    wait_for_fresh_window(60)
-    budget = RateBudget(MemoryStore(), per_minute=5, per_hour=1000)
-    for _ in range(5):
+async def refusal_after(budget: RateBudget, calls: int) -> UpstreamRateLimited:
+    """Spend `calls` calls of `budget`; the refusal of the next one."""
+    for _ in range(calls):
         await budget.acquire()
     with pytest.raises(UpstreamRateLimited) as caught:
         await budget.acquire()
-    assert 0 < caught.value.retry_after <= 60
-    assert caught.value.status_code == 503
-    assert 1 <= int(caught.value.headers["Retry-After"]) <= 60
+    return caught.value
+
+
+async def test_user_calls_refused_when_the_minute_is_spent() -> None:
+    wait_for_fresh_window(60)
+    refused = await refusal_after(RateBudget(MemoryStore(), per_minute=5, per_hour=1000), 5)
+    assert 0 < refused.retry_after <= 60
+    assert refused.status_code == 503
+    assert 1 <= int(refused.headers["Retry-After"]) <= 60
 
 
 async def test_hour_window_counts_too() -> None:
     wait_for_fresh_window(3600)
-    budget = RateBudget(MemoryStore(), per_minute=100, per_hour=3)
-    for _ in range(3):
-        await budget.acquire()
-    with pytest.raises(UpstreamRateLimited) as caught:
-        await budget.acquire()
-    assert 0 < caught.value.retry_after <= 3600
+    refused = await refusal_after(RateBudget(MemoryStore(), per_minute=100, per_hour=3), 3)
+    assert 0 < refused.retry_after <= 3600
 
 
 async def test_a_refused_call_costs_nothing() -> None:
@@ -48,10 +49,8 @@ async def test_a_refused_call_costs_nothing() -> None:
         with pytest.raises(UpstreamRateLimited):
             await budget.acquire()
     roomy = RateBudget(store, per_minute=10, per_hour=100)
-    for _ in range(8):  # 2 spent + 8 = the minute's 10, refusals did not eat into it
-        await roomy.acquire()
-    with pytest.raises(UpstreamRateLimited):
-        await roomy.acquire()
+    # 2 spent + 8 = the minute's 10, refusals did not eat into it
+    await refusal_after(roomy, 8)
 
 
 async def test_user_may_wait_up_to_max_wait() -> None:
@@ -100,10 +99,7 @@ async def test_background_yields_to_interactive_demand_beyond_the_reserve() -> N
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(budget.acquire(background=True), timeout=0.3)
     # The interactive callers still have all the rest of the minute.
-    for _ in range(5):
-        await budget.acquire()
-    with pytest.raises(UpstreamRateLimited):
-        await budget.acquire()
+    await refusal_after(budget, 5)
 
 
 async def test_a_paused_background_call_resumes_when_the_window_moves_on() -> None:

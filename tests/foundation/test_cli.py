@@ -13,7 +13,6 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import bcrypt
 import httpx
@@ -21,7 +20,7 @@ import pytest
 
 from tests.conftest import API_KEY, JWT_SECRET
 from tests.foundation.conftest import required_env
-from tests.support import free_port
+from tests.support import free_port, serve_args, wait_for
 
 
 def base_env(**extra: str) -> dict[str, str]:
@@ -146,16 +145,6 @@ def test_hash_password_refuses_empty(tmp_path: Path) -> None:
 # -- serve -------------------------------------------------------------------------------------
 
 
-def wait_for(url: str, deadline: float = 30.0, **kw: Any) -> httpx.Response:
-    end = time.monotonic() + deadline
-    while time.monotonic() < end:
-        try:
-            return httpx.get(url, timeout=2, **kw)
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    raise AssertionError(f"{url} never answered")
-
-
 @pytest.mark.parametrize("server", [None, "granian", "uvicorn"])
 def test_serve_answers_health_and_stops_on_sigint(
     tmp_path: Path, password_hash: str, spawned: list[subprocess.Popen[str]], server: str | None
@@ -165,7 +154,7 @@ def test_serve_answers_health_and_stops_on_sigint(
     if server is not None:  # None: the default, granian
         env["SERVER"] = server
     proc = subprocess.Popen(
-        [sys.executable, "-m", "isp_gateway", "serve", "--port", str(port)],
+        serve_args(port),
         env=env,
         cwd=tmp_path,
         stdout=subprocess.PIPE,

@@ -5,9 +5,6 @@ is no setting, naming each; FORWARDED_ALLOW_IPS is read from `.env` like every s
 from __future__ import annotations
 
 import shutil
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -15,7 +12,8 @@ import httpx
 from isp_gateway.settings import PLACEHOLDERS
 from tests.conftest import API_KEY, JWT_SECRET
 from tests.foundation.conftest import required_env
-from tests.foundation.test_cli import base_env, free_port, run_cli, wait_for
+from tests.foundation.test_cli import base_env, run_cli
+from tests.support import free_port, serving
 
 EXAMPLE = Path(__file__).resolve().parents[2] / ".env.example"
 
@@ -94,23 +92,9 @@ def test_forwarded_allow_ips_is_read_from_env_file(tmp_path: Path, password_hash
     """With the proxy trusted only at 10.9.9.9 (in .env), a loopback caller's
     X-Forwarded-For is ignored: two "different" forwarded addresses share one limit."""
     write_env(tmp_path, password_hash, "FORWARDED_ALLOW_IPS=10.9.9.9", "RATE_LIMIT_PER_MINUTE=1")
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "isp_gateway", "serve", "--port", str(port), "--proxy-headers"],
-        env=base_env(SERVER="uvicorn"),
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        base = f"http://127.0.0.1:{port}"
-        wait_for(f"{base}/health", deadline=60)
+    with serving(base_env(SERVER="uvicorn"), tmp_path, "--proxy-headers") as served:
         statuses = [
-            httpx.get(f"{base}/api/v1/nope", headers={"X-Forwarded-For": f"203.0.113.{n}"})
+            httpx.get(f"{served.url}/api/v1/nope", headers={"X-Forwarded-For": f"203.0.113.{n}"})
             for n in (1, 2)
         ]
         assert [r.status_code for r in statuses] == [404, 429]
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=30)

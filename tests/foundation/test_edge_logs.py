@@ -5,8 +5,6 @@ knows is logged with its long digit runs masked, and no answer is a redirect bui
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,8 +12,9 @@ import httpx
 
 from isp_gateway.logs import escape_control, mask_unknown_path
 from tests.foundation.conftest import required_env
-from tests.foundation.test_cli import base_env, free_port, wait_for
+from tests.foundation.test_cli import base_env
 from tests.foundation.test_logs import TEXT_LINE
+from tests.support import serving
 
 FORGED = "2026-01-01 00:00:00,000 INFO isp_gateway: admin logged in"
 DOCUMENT = "1098765432"
@@ -23,31 +22,19 @@ DOCUMENT = "1098765432"
 
 def served_output(password_hash: str, tmp_path: Path, **env: str) -> str:
     """Start `serve`, send the hostile requests, stop it; everything it wrote."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "isp_gateway", "serve", "--port", str(port)],
-        env=base_env(**required_env(password_hash), **env),
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        base = f"http://127.0.0.1:{port}"
-        wait_for(f"{base}/health", deadline=60)
-        with httpx.Client(base_url=base, timeout=30) as client:
-            for path in (
-                "/nothing%0A" + FORGED.replace(" ", "%20"),
-                "/nothing%0D%0A" + FORGED.replace(" ", "%20"),
-                "/nothing%E2%80%A8" + FORGED.replace(" ", "%20"),
-                f"/api/v1/clients/by-documento/{DOCUMENT}",
-                f"/api/v1/unknown/{DOCUMENT}/x{DOCUMENT}y",
-            ):
-                assert client.get(path).status_code == 404
-    finally:
-        proc.send_signal(signal.SIGINT)
-        output, _ = proc.communicate(timeout=30)
-    return output
+    with (
+        serving(base_env(**required_env(password_hash), **env), tmp_path) as served,
+        httpx.Client(base_url=served.url, timeout=30) as client,
+    ):
+        for path in (
+            "/nothing%0A" + FORGED.replace(" ", "%20"),
+            "/nothing%0D%0A" + FORGED.replace(" ", "%20"),
+            "/nothing%E2%80%A8" + FORGED.replace(" ", "%20"),
+            f"/api/v1/clients/by-documento/{DOCUMENT}",
+            f"/api/v1/unknown/{DOCUMENT}/x{DOCUMENT}y",
+        ):
+            assert client.get(path).status_code == 404
+    return served.output
 
 
 def test_text_log_lines_cannot_be_forged_and_unknown_paths_are_masked(
@@ -86,7 +73,6 @@ def test_masking_and_escaping_rules() -> None:
 
 def test_any_text_record_stays_one_line_and_a_traceback_keeps_its_lines() -> None:
     import logging
-    import sys
 
     from isp_gateway.logs import TextFormatter
 

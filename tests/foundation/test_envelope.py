@@ -11,8 +11,9 @@ import pytest
 from fastapi.routing import iter_route_contexts
 from starlette.routing import Mount
 
-from isp_gateway.notfound import UnknownPathMiddleware, known_paths
+from isp_gateway.notfound import known_paths
 from tests.conftest import API_KEY, JWT_SECRET, Gateway
+from tests.foundation.conftest import unknown_path_layer
 
 PROBE = "/api/v1/_probe"
 
@@ -119,14 +120,7 @@ def test_unknown_paths_are_answered_before_routing_and_known_ones_are_not(gw: Ga
 
 
 def test_only_unknown_paths_are_answered_in_front_of_the_router(gw: Gateway) -> None:
-    passed: list[str] = []
-
-    async def router(scope: Any, receive: Any, send: Any) -> None:
-        passed.append(scope["path"])
-        await send({"type": "http.response.start", "status": 299, "headers": []})
-        await send({"type": "http.response.body", "body": b""})
-
-    layer = UnknownPathMiddleware(router, routes=gw.app.state.route_table)
+    layer, passed = unknown_path_layer(gw)
 
     async def statuses() -> dict[str, int]:
         transport = httpx.ASGITransport(app=layer)

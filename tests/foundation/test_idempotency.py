@@ -9,13 +9,12 @@ import uuid
 from collections.abc import AsyncIterator
 
 import pytest
-import redis.asyncio as aioredis
 
 from isp_gateway.envelope import success
 from isp_gateway.errors import Conflict, UpstreamUnavailable
 from isp_gateway.idempotency import Answer, Idempotency, KeyInProgress, KeyReused, fingerprint
-from isp_gateway.store import MemoryStore, Store
-from isp_gateway.store.redis import RedisStore
+from isp_gateway.store import Store
+from tests.support import memory_or_redis
 
 REDIS_DB = 9
 RUN = uuid.uuid4().hex[:12]
@@ -23,29 +22,10 @@ RUN = uuid.uuid4().hex[:12]
 pytestmark = pytest.mark.anyio
 
 
-async def _flush(url: str) -> None:
-    client = aioredis.Redis.from_url(url)
-    try:
-        async for key in client.scan_iter(match=f"*{RUN}*"):
-            await client.delete(key)
-    finally:
-        await client.aclose()
-
-
 @pytest.fixture(params=["memory", "redis"])
 async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
-    if request.param == "memory":
-        memory = MemoryStore()
-        yield memory
-        await memory.close()
-        return
-    url = request.getfixturevalue("redis_url")(REDIS_DB)
-    await _flush(url)
-    redis_store = RedisStore(url)
-    await redis_store.ping()
-    yield redis_store
-    await redis_store.close()
-    await _flush(url)
+    async with memory_or_redis(request, REDIS_DB, f"*{RUN}*") as store:
+        yield store
 
 
 def helper(store: Store, wait: float = 0.3) -> Idempotency:

@@ -6,21 +6,17 @@ shared by the workers. Every request opens a new connection, so either worker ma
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-import redis
 
-from tests.conftest import API_KEY, JWT_SECRET, USERNAME, Simulator
+from tests.conftest import Simulator, serve_env
 from tests.foundation.conftest import wait_for_fresh_window
 from tests.foundation.test_cli import base_env, run_cli
-from tests.support import free_port
+from tests.support import emptied_redis, serving_workers
 
 REDIS_DB = 7
 PLANS = "/api/v1/internet-plans/"
@@ -30,14 +26,8 @@ TRIES = 24
 
 @pytest.fixture
 def shared_redis(redis_url: Callable[[int], str]) -> Iterator[str]:
-    url = redis_url(REDIS_DB)
-    client = redis.Redis.from_url(url)
-    client.flushdb()
-    try:
-        yield url
-    finally:
-        client.flushdb()
-        client.close()
+    with emptied_redis(redis_url(REDIS_DB)):
+        yield redis_url(REDIS_DB)
 
 
 def keys_cli(tmp_path: Path, *args: str) -> str:
@@ -65,42 +55,17 @@ def served(
     simulator: Simulator, password_hash: str, tmp_path: Path, shared_redis: str
 ) -> Iterator[str]:
     """The URL of `serve --workers 2`; its log (stderr) goes to tmp_path / "serve.log"."""
-    port = free_port()
-    env = {
-        **os.environ,
-        "UPSTREAM_NET_KEY": API_KEY,
-        "UPSTREAM_NET_HOST": simulator.url,
-        "JWT_SECRET_KEY": JWT_SECRET,
-        "API_USERNAME": USERNAME,
-        "API_PASSWORD_HASH": password_hash,
-        "UPSTREAM_RATE_PER_MINUTE": "100000",
-        "UPSTREAM_RATE_PER_HOUR": "1000000",
-        "LOG_LEVEL": "WARNING",
-        "REDIS_URL": shared_redis,
-        "API_KEYS_FILE": str(tmp_path / "keys.json"),
-    }
-    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    args = [sys.executable, "-m", "isp_gateway", "serve", "--port", str(port), "--workers", "2"]
-    log = (tmp_path / "serve.log").open("wb")
-    # cwd: no stray .env is read.
-    proc = subprocess.Popen(args, env=env, cwd=tmp_path, stderr=log)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            assert proc.poll() is None, "serve exited"
-            try:
-                if httpx.get(f"{url}/ready", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "serve did not come up"
-            time.sleep(0.2)
+    env = serve_env(
+        simulator.url,
+        password_hash,
+        REDIS_URL=shared_redis,
+        API_KEYS_FILE=str(tmp_path / "keys.json"),
+    )
+    with (
+        (tmp_path / "serve.log").open("wb") as log,
+        serving_workers(env, tmp_path, "/ready", stderr=log) as url,
+    ):
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
 
 
 def test_a_key_from_the_cli_on_two_workers(served: str, tmp_path: Path) -> None:

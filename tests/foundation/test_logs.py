@@ -8,9 +8,6 @@ import io
 import json
 import os
 import re
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +19,8 @@ import pytest
 from isp_gateway.logs import FILE_BATCH, PIPE_BATCH, default_batch, mask_path
 from tests.conftest import API_KEY, JWT_SECRET, PASSWORD, USERNAME, Simulator
 from tests.foundation.conftest import required_env
-from tests.foundation.test_cli import base_env, free_port, wait_for
+from tests.foundation.test_cli import base_env
+from tests.support import serving
 
 WRONG_PASSWORD = "not-the-password-4711"
 TEXT_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [A-Z]+ [\w.]+: ")
@@ -52,43 +50,32 @@ def served_session(
 ) -> tuple[str, dict[str, Any]]:
     """Start `serve`, send a representative set of requests, stop it; all it logged."""
     document, phone, service_id = pick_client(sim)
-    port = free_port()
     environment = base_env(**{**required_env(password_hash), "UPSTREAM_NET_HOST": sim.url}, **env)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "isp_gateway", "serve", "--port", str(port)],
-        env=environment,
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        base = f"http://127.0.0.1:{port}"
-        wait_for(f"{base}/health", deadline=60)
-        with httpx.Client(base_url=base, timeout=30) as client:
-            bad = {"username": USERNAME, "password": WRONG_PASSWORD}
-            assert client.post("/api/v1/auth/token", data=bad).status_code == 401
-            good = {"username": USERNAME, "password": PASSWORD}
-            login = client.post("/api/v1/auth/token", data=good)
-            assert login.status_code == 200
-            token = login.json()["access_token"]
-            auth = {"Authorization": f"Bearer {token}", "X-Request-ID": "trace-me-1"}
-            by_doc = client.get(f"/api/v1/clients/by-document/{document}", headers=auth)
-            assert by_doc.status_code == 200, by_doc.text
-            by_phone = client.get(f"/api/v1/clients/by-phone/{phone}", headers=auth)
-            assert by_phone.status_code in (200, 404)
-            client.get("/api/v1/clients/search", params={"q": document}, headers=auth)
-            client.post(
-                f"/api/v1/clients/{service_id}/verify",
-                json={"name": "x", "address": document, "internet_plan_name": phone},
-                headers=auth,
-            )
-            refused = {"Authorization": f"Bearer {token}x"}
-            assert client.get(f"/api/v1/clients/by-phone/{phone}", headers=refused).is_error
-            assert client.get("/api/v1/no-such-route", headers=auth).status_code == 404
-    finally:
-        proc.send_signal(signal.SIGINT)
-        output, _ = proc.communicate(timeout=30)
+    with (
+        serving(environment, tmp_path) as served,
+        httpx.Client(base_url=served.url, timeout=30) as client,
+    ):
+        bad = {"username": USERNAME, "password": WRONG_PASSWORD}
+        assert client.post("/api/v1/auth/token", data=bad).status_code == 401
+        good = {"username": USERNAME, "password": PASSWORD}
+        login = client.post("/api/v1/auth/token", data=good)
+        assert login.status_code == 200
+        token = login.json()["access_token"]
+        auth = {"Authorization": f"Bearer {token}", "X-Request-ID": "trace-me-1"}
+        by_doc = client.get(f"/api/v1/clients/by-document/{document}", headers=auth)
+        assert by_doc.status_code == 200, by_doc.text
+        by_phone = client.get(f"/api/v1/clients/by-phone/{phone}", headers=auth)
+        assert by_phone.status_code in (200, 404)
+        client.get("/api/v1/clients/search", params={"q": document}, headers=auth)
+        client.post(
+            f"/api/v1/clients/{service_id}/verify",
+            json={"name": "x", "address": document, "internet_plan_name": phone},
+            headers=auth,
+        )
+        refused = {"Authorization": f"Bearer {token}x"}
+        assert client.get(f"/api/v1/clients/by-phone/{phone}", headers=refused).is_error
+        assert client.get("/api/v1/no-such-route", headers=auth).status_code == 404
+    output = served.output
     secrets = {
         "password": PASSWORD,
         "wrong password": WRONG_PASSWORD,
@@ -164,27 +151,14 @@ def test_access_lines_are_written_soon_at_low_traffic(
     start_simulator: Callable[..., Simulator], password_hash: str, tmp_path: Path
 ) -> None:
     """A batch is written within a fraction of a second, not when it is full."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "isp_gateway", "serve", "--port", str(port)],
-        env=base_env(**required_env(password_hash)),
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert proc.stdout is not None
-    try:
-        wait_for(f"http://127.0.0.1:{port}/health", deadline=60)
-        httpx.get(f"http://127.0.0.1:{port}/health", headers={"X-Request-ID": "lonely-1"})
+    with serving(base_env(**required_env(password_hash)), tmp_path) as served:
+        assert served.proc.stdout is not None
+        httpx.get(f"{served.url}/health", headers={"X-Request-ID": "lonely-1"})
         deadline = time.monotonic() + 20
         seen = ""
         while "id=lonely-1" not in seen and time.monotonic() < deadline:
-            seen = proc.stdout.readline()
+            seen = served.proc.stdout.readline()
         assert "GET /health 200" in seen and "id=lonely-1" in seen
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=30)
 
 
 def test_a_phone_or_document_over_several_path_segments_is_masked_whole() -> None:

@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 from isp_gateway.envelope import encode, envelope
 from isp_gateway.methods import MethodGuard
-from isp_gateway.notfound import UnknownPathMiddleware
 from tests.conftest import Gateway, Simulator
-from tests.contract.test_contract import _raw_exchange
-from tests.foundation.conftest import wait_for_fresh_window
+from tests.contract.test_contract import _raw_exchange, oversized_chunks
+from tests.foundation.conftest import unknown_path_layer, wait_for_fresh_window
 
 LIMIT = 2048
 
@@ -38,13 +37,7 @@ def test_a_413_is_the_same_bytes_from_the_middleware_and_from_the_handler(
 
     # A chunked upload passing the limit: raised while FastAPI reads it, rendered by the
     # envelope's handler.
-    def chunks() -> Iterator[bytes]:
-        yield b'{"name": "'
-        for _ in range(64):
-            yield b"x" * 256
-        yield b'"}'
-
-    from_handler = gw.post("/api/v1/clients/resolve", content=chunks())
+    from_handler = gw.post("/api/v1/clients/resolve", content=oversized_chunks())
     assert from_handler.status_code == 413
     assert from_middleware == from_handler.content
     assert from_handler.content == encode(
@@ -105,14 +98,7 @@ def test_one_route_table_holds_every_route_with_the_guards_first(gateway: Gatewa
 def test_a_root_path_is_taken_off_before_unknown_paths_are_judged(gateway: Gateway) -> None:
     """Behind a proxy that keeps its prefix in the path (`root_path`), the 404 layer judges
     the path the router matches: the prefix taken off, as Starlette's router does."""
-    passed: list[str] = []
-
-    async def router(scope: Any, receive: Any, send: Any) -> None:
-        passed.append(scope["path"])
-        await send({"type": "http.response.start", "status": 299, "headers": []})
-        await send({"type": "http.response.body", "body": b""})
-
-    layer = UnknownPathMiddleware(router, routes=gateway.app.state.route_table)
+    layer, passed = unknown_path_layer(gateway)
 
     async def status(path: str, root_path: str) -> int:
         sent: list[Any] = []

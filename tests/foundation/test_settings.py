@@ -29,6 +29,14 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyP
     return monkeypatch
 
 
+@pytest.fixture
+def valid_env(clean_env: pytest.MonkeyPatch, password_hash: str) -> pytest.MonkeyPatch:
+    """clean_env with the required settings in the environment, valid."""
+    for name, value in required_env(password_hash).items():
+        clean_env.setenv(name, value)
+    return clean_env
+
+
 def values(password_hash: str, **overrides: Any) -> dict[str, Any]:
     return {**required_env(password_hash), "_env_file": None, **overrides}
 
@@ -72,14 +80,12 @@ def test_secrets_are_secret_str(clean_env: Any, password_hash: str) -> None:
     assert s.UPSTREAM_NET_KEY.get_secret_value() == API_KEY
 
 
-def test_read_from_environment(clean_env: pytest.MonkeyPatch, password_hash: str) -> None:
-    for name, value in required_env(password_hash).items():
-        clean_env.setenv(name, value)
-    clean_env.setenv("ACTIVE_TICKET_STATES", "1,2")
-    clean_env.setenv("CORS_ORIGINS", '["https://bot.example.com", "http://localhost:3000"]')
-    clean_env.setenv("EXTRA_HOLIDAYS", "2026-12-24, 2026-12-31")
-    clean_env.setenv("ACTIVE_CLIENT_STATES", "Activo,Gratis")
-    clean_env.setenv("MAX_ACTIVE_TICKETS_PER_ZONE", "5")
+def test_read_from_environment(valid_env: pytest.MonkeyPatch) -> None:
+    valid_env.setenv("ACTIVE_TICKET_STATES", "1,2")
+    valid_env.setenv("CORS_ORIGINS", '["https://bot.example.com", "http://localhost:3000"]')
+    valid_env.setenv("EXTRA_HOLIDAYS", "2026-12-24, 2026-12-31")
+    valid_env.setenv("ACTIVE_CLIENT_STATES", "Activo,Gratis")
+    valid_env.setenv("MAX_ACTIVE_TICKETS_PER_ZONE", "5")
     s = load_settings()
     assert s.API_USERNAME == USERNAME
     assert s.ACTIVE_TICKET_STATES == [1, 2]
@@ -90,22 +96,14 @@ def test_read_from_environment(clean_env: pytest.MonkeyPatch, password_hash: str
 
 
 @pytest.mark.parametrize("raw", ["1,2", "[1,2]", " 1 , 2 ", "[1, 2]"])
-def test_list_settings_accept_csv_and_json(
-    clean_env: pytest.MonkeyPatch, password_hash: str, raw: str
-) -> None:
-    for name, value in required_env(password_hash).items():
-        clean_env.setenv(name, value)
-    clean_env.setenv("ACTIVE_TICKET_STATES", raw)
+def test_list_settings_accept_csv_and_json(valid_env: pytest.MonkeyPatch, raw: str) -> None:
+    valid_env.setenv("ACTIVE_TICKET_STATES", raw)
     assert load_settings().ACTIVE_TICKET_STATES == [1, 2]
     assert load_settings(ACTIVE_TICKET_STATES=raw).ACTIVE_TICKET_STATES == [1, 2]
 
 
-def test_a_broken_json_list_is_named_with_the_accepted_forms(
-    clean_env: pytest.MonkeyPatch, password_hash: str
-) -> None:
-    for name, value in required_env(password_hash).items():
-        clean_env.setenv(name, value)
-    clean_env.setenv("CORS_ORIGINS", '["http://a.example"')
+def test_a_broken_json_list_is_named_with_the_accepted_forms(valid_env: pytest.MonkeyPatch) -> None:
+    valid_env.setenv("CORS_ORIGINS", '["http://a.example"')
     with pytest.raises(ConfigurationError) as caught:
         load_settings()
     assert "CORS_ORIGINS: not a JSON list" in str(caught.value)
@@ -125,11 +123,9 @@ def test_dotenv_file_is_read_and_environment_wins(
     assert s.API_USERNAME == USERNAME
 
 
-def test_names_are_case_sensitive(clean_env: pytest.MonkeyPatch, password_hash: str) -> None:
-    for name, value in required_env(password_hash).items():
-        clean_env.setenv(name, value)
-    clean_env.delenv("UPSTREAM_NET_KEY")
-    clean_env.setenv("upstream_net_key", API_KEY)
+def test_names_are_case_sensitive(valid_env: pytest.MonkeyPatch) -> None:
+    valid_env.delenv("UPSTREAM_NET_KEY")
+    valid_env.setenv("upstream_net_key", API_KEY)
     with pytest.raises(ConfigurationError, match="UPSTREAM_NET_KEY is required"):
         load_settings()
 
@@ -229,14 +225,10 @@ def test_upstream_host_trailing_slash_dropped(clean_env: Any, password_hash: str
     assert s.UPSTREAM_NET_HOST == "https://isp.example.com"
 
 
-def test_empty_optional_settings_mean_unset(
-    clean_env: pytest.MonkeyPatch, password_hash: str
-) -> None:
+def test_empty_optional_settings_mean_unset(valid_env: pytest.MonkeyPatch) -> None:
     # docker-compose and .env files often carry `REDIS_URL=`: that means "no Redis".
-    for name, value in required_env(password_hash).items():
-        clean_env.setenv(name, value)
-    clean_env.setenv("REDIS_URL", "")
-    clean_env.setenv("TICKET_SUBJECTS_FILE", "")
+    valid_env.setenv("REDIS_URL", "")
+    valid_env.setenv("TICKET_SUBJECTS_FILE", "")
     s = load_settings()
     assert s.REDIS_URL is None
     assert s.TICKET_SUBJECTS_FILE is None
@@ -271,7 +263,7 @@ def test_subjects_file_named(clean_env: Any, password_hash: str, tmp_path: Path)
 
 
 def test_env_example_documents_every_setting_with_its_default(
-    clean_env: pytest.MonkeyPatch, tmp_path: Path, password_hash: str
+    valid_env: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     example = Path(__file__).resolve().parents[2] / ".env.example"
     names = [
@@ -283,8 +275,6 @@ def test_env_example_documents_every_setting_with_its_default(
     assert len(names) == len(set(names))
     # Loaded as a .env with the placeholders overridden, every other value is the default.
     (tmp_path / ".env").write_text(example.read_text())
-    for name, value in required_env(password_hash).items():
-        clean_env.setenv(name, value)
     from_example = load_settings()
     defaults = load_settings(_env_file=None)
     for name in Settings.model_fields:

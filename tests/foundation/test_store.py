@@ -24,10 +24,17 @@ import redis
 import redis.asyncio as aioredis
 
 from isp_gateway.errors import StoreUnavailable
-from isp_gateway.store import LockTimeout, MemoryStore, Store
+from isp_gateway.store import LockTimeout, Store
 from isp_gateway.store.redis import DEFAULT_TIMEOUT_SECONDS, RedisStore, SentinelMaster
 from tests.conftest import start_redis_server, start_sentinel_group
-from tests.support import SENTINEL_MASTER, SentinelGroup, free_port
+from tests.support import (
+    SENTINEL_MASTER,
+    SentinelGroup,
+    delete_keys,
+    free_port,
+    memory_or_redis,
+    redis_store_on,
+)
 
 REDIS_DB = 11
 RUN = uuid.uuid4().hex[:12]
@@ -39,15 +46,6 @@ def k(name: str) -> str:
 
 
 pytestmark = pytest.mark.anyio
-
-
-async def _flush(url: str) -> None:
-    client = aioredis.Redis.from_url(url)
-    try:
-        async for key in client.scan_iter(match=f"ispgw:{RUN}:*"):
-            await client.delete(key)
-    finally:
-        await client.aclose()
 
 
 @pytest.fixture(scope="module")
@@ -65,22 +63,14 @@ def through_sentinel(group: SentinelGroup, timeout: float = DEFAULT_TIMEOUT_SECO
 
 @pytest.fixture(params=["memory", "redis", "sentinel"])
 async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
-    if request.param == "memory":
-        memory = MemoryStore()
-        yield memory
-        await memory.close()
+    keys = f"ispgw:{RUN}:*"
+    if request.param != "sentinel":
+        async with memory_or_redis(request, REDIS_DB, keys) as store:
+            yield store
         return
-    if request.param == "sentinel":
-        group = request.getfixturevalue("sentinel_group")
-        url = group.master.url + "/0"
-    else:
-        url = request.getfixturevalue("redis_url")(REDIS_DB)
-    await _flush(url)
-    redis_store = RedisStore(url) if request.param == "redis" else through_sentinel(group)
-    await redis_store.ping()
-    yield redis_store
-    await redis_store.close()
-    await _flush(url)
+    group = request.getfixturevalue("sentinel_group")
+    async with redis_store_on(through_sentinel(group), group.master.url + "/0", keys) as store:
+        yield store
 
 
 @pytest.fixture
@@ -91,12 +81,12 @@ def db_url(redis_url: Callable[[int], str]) -> str:
 @pytest.fixture
 async def redis_pair(db_url: str) -> AsyncIterator[tuple[RedisStore, RedisStore]]:
     """Two stores on one Redis: two workers' view of the shared state."""
-    await _flush(db_url)
+    await delete_keys(db_url, f"ispgw:{RUN}:*")
     first, second = RedisStore(db_url), RedisStore(db_url)
     yield first, second
     await first.close()
     await second.close()
-    await _flush(db_url)
+    await delete_keys(db_url, f"ispgw:{RUN}:*")
 
 
 @pytest.mark.parametrize(
@@ -224,6 +214,28 @@ async def test_a_lock_wait_ends_when_its_task_is_cancelled(store: Store) -> None
         waiter.cancel()
         done, _ = await asyncio.wait({waiter}, timeout=2)
         assert waiter in done and waiter.cancelled()
+
+
+async def test_a_lock_whose_task_is_cut_short_anywhere_is_released(store: Store) -> None:
+    # Issue 21: a request cut short (cancelled while it takes, holds or gives back its zone
+    # lock, even twice) must not leave the lock to block the zone until it expires. Taken
+    # in Redis by an attempt whose answer the cancellation cut off, it was left behind.
+    chance = random.Random(20261124)
+    for _ in range(200):
+
+        async def held() -> None:
+            async with store.lock(k("cut"), timeout=60, blocking_timeout=5):
+                await asyncio.sleep(chance.random() * 0.002)
+
+        task = asyncio.ensure_future(held())
+        for _ in range(chance.choice((1, 2))):
+            await asyncio.sleep(chance.random() * 0.003)
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        # Free within moments (a release a second cancel cut off goes on by itself).
+        async with store.lock(k("cut"), timeout=5, blocking_timeout=1):
+            pass
 
 
 async def _hold(store: Store, name: str) -> None:

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from isp_gateway.store import MemoryStore, Store
-from isp_gateway.store.redis import RedisStore
+from tests.support import memory_or_redis
 
 RUN = uuid.uuid4().hex[:12]
 
@@ -18,13 +18,8 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture(params=["memory", "redis"])
 async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
-    if request.param == "memory":
-        yield MemoryStore()
-        return
-    redis_store = RedisStore(request.getfixturevalue("redis_url")(6))
-    yield redis_store
-    await redis_store._redis.delete(*[f"ispgw:{RUN}:{name}" for name in ("a", "b", "cap")])
-    await redis_store.close()
+    async with memory_or_redis(request, 6, f"ispgw:{RUN}:*") as store:
+        yield store
 
 
 async def test_an_empty_log(store: Store) -> None:

@@ -134,6 +134,23 @@ def test_cors_default_origins_allowed(gw: Gateway, origin: str) -> None:
     assert "content-type" in allowed
 
 
+def test_cors_allows_every_caller_header(gw: Gateway) -> None:
+    """A web front end with an API key sends the same headers as a bot (CALLERS.md)."""
+    asked = "x-api-key, x-end-user-id, x-verification-id, idempotency-key, x-request-id"
+    response = gw.client.options(
+        "/api/v1/clients/",
+        headers={
+            "Origin": SPEC_ORIGINS[0],
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": asked,
+        },
+    )
+    assert response.status_code == 200, response.text
+    allowed = response.headers["access-control-allow-headers"].lower()
+    for header in asked.split(", "):
+        assert header in allowed
+
+
 @pytest.mark.parametrize("origin", ["https://evil.example.com", "http://localhost:9999"])
 def test_cors_other_origins_denied(gw: Gateway, origin: str) -> None:
     response = _preflight(gw, origin)

@@ -59,6 +59,15 @@ async def attempts(gateway: UpstreamGateway) -> int:
     return int(await store.get(f"budget:3600:{window}") or 0)
 
 
+async def scripted_pages(
+    make_gateway: Factory, upstream: ScriptedUpstream, path: str, **overrides: Any
+) -> list[Any]:
+    """All pages of `path`, read by a gateway from the scripted upstream (served meanwhile)."""
+    with run_server(upstream.app()) as url:
+        rows: list[Any] = await make_gateway(url, **overrides).get_all_pages(path)
+    return rows
+
+
 def closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -101,9 +110,7 @@ async def test_filters_are_passed_on(simulator: Simulator, make_gateway: Factory
 
 async def test_count_missing_and_next_never_followed(make_gateway: Factory) -> None:
     upstream = ScriptedUpstream(95, with_count=False, cap=20)
-    with run_server(upstream.app()) as url:
-        gateway = make_gateway(url, UPSTREAM_PAGE_SIZE=50)
-        rows = await gateway.get_all_pages("api/rows/")
+    rows = await scripted_pages(make_gateway, upstream, "api/rows/", UPSTREAM_PAGE_SIZE=50)
     assert [r["id"] for r in rows] == list(range(95))
     # Sequential paging from limit/offset: 5 pages of 20; `next` (another host, https)
     # would have failed if it had been followed.
@@ -112,18 +119,14 @@ async def test_count_missing_and_next_never_followed(make_gateway: Factory) -> N
 
 async def test_next_with_wrong_scheme_is_ignored(make_gateway: Factory) -> None:
     upstream = ScriptedUpstream(250, cap=100)
-    with run_server(upstream.app()) as url:
-        gateway = make_gateway(url, UPSTREAM_PAGE_SIZE=100)
-        rows = await gateway.get_all_pages("api/rows/")
+    rows = await scripted_pages(make_gateway, upstream, "api/rows/", UPSTREAM_PAGE_SIZE=100)
     assert [r["id"] for r in rows] == list(range(250))
     assert upstream.hits["/api/rows/"] == 3
 
 
 async def test_unpaginated_list_answer(make_gateway: Factory) -> None:
     upstream = ScriptedUpstream(7)
-    with run_server(upstream.app()) as url:
-        gateway = make_gateway(url)
-        rows = await gateway.get_all_pages("api/flat/")
+    rows = await scripted_pages(make_gateway, upstream, "api/flat/")
     assert len(rows) == 7
     assert upstream.hits["/api/flat/"] == 1
 
@@ -174,9 +177,7 @@ async def test_auth_header_and_trailing_slash(simulator: Simulator, make_gateway
 
 async def test_key_sent_on_every_request(make_gateway: Factory) -> None:
     upstream = ScriptedUpstream(30, cap=10)
-    with run_server(upstream.app()) as url:
-        gateway = make_gateway(url)
-        await gateway.get_all_pages("api/rows/")
+    await scripted_pages(make_gateway, upstream, "api/rows/")
     assert len(upstream.headers) == 3
     assert {h["authorization"] for h in upstream.headers} == {f"Api-Key {API_KEY}"}
 

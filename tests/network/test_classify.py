@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from isp_gateway.network.classify import classify
+from isp_gateway.simulator.pings import no_reply
 from isp_gateway.upstream.ping import parse_task
 
 ROUTER_ERROR = (
@@ -32,14 +33,8 @@ def reply(seq: int, host: str = "172.16.12.60") -> dict[str, str]:
 
 
 def lost(seq: int, status: str = "timeout", host: str = "172.16.12.60") -> dict[str, str]:
-    return {
-        "seq": str(seq),
-        "host": host,
-        "status": status,
-        "sent": "1",
-        "received": "0",
-        "packet-loss": "100",
-    }
+    # The upstream's entry for a probe with no reply, as the simulator writes it.
+    return no_reply(host, seq, status)
 
 
 def result(entries: list[Any], exitoso: str) -> list[dict[str, Any]]:

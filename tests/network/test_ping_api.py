@@ -11,7 +11,7 @@ import pytest
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from isp_gateway.simulator import SimulatorConfig, create_simulator_app
-from tests.conftest import API_KEY, Gateway, Simulator
+from tests.conftest import API_KEY, Gateway, Simulator, module_pair_fixtures
 from tests.support import run_server
 
 TASK_READS = "GET /api/tasks/{id}/"
@@ -41,16 +41,34 @@ def poll(gw: Gateway, task_id: str, wait: float = 0) -> dict[str, Any]:
     return body
 
 
+def timed_poll(gw: Gateway, task_id: str, wait: float) -> tuple[dict[str, Any], float]:
+    """A long poll's answer and the seconds it took."""
+    started = time.monotonic()
+    body = poll(gw, task_id, wait=wait)
+    return body, time.monotonic() - started
+
+
 # The tests that take `gateway` and `simulator` are all refused before any ping is created:
 # one pair serves them all (the others start their own).
-@pytest.fixture(scope="module")
-def simulator(module_pair: tuple[Simulator, Gateway]) -> Simulator:
-    return module_pair[0]
+simulator, gateway = module_pair_fixtures()
 
 
-@pytest.fixture(scope="module")
-def gateway(module_pair: tuple[Simulator, Gateway]) -> Gateway:
-    return module_pair[1]
+StartPing = Callable[..., tuple[Simulator, Gateway, str]]
+
+
+@pytest.fixture
+def ping_task(
+    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+) -> StartPing:
+    """`ping_task(duration, **settings)`: a simulator whose pings take `duration` seconds, a
+    gateway with `settings`, and the task id of a ping it created."""
+
+    def start(duration: float, **settings: Any) -> tuple[Simulator, Gateway, str]:
+        sim = start_simulator(ping_duration=duration)
+        gw = start_gateway(sim.url, **settings)
+        return sim, gw, create(gw, service_ids(sim, 1)[0])
+
+    return start
 
 
 @pytest.fixture
@@ -98,12 +116,8 @@ def test_full_flow_for_every_classification(fast: Any) -> None:
         assert isinstance(body["message"], str) and body["message"]
 
 
-def test_pending_while_the_task_runs(
-    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
-) -> None:
-    sim = start_simulator(ping_duration=30)
-    gw = start_gateway(sim.url, PING_POLL_INTERVAL_SECONDS=0.1)
-    task_id = create(gw, service_ids(sim, 1)[0])
+def test_pending_while_the_task_runs(ping_task: StartPing) -> None:
+    sim, gw, task_id = ping_task(30, PING_POLL_INTERVAL_SECONDS=0.1)
     time.sleep(0.15)
     body = poll(gw, task_id)
     assert body["ok"] is True and body["type"] == "info"
@@ -194,13 +208,9 @@ def test_paths_without_trailing_slash_answer_directly(fast: Any) -> None:
     assert response.status_code == 200 and response.json()["action"] == "stable_connection"
 
 
-def test_polls_fan_in_to_one_upstream_read_per_interval(
-    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
-) -> None:
-    sim = start_simulator(ping_duration=1.6)
+def test_polls_fan_in_to_one_upstream_read_per_interval(ping_task: StartPing) -> None:
     interval = 0.5
-    gw = start_gateway(sim.url, PING_POLL_INTERVAL_SECONDS=interval)
-    task_id = create(gw, service_ids(sim, 1)[0])
+    sim, gw, task_id = ping_task(1.6, PING_POLL_INTERVAL_SECONDS=interval)
     started = time.monotonic()
     actions: list[str] = []
 
@@ -245,44 +255,26 @@ def test_creates_for_one_service_within_the_window_share_one_task(
     assert poll(gw, ids[0], wait=5)["action"] == "stable_connection"
 
 
-def test_long_poll_returns_as_soon_as_the_result_is_final(
-    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
-) -> None:
-    sim = start_simulator(ping_duration=0.8)
-    gw = start_gateway(sim.url, PING_POLL_INTERVAL_SECONDS=0.2)
-    task_id = create(gw, service_ids(sim, 1)[0])
-    started = time.monotonic()
-    body = poll(gw, task_id, wait=20)
-    elapsed = time.monotonic() - started
+def test_long_poll_returns_as_soon_as_the_result_is_final(ping_task: StartPing) -> None:
+    sim, gw, task_id = ping_task(0.8, PING_POLL_INTERVAL_SECONDS=0.2)
+    body, elapsed = timed_poll(gw, task_id, wait=20)
     assert body["action"] == "stable_connection"
     assert elapsed < 3.0
     assert sim.state.calls[TASK_READS] <= int(elapsed / 0.2) + 1
 
 
-def test_long_poll_answers_pending_when_the_wait_passes(
-    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
-) -> None:
-    sim = start_simulator(ping_duration=30)
-    gw = start_gateway(sim.url, PING_POLL_INTERVAL_SECONDS=0.25)
-    task_id = create(gw, service_ids(sim, 1)[0])
-    started = time.monotonic()
-    body = poll(gw, task_id, wait=1.2)
-    elapsed = time.monotonic() - started
+def test_long_poll_answers_pending_when_the_wait_passes(ping_task: StartPing) -> None:
+    sim, gw, task_id = ping_task(30, PING_POLL_INTERVAL_SECONDS=0.25)
+    body, elapsed = timed_poll(gw, task_id, wait=1.2)
     assert body["action"] == "ping_pending"
     assert 1.1 <= elapsed < 2.5
     assert 1 <= sim.state.calls[TASK_READS] <= 5
 
 
-def test_long_poll_keeps_its_deadline_when_the_upstream_read_hangs(
-    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
-) -> None:
-    sim = start_simulator(ping_duration=0.5)
-    gw = start_gateway(sim.url, PING_POLL_INTERVAL_SECONDS=0.2, UPSTREAM_TIMEOUT_SECONDS=3)
-    task_id = create(gw, service_ids(sim, 1)[0])
+def test_long_poll_keeps_its_deadline_when_the_upstream_read_hangs(ping_task: StartPing) -> None:
+    sim, gw, task_id = ping_task(0.5, PING_POLL_INTERVAL_SECONDS=0.2, UPSTREAM_TIMEOUT_SECONDS=3)
     sim.state.faults.update({"hang_rate": 1.0, "hang_seconds": 10, "path_prefix": "/api/tasks/"})
-    started = time.monotonic()
-    body = poll(gw, task_id, wait=1)
-    elapsed = time.monotonic() - started
+    body, elapsed = timed_poll(gw, task_id, wait=1)
     # Answered when the wait passed, not when the hung read timed out (3 s).
     assert body["action"] == "ping_pending"
     assert 0.9 <= elapsed < 2.0

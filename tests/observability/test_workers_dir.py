@@ -30,11 +30,14 @@ def test_one_worker_without_the_variable_keeps_the_plain_registry(
 def test_several_workers_get_a_fresh_directory(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv(ENV, raising=False)
+    # Set (to anything) through monkeypatch first, so that its undo removes the variable
+    # prepare_metrics_dir sets: left behind, it turned every later app of this process (the
+    # in-process gateways of other tests) to multiprocess mode in a removed directory.
+    monkeypatch.setenv(ENV, "")
+    monkeypatch.delenv(ENV)
     path = prepare_metrics_dir(settings, 2)
     assert path is not None and os.environ[ENV] == path
     assert Path(path).is_dir() and not any(Path(path).iterdir())
-    monkeypatch.delenv(ENV)
 
 
 def test_a_given_directory_is_emptied_of_old_samples(

@@ -1,19 +1,20 @@
 """`isp-gateway serve --workers 2` as a real process: whichever worker answers the scrape
-reports the counts of both (prometheus-client's multiprocess mode)."""
+reports the counts of both (prometheus-client's multiprocess mode), on the API port or on
+METRICS_PORT."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+import socket
 import time
 from pathlib import Path
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import API_KEY, JWT_SECRET, USERNAME, Simulator
-from tests.support import free_port
+from tests.conftest import Simulator, serve_env
+from tests.foundation.conftest import required_env
+from tests.foundation.test_cli import base_env, run_cli
+from tests.support import free_port, serving_workers
 
 CLIENTS = "GET /api/clientes/"
 
@@ -44,43 +45,12 @@ def test_any_worker_reports_all_workers(
     directory.mkdir()
     # Left over from an earlier run: `serve` must clear it, or the scrape would fail on it.
     (directory / "counter_1.db").write_bytes(b"not a sample file")
-    port = free_port()
-    env = {
-        **os.environ,
-        "UPSTREAM_NET_KEY": API_KEY,
-        "UPSTREAM_NET_HOST": simulator.url,
-        "JWT_SECRET_KEY": JWT_SECRET,
-        "API_USERNAME": USERNAME,
-        "API_PASSWORD_HASH": password_hash,
-        "UPSTREAM_RATE_PER_MINUTE": "100000",
-        "UPSTREAM_RATE_PER_HOUR": "1000000",
-        "LOG_LEVEL": "WARNING",
-        "PROMETHEUS_MULTIPROC_DIR": str(directory),
-    }
-    env.pop("REDIS_URL", None)
-    args = [sys.executable, "-m", "isp_gateway", "serve", "--port", str(port), "--workers", "2"]
-    # cwd: no stray .env file is read.
-    proc = subprocess.Popen(args, env=env, cwd=tmp_path)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        health = 0
-        deadline = time.monotonic() + 90
-        while True:
-            assert proc.poll() is None, "serve exited"
-            try:
-                if httpx.get(f"{url}/health", timeout=5).status_code == 200:
-                    health += 1
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "serve did not come up"
-            time.sleep(0.2)
+    env = serve_env(simulator.url, password_hash, PROMETHEUS_MULTIPROC_DIR=str(directory))
+    with serving_workers(env, tmp_path, "/health") as url:
+        health = 1  # the /health that answered the start-up wait
         # Each worker (no shared store) loads the client list itself: the upstream sees
         # both loads, and a scrape answered by either worker must count both.
-        deadline = time.monotonic() + 60
-        while simulator.state.calls[CLIENTS] < 2 or upstream_calls(scrape(url)) < 2:
-            assert time.monotonic() < deadline, "the workers did not both load the list"
-            time.sleep(0.2)
+        wait_for_both_loads(simulator, url)
         for _ in range(30):
             response = httpx.get(f"{url}/health", headers={"Connection": "close"}, timeout=10)
             assert response.status_code == 200
@@ -94,6 +64,42 @@ def test_any_worker_reports_all_workers(
             samples = scrape(url)
             assert upstream_calls(samples) == simulator.state.calls[CLIENTS]
             assert samples[("isp_gateway_requests_total", key)] == health
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+
+
+def wait_for_both_loads(simulator: Simulator, metrics_url: str) -> None:
+    deadline = time.monotonic() + 60
+    while simulator.state.calls[CLIENTS] < 2 or upstream_calls(scrape(metrics_url)) < 2:
+        assert time.monotonic() < deadline, "the workers did not both load the list"
+        time.sleep(0.2)
+
+
+def test_metrics_on_their_own_port_report_all_workers_and_leave_the_api_port(
+    simulator: Simulator, password_hash: str, tmp_path: Path
+) -> None:
+    port = free_port()
+    env = serve_env(simulator.url, password_hash, METRICS_PORT=str(port))
+    with serving_workers(env, tmp_path, "/ready") as url:
+        # Off the public port, on every worker: fresh connections reach either.
+        close = {"Connection": "close"}
+        api = {httpx.get(f"{url}/metrics", headers=close).status_code for _ in range(8)}
+        assert api == {404}
+        metrics_url = f"http://127.0.0.1:{port}"
+        wait_for_both_loads(simulator, metrics_url)
+        for _ in range(6):
+            assert upstream_calls(scrape(metrics_url)) == simulator.state.calls[CLIENTS]
+        # A scrape's port answers nothing else.
+        assert httpx.get(f"{metrics_url}/health", timeout=10).status_code == 404
+        assert httpx.post(f"{metrics_url}/metrics", timeout=10).status_code == 405
+
+
+def test_serve_refuses_a_metrics_port_it_cannot_have(password_hash: str, tmp_path: Path) -> None:
+    port = free_port()
+    env = base_env(**required_env(password_hash), METRICS_PORT=str(port))
+    same = run_cli("serve", "--port", str(port), env=env, cwd=tmp_path)
+    assert same.returncode == 2
+    assert f"METRICS_PORT {port} is the API port" in same.stderr
+    # Another process listens there: the workers' shared port would be shared with it too.
+    with socket.create_server(("127.0.0.1", port)):
+        taken = run_cli("serve", "--port", str(free_port()), env=env, cwd=tmp_path)
+    assert taken.returncode == 1
+    assert f"cannot listen on METRICS_HOST:METRICS_PORT 127.0.0.1:{port}" in taken.stderr

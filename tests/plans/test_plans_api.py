@@ -70,33 +70,27 @@ def test_no_plans_is_internet_plan_not_found(
     assert body["action"] == "internet_plan_not_found" and body["data"] is None
 
 
+PLAN_FIELDS = ("plan_id", "name", "type", "price", "download_speed", "upload_speed")
+
+
+def plan(*values: Any) -> dict[str, Any]:
+    """A plan's detail as the API answers it, from its values in PLAN_FIELDS' order."""
+    return dict(zip(PLAN_FIELDS, values, strict=True))
+
+
 def test_pppoe_detail(gateway: Gateway, simulator: Simulator) -> None:
     response = gateway.get("/api/v1/internet-plans/2")
     assert response.status_code == 200
     body = response.json()
     assert body["action"] == "internet_plan_found" and body["ok"] is True
-    assert body["data"] == {
-        "plan_id": 2,
-        "name": "PLAN 10MB",
-        "type": "PPPOE",
-        "price": 40000.0,
-        "download_speed": 10,
-        "upload_speed": 2,
-    }
+    assert body["data"] == plan(2, "PLAN 10MB", "PPPOE", 40000.0, 10, 2)
     assert simulator.state.calls[PPPOE] == 1 and simulator.state.calls[QUEUE] == 0
 
 
 def test_simple_queue_detail(gateway: Gateway, simulator: Simulator) -> None:
     response = gateway.get("/api/v1/internet-plans/7/")
     assert response.status_code == 200
-    assert response.json()["data"] == {
-        "plan_id": 7,
-        "name": "QUEUE 15MB",
-        "type": "SIMPLE QUEUE",
-        "price": 48000.0,
-        "download_speed": 15,
-        "upload_speed": 3,
-    }
+    assert response.json()["data"] == plan(7, "QUEUE 15MB", "SIMPLE QUEUE", 48000.0, 15, 3)
     assert simulator.state.calls[QUEUE] == 1 and simulator.state.calls[PPPOE] == 0
 
 
@@ -105,14 +99,7 @@ def test_pcq_has_basic_information_only(gateway: Gateway, simulator: Simulator) 
     assert response.status_code == 200
     body = response.json()
     assert body["action"] == "internet_plan_found"
-    assert body["data"] == {
-        "plan_id": 10,
-        "name": "PCQ 4MB",
-        "type": "PCQ",
-        "price": None,
-        "download_speed": None,
-        "upload_speed": None,
-    }
+    assert body["data"] == plan(10, "PCQ 4MB", "PCQ", None, None, None)
     assert "PCQ" in body["message"]
     assert simulator.state.calls[PPPOE] + simulator.state.calls[QUEUE] == 0
 

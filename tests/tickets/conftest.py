@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import json
+import hashlib
+import random
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tests.conftest import Gateway, Simulator
+from tests.support import data_file_of
 
 TECH = {"id": 11, "nombre": "Carlos Ruiz"}
 # Zone 1: 2 active (one free slot at the default cap of 3); zone 2: 3 active (blocked);
@@ -86,9 +90,7 @@ ANSWERED_TICKET = 5001 + sum(ACTIVE.values()) + 3 * len(ZONE_SERVICES)
 
 @pytest.fixture
 def data_file(tmp_path: Path) -> Path:
-    path = tmp_path / "upstream.json"
-    path.write_text(json.dumps(build_dataset(), ensure_ascii=False), "utf-8")
-    return path
+    return data_file_of(tmp_path / "upstream.json", build_dataset())
 
 
 @pytest.fixture
@@ -216,3 +218,74 @@ def settle(gw: Gateway, sim: Simulator) -> None:
         assert time.monotonic() < deadline, "the active-ticket sweep never loaded"
         time.sleep(0.02)
     sim.state.reset_stats()
+
+
+# -- two workers sharing a real Redis (database 12) ------------------------------------------
+
+RUN_REDIS_DB = 12
+
+
+class Run:
+    """This run's zones and ticket ids, far from any other run's: several suites may share
+    this Redis at the same time, and zone locks, recent-ticket lists and technician records
+    are keyed by those numbers. Its keys are deleted at the end (no FLUSHDB)."""
+
+    def __init__(self, redis_url: str) -> None:
+        self.redis_url = redis_url
+        self.zone_base = random.randrange(1_000, 1_000_000) * 1_000
+        self.id_base = random.randrange(1_000, 1_000_000) * 10_000
+        self.key_digests: list[str] = []
+
+    def idempotency_key(self) -> str:
+        key = f"shared-key-{uuid.uuid4().hex}"
+        self.key_digests.append(hashlib.sha256(key.encode()).hexdigest())
+        return key
+
+    def zone(self, zone_id: int) -> int:
+        return self.zone_base + zone_id
+
+    def dataset(self) -> dict[str, Any]:
+        data = build_dataset()
+        for client in data["clients"]:
+            client["zona"]["id"] = self.zone(client["zona"]["id"])
+        for ticket in data["tickets"]:
+            ticket["id_ticket"] += self.id_base
+        return data
+
+
+@pytest.fixture
+def run(redis_url: Callable[[int], str]) -> Iterator[Run]:
+    # No skip: a missing Redis must fail these tests, since the guarantee depends on it.
+    url = redis_url(RUN_REDIS_DB)
+    client = redis.Redis.from_url(url)
+    client.ping()
+    this = Run(url)
+    try:
+        yield this
+    finally:
+        patterns = [f"ispgw:*zone:{this.zone(z)}*" for z in ZONE_SERVICES]
+        patterns.append(f"ispgw:*technician:{this.id_base // 10_000}????")
+        patterns += [f"ispgw:*idempotency:tickets:{d}" for d in this.key_digests]
+        # The shared sweep of active tickets (one key set per store, loaded from this run's
+        # simulator): a later run must not start from this run's tickets.
+        patterns.append("ispgw:*cache:tickets:active*")
+        # And the shared client list: the zone capped is the client record's, so a later run
+        # must read its own clients' zones.
+        patterns.append("ispgw:*cache:clients*")
+        for pattern in patterns:
+            for key in client.scan_iter(match=pattern):
+                client.delete(key)
+        client.close()
+
+
+@pytest.fixture
+def run_sim(run: Run, tmp_path: Path, start_simulator: Callable[..., Simulator]) -> Simulator:
+    return start_simulator(data_file=data_file_of(tmp_path / "upstream-run.json", run.dataset()))
+
+
+@pytest.fixture
+def run_workers(
+    run: Run, run_sim: Simulator, start_gateway: Callable[..., Gateway]
+) -> list[Gateway]:
+    """Two gateway workers on the run's simulator, sharing the run's Redis."""
+    return [start_gateway(run_sim.url, REDIS_URL=run.redis_url) for _ in range(2)]

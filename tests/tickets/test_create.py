@@ -25,6 +25,13 @@ from tests.tickets.conftest import post_calls, settle, ticket_body, ticket_calls
 MOMENT = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}$")
 
 
+def refusal(response: httpx.Response, status: int) -> tuple[str, str]:
+    """The action and the reason (meta) of a refused creation, which must answer `status`."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    return body["action"], body["meta"]["reason"]
+
+
 def test_created_ticket_is_201_with_the_spec_shape(gw: Gateway, sim: Simulator) -> None:
     before = datetime.now(ZoneInfo("America/Bogota")).replace(second=0, microsecond=0)
     response = gw.post("/api/v1/tickets", json=ticket_body())
@@ -152,12 +159,7 @@ def test_upstream_403_on_create_is_502_and_creates_nothing(gw: Gateway, sim: Sim
     settle(gw, sim)
     sim.state.faults.force_403 = True
     response = gw.post("/api/v1/tickets", json=ticket_body())
-    assert response.status_code == 502
-    body = response.json()
-    assert (body["action"], body["meta"]["reason"]) == (
-        "ticket_creation_failed",
-        "upstream_unauthorized",
-    )
+    assert refusal(response, 502) == ("ticket_creation_failed", "upstream_unauthorized")
     assert "test-upstream-key" not in response.text
     assert sim.state.created_tickets == []
 
@@ -205,12 +207,7 @@ def test_upstream_down_is_502_ticket_creation_failed(
 ) -> None:
     gw = start_gateway("http://127.0.0.1:9", UPSTREAM_TIMEOUT_SECONDS=1.0)
     response = gw.post("/api/v1/tickets", json=ticket_body())
-    assert response.status_code == 502
-    body = response.json()
-    assert (body["action"], body["meta"]["reason"]) == (
-        "ticket_creation_failed",
-        "upstream_unavailable",
-    )
+    assert refusal(response, 502) == ("ticket_creation_failed", "upstream_unavailable")
 
 
 def test_a_failed_post_is_not_retried_and_a_repeat_creates_one(gw: Gateway, sim: Simulator) -> None:
@@ -242,13 +239,18 @@ def test_a_creation_answered_200_unreadable_is_never_reported_created(
     assert not sim.state.created_tickets
 
 
+def hang_ticket_posts(sim: Simulator, seconds: float) -> None:
+    """Every POST of a ticket hangs upstream for `seconds`."""
+    faults = sim.state.faults
+    faults.hang_rate, faults.hang_seconds = 1.0, seconds
+    faults.method, faults.path_prefix = "POST", "/api/tickets/"
+
+
 def test_a_post_that_timed_out_is_never_posted_twice(
     sim: Simulator, start_gateway: Callable[..., Gateway]
 ) -> None:
     gw = start_gateway(sim.url, UPSTREAM_TIMEOUT_SECONDS=0.5)
-    faults = sim.state.faults
-    faults.hang_rate, faults.hang_seconds = 1.0, 5.0
-    faults.method, faults.path_prefix = "POST", "/api/tickets/"
+    hang_ticket_posts(sim, 5.0)
     response = gw.post("/api/v1/tickets", json=ticket_body())
     assert response.status_code == 502
     assert response.json()["meta"]["reason"] == "outcome_unknown"
@@ -349,18 +351,14 @@ def test_a_busy_zone_answers_503_within_the_wait(
     # The first creation holds zone 3's lock while its POST hangs up to the 7 s timeout;
     # a second creation for the zone waits 5 s at most, then answers 503 zone_busy.
     gw = start_gateway(sim.url, UPSTREAM_TIMEOUT_SECONDS=7.0)
-    faults = sim.state.faults
-    faults.hang_rate, faults.hang_seconds = 1.0, 30.0
-    faults.method, faults.path_prefix = "POST", "/api/tickets/"
+    hang_ticket_posts(sim, 30.0)
     with ThreadPoolExecutor(1) as pool:
         first = pool.submit(gw.post, "/api/v1/tickets", json=ticket_body(zone_id=3, service_id=301))
         time.sleep(0.5)
         started = time.monotonic()
         busy = gw.post("/api/v1/tickets", json=ticket_body(zone_id=3, service_id=302))
         waited = time.monotonic() - started
-        assert busy.status_code == 503
-        body = busy.json()
-        assert (body["action"], body["meta"]["reason"]) == ("ticket_creation_failed", "zone_busy")
+        assert refusal(busy, 503) == ("ticket_creation_failed", "zone_busy")
         assert busy.headers["retry-after"]
         assert 4.5 <= waited < 6.5
         assert first.result().json()["meta"]["reason"] == "outcome_unknown"

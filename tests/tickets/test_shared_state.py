@@ -2,84 +2,14 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
-import random
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-from typing import Any
 
 import httpx
-import pytest
-import redis
 
 from tests.conftest import Gateway, Simulator
-from tests.tickets.conftest import ZONE_SERVICES, build_dataset, post_calls, ticket_body
-
-REDIS_DB = 12
-
-
-class Run:
-    """This run's zones and ticket ids, far from any other run's: several suites may share
-    this Redis at the same time, and zone locks, recent-ticket lists and technician records
-    are keyed by those numbers. Its keys are deleted at the end (no FLUSHDB)."""
-
-    def __init__(self, redis_url: str) -> None:
-        self.redis_url = redis_url
-        self.zone_base = random.randrange(1_000, 1_000_000) * 1_000
-        self.id_base = random.randrange(1_000, 1_000_000) * 10_000
-        self.key_digests: list[str] = []
-
-    def idempotency_key(self) -> str:
-        key = f"shared-key-{uuid.uuid4().hex}"
-        self.key_digests.append(hashlib.sha256(key.encode()).hexdigest())
-        return key
-
-    def zone(self, zone_id: int) -> int:
-        return self.zone_base + zone_id
-
-    def dataset(self) -> dict[str, Any]:
-        data = build_dataset()
-        for client in data["clients"]:
-            client["zona"]["id"] = self.zone(client["zona"]["id"])
-        for ticket in data["tickets"]:
-            ticket["id_ticket"] += self.id_base
-        return data
-
-
-@pytest.fixture
-def run(redis_url: Callable[[int], str]) -> Iterator[Run]:
-    # No skip: a missing Redis must fail these tests, since the guarantee depends on it.
-    url = redis_url(REDIS_DB)
-    client = redis.Redis.from_url(url)
-    client.ping()
-    this = Run(url)
-    try:
-        yield this
-    finally:
-        patterns = [f"ispgw:*zone:{this.zone(z)}*" for z in ZONE_SERVICES]
-        patterns.append(f"ispgw:*technician:{this.id_base // 10_000}????")
-        patterns += [f"ispgw:*idempotency:tickets:{d}" for d in this.key_digests]
-        # The shared sweep of active tickets (one key set per store, loaded from this run's
-        # simulator): a later run must not start from this run's tickets.
-        patterns.append("ispgw:*cache:tickets:active*")
-        # And the shared client list: the zone capped is the client record's, so a later run
-        # must read its own clients' zones.
-        patterns.append("ispgw:*cache:clients*")
-        for pattern in patterns:
-            for key in client.scan_iter(match=pattern):
-                client.delete(key)
-        client.close()
-
-
-@pytest.fixture
-def run_sim(run: Run, tmp_path: Path, start_simulator: Callable[..., Simulator]) -> Simulator:
-    path = tmp_path / "upstream-run.json"
-    path.write_text(json.dumps(run.dataset(), ensure_ascii=False), "utf-8")
-    return start_simulator(data_file=path)
+from tests.tickets.conftest import Run, post_calls, ticket_body
 
 
 def test_two_workers_sharing_redis_create_one_ticket_for_one_slot(
@@ -107,9 +37,9 @@ def test_two_workers_sharing_redis_create_one_ticket_for_one_slot(
 
 
 def test_two_workers_share_idempotency_records(
-    run: Run, run_sim: Simulator, start_gateway: Callable[..., Gateway]
+    run: Run, run_sim: Simulator, run_workers: list[Gateway]
 ) -> None:
-    workers = [start_gateway(run_sim.url, REDIS_URL=run.redis_url) for _ in range(2)]
+    workers = run_workers
     key = {"Idempotency-Key": run.idempotency_key()}
 
     def create(n: int) -> httpx.Response:
@@ -154,9 +84,9 @@ def _wait_for_sweep(worker: Gateway) -> None:
 
 
 def test_ten_identical_requests_across_two_workers_open_one_ticket(
-    run: Run, run_sim: Simulator, start_gateway: Callable[..., Gateway]
+    run: Run, run_sim: Simulator, run_workers: list[Gateway]
 ) -> None:
-    workers = [start_gateway(run_sim.url, REDIS_URL=run.redis_url) for _ in range(2)]
+    workers = run_workers
     body = ticket_body(zone_id=run.zone(3), service_id=301)
 
     def create(n: int) -> httpx.Response:
@@ -174,9 +104,9 @@ def test_ten_identical_requests_across_two_workers_open_one_ticket(
 
 
 def test_a_ticket_created_on_one_worker_is_listed_at_once_by_the_other(
-    run: Run, run_sim: Simulator, start_gateway: Callable[..., Gateway]
+    run: Run, run_sim: Simulator, run_workers: list[Gateway]
 ) -> None:
-    first, second = (start_gateway(run_sim.url, REDIS_URL=run.redis_url) for _ in range(2))
+    first, second = run_workers
     for worker in (first, second):
         _wait_for_sweep(worker)
     assert second.get("/api/v1/clients/302/tickets").json()["data"] == []

@@ -11,8 +11,7 @@ from pathlib import Path
 import httpx
 
 from tests.conftest import Gateway, Simulator
-from tests.tickets.conftest import build_dataset, post_calls, ticket_body
-from tests.tickets.test_shared_state import Run, run, run_sim  # noqa: F401  (fixtures)
+from tests.tickets.conftest import Run, build_dataset, post_calls, ticket_body
 
 ZONELESS = 901
 
@@ -88,11 +87,9 @@ def test_a_record_with_no_zone_uses_the_body_zone_and_keeps_one_ticket(
 
 
 def test_two_workers_refuse_a_named_zone_that_is_not_the_record_s(
-    run: Run,  # noqa: F811
-    run_sim: Simulator,  # noqa: F811
-    start_gateway: Callable[..., Gateway],
+    run: Run, run_sim: Simulator, run_workers: list[Gateway]
 ) -> None:
-    workers = [start_gateway(run_sim.url, REDIS_URL=run.redis_url) for _ in range(2)]
+    workers = run_workers
 
     def create(n: int) -> httpx.Response:
         body = ticket_body(service_id=201, zone_id=run.zone(3), description=f"r{n}")
@@ -109,11 +106,9 @@ def test_two_workers_refuse_a_named_zone_that_is_not_the_record_s(
 
 
 def test_two_workers_ten_zones_one_service_open_one_ticket(
-    run: Run,  # noqa: F811
-    run_sim: Simulator,  # noqa: F811
-    start_gateway: Callable[..., Gateway],
+    run: Run, run_sim: Simulator, run_workers: list[Gateway]
 ) -> None:
-    workers = [start_gateway(run_sim.url, REDIS_URL=run.redis_url) for _ in range(2)]
+    workers = run_workers
     zones = [run.zone(z) for z in range(1, 11)]
 
     def create(n: int) -> httpx.Response:

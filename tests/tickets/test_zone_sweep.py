@@ -8,8 +8,7 @@ import time
 from collections.abc import Callable
 
 from tests.conftest import Gateway, Simulator
-from tests.tickets.conftest import settle, ticket_body
-from tests.tickets.test_shared_state import Run, run, run_sim  # noqa: F401  (fixtures)
+from tests.tickets.conftest import Run, settle, ticket_body
 
 
 def sweeps(sim: Simulator) -> int:
@@ -47,11 +46,9 @@ def test_a_loop_of_zone_checks_costs_one_sweep_per_five_seconds(
 
 
 def test_two_workers_share_one_sweep_per_five_seconds(
-    run: Run,  # noqa: F811
-    run_sim: Simulator,  # noqa: F811
-    start_gateway: Callable[..., Gateway],
+    run: Run, run_sim: Simulator, run_workers: list[Gateway]
 ) -> None:
-    workers = [start_gateway(run_sim.url, REDIS_URL=run.redis_url) for _ in range(2)]
+    workers = run_workers
     for worker in workers:
         settle(worker, run_sim)
     elapsed = hammer(workers, [run.zone(z) for z in (1, 2, 3, 4)])

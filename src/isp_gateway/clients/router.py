@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
@@ -21,7 +22,6 @@ from isp_gateway.clients.schemas import (
 )
 from isp_gateway.envelope import (
     BackendResponse,
-    Responses,
     encode,
     error_responses,
     respond,
@@ -38,14 +38,37 @@ STALE = {"stale": True}
 # Our key refused upstream: spec 5.2's CLIENT_NOT_FOUND (502) on every client endpoint.
 UPSTREAM = ["upstream_unavailable", "CLIENT_NOT_FOUND"]
 NOT_FOUND = "client_not_found"
+Handler = Callable[..., Awaitable[Response]]
 
 
-def _lookup_responses(invalid: str) -> Responses:
-    """A lookup's errors: the value's own 400 action, then not found and the upstream's."""
-    return error_responses(
-        400, 404, 502, 503, actions={400: invalid, 404: NOT_FOUND, 502: UPSTREAM}
+def _lookup(path: str, invalid: str) -> Callable[[Handler], Handler]:
+    """A lookup route: its errors are the value's own 400 action, then not found and the
+    upstream's."""
+    return router.get(
+        path,
+        dependencies=[Scoped(CLIENTS_READ)],
+        response_model=BackendResponse[ClientResponse],
+        responses=error_responses(
+            400, 404, 502, 503, actions={400: invalid, 404: NOT_FOUND, 502: UPSTREAM}
+        ),
     )
 
+
+DocumentPath = Annotated[
+    str,
+    Path(
+        description="3 to 20 ASCII letters or digits (no dots or dashes)",
+        json_schema_extra={"pattern": DOCUMENT_PATTERN},
+    ),
+]
+PhonePath = Annotated[
+    str,
+    Path(
+        description="At least 7 digits, the first not 0; a country code, spaces, "
+        "'+' (URL-encoded as %2B), '(', ')', '.' and '-' are allowed",
+        json_schema_extra={"pattern": PHONE_PATTERN},
+    ),
+]
 
 # The search parameter is read by the route itself: a missing `q` is 400 `error` (spec 4.3),
 # not the 422 FastAPI gives a missing required parameter; the document still declares it.
@@ -118,57 +141,20 @@ async def search_clients(
     return _listed("clients_listed" if count else "client_not_found", payload, stale, meta)
 
 
-@router.get(
-    "/by-document/{document}",
-    dependencies=[Scoped(CLIENTS_READ)],
-    response_model=BackendResponse[ClientResponse],
-    responses=_lookup_responses("invalid_document"),
-)
-async def get_client_by_document(
-    document: Annotated[
-        str,
-        Path(
-            description="3 to 20 ASCII letters or digits (no dots or dashes)",
-            json_schema_extra={"pattern": DOCUMENT_PATTERN},
-        ),
-    ],
-    clients: ClientsDep,
-) -> Response:
+@_lookup("/by-document/{document}", "invalid_document")
+async def get_client_by_document(document: DocumentPath, clients: ClientsDep) -> Response:
     """Find a client by identity document."""
     return _found(await clients.by_document(document))
 
 
-@router.get(
-    "/by-phone/{phone}",
-    dependencies=[Scoped(CLIENTS_READ)],
-    response_model=BackendResponse[ClientResponse],
-    responses=_lookup_responses("invalid_phone"),
-)
-async def get_client_by_phone(
-    phone: Annotated[
-        str,
-        Path(
-            description="At least 7 digits, the first not 0; a country code, spaces, "
-            "'+' (URL-encoded as %2B), '(', ')', '.' and '-' are allowed",
-            json_schema_extra={"pattern": PHONE_PATTERN},
-        ),
-    ],
-    clients: ClientsDep,
-) -> Response:
+@_lookup("/by-phone/{phone}", "invalid_phone")
+async def get_client_by_phone(phone: PhonePath, clients: ClientsDep) -> Response:
     """Find a client by phone number (country code and symbols are ignored; URL-encode '+')."""
     return _found(await clients.by_phone(phone))
 
 
-@router.get(
-    "/by-service-id/{service_id}",
-    dependencies=[Scoped(CLIENTS_READ)],
-    response_model=BackendResponse[ClientResponse],
-    responses=_lookup_responses("invalid_service_id"),
-)
-async def get_client_by_service_id(
-    service_id: ServiceIdPath,
-    clients: ClientsDep,
-) -> Response:
+@_lookup("/by-service-id/{service_id}", "invalid_service_id")
+async def get_client_by_service_id(service_id: ServiceIdPath, clients: ClientsDep) -> Response:
     """Find a client by service id."""
     return _found(await clients.by_service_id_text(service_id))
 

@@ -8,6 +8,8 @@ fields it changes, never their values.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from isp_gateway.clients.index import document_key
@@ -27,6 +29,23 @@ from isp_gateway.upstream.clients import Client
 if TYPE_CHECKING:
     from isp_gateway.clients.lookups import ClientService
     from isp_gateway.parts import Parts
+
+
+@contextlib.contextmanager
+def _update_errors() -> Iterator[None]:
+    """The upstream's failures on the read and the write of an update, as its answers."""
+    try:
+        yield
+    except upstream.ProfileNotFound:
+        raise client_not_found() from None
+    except UpstreamUnauthorized:
+        raise unable_to_fetch() from None
+    except UpstreamRateLimited:
+        raise
+    except UpstreamError:
+        raise ServiceError(
+            "The client could not be updated upstream", action="client_update_failed"
+        ) from None
 
 
 class UpdateService:
@@ -77,36 +96,18 @@ class UpdateService:
             new_phone = self.clients.normalized_phone(new_phone)
             # CALLERS.md 2: the new number replaces the record's first; its others stay.
             phone_field = await self._phone_field_with(service_id, new_phone)
-        try:
+        with _update_errors():
             await upstream.update_profile(self.gateway, service_id, new_document, phone_field)
-        except upstream.ProfileNotFound:
-            raise client_not_found() from None
-        except UpstreamUnauthorized:
-            raise unable_to_fetch() from None
-        except UpstreamRateLimited:
-            raise
-        except UpstreamError:
-            raise ServiceError(
-                "The client could not be updated upstream", action="client_update_failed"
-            ) from None
         await self._after_update(service_id, new_document, new_phone, phone_field)
 
     async def _phone_field_with(self, service_id: int, number: str) -> str:
         """The service's `telefono` field, read fresh from the upstream (a cached copy
         could miss a number added since, which the write would then wipe), with `number`
         in place of its first number."""
-        try:
+        with _update_errors():
             rows = await upstream.query_clients(
                 self.gateway, "service_id", str(service_id), limit=5
             )
-        except UpstreamUnauthorized:
-            raise unable_to_fetch() from None
-        except UpstreamRateLimited:
-            raise
-        except UpstreamError:
-            raise ServiceError(
-                "The client could not be updated upstream", action="client_update_failed"
-            ) from None
         # The upstream may ignore the filter: only the row of that service counts.
         record = next((r for r in rows if r["client"]["service_id"] == service_id), None)
         if record is None:

@@ -8,7 +8,7 @@ from fastapi.responses import Response
 from isp_gateway.auth.dependencies import Scoped
 from isp_gateway.auth.keys import NETWORK_PING
 from isp_gateway.diagnose.schemas import DEFAULT_WAIT_SECONDS, DiagnoseRequest, DiagnoseResponse
-from isp_gateway.envelope import BackendResponse, envelope, respond
+from isp_gateway.envelope import BackendResponse, respond, view_envelope
 from isp_gateway.params import (
     SERVICE_ROUTE_ERRORS_VERIFIED,
     VERIFIED,
@@ -38,14 +38,4 @@ async def diagnose_client(
     result = await diagnose.diagnose(parse_service_id(service_id), pings, wait)
     view = result.view
     meta = {"stale": True} if result.stale else None
-    return respond(
-        200,
-        envelope(
-            ok=view.ok,
-            type=view.type,
-            action=view.action,
-            data=view.data,
-            message=view.message,
-            meta=meta,
-        ),
-    )
+    return respond(200, view_envelope(view, meta))

@@ -48,22 +48,16 @@ class Diagnosis:
     stale: bool
 
 
+@dataclass(frozen=True, slots=True)
 class DiagnoseService:
-    def __init__(
-        self,
-        clients: ClientService,
-        accounts: AccountService,
-        tickets: TicketService,
-        outages: OutageService,
-        pings: PingService,
-        audit: AuditLog,
-    ) -> None:
-        self.clients = clients
-        self.accounts = accounts
-        self.tickets = tickets
-        self.outages = outages
-        self.pings = pings
-        self.audit = audit
+    """Holds only the services it composes (built in services.py)."""
+
+    clients: ClientService
+    accounts: AccountService
+    tickets: TicketService
+    outages: OutageService
+    pings: PingService
+    audit: AuditLog
 
     async def diagnose(self, service_id: int, pings: int, wait: float) -> Diagnosis:
         """The answer, audited with its action (or the action of the error it raises)."""

@@ -8,14 +8,14 @@ from fastapi import APIRouter
 
 from isp_gateway.auth.dependencies import Scoped
 from isp_gateway.auth.keys import NETWORK_PING
-from isp_gateway.envelope import BackendResponse, envelope, error_responses, success
+from isp_gateway.envelope import BackendResponse, error_responses, success, view_envelope
 from isp_gateway.network.schemas import (
     PingCreated,
     PingFigures,
     PingPending,
     PingRequest,
 )
-from isp_gateway.params import ServiceIdPath, WaitQuery, parse_service_id
+from isp_gateway.params import ServiceIdPath, WaitQuery, parse_service_id, service_route_errors
 from isp_gateway.services import PingsDep
 
 router = APIRouter(prefix="/api/v1", tags=["network"], dependencies=[Scoped(NETWORK_PING)])
@@ -25,16 +25,8 @@ router = APIRouter(prefix="/api/v1", tags=["network"], dependencies=[Scoped(NETW
 @router.post(
     "/{service_id}/ping/",
     response_model=BackendResponse[PingCreated],
-    responses=error_responses(
-        400,
-        404,
-        502,
-        503,
-        actions={
-            400: "invalid_service_id",
-            404: "client_not_found",
-            502: ["ping_failed", "upstream_unavailable", "upstream_unauthorized"],
-        },
+    responses=service_route_errors(
+        ["ping_failed", "upstream_unavailable", "upstream_unauthorized"]
     ),
 )
 @router.post("/{service_id}/ping", include_in_schema=False)
@@ -55,6 +47,4 @@ async def create_ping(
 async def get_ping_result(task_id: str, pings: PingsDep, wait: WaitQuery = 0) -> dict[str, Any]:
     """Result of a ping task (`ping_pending` while it runs); `wait` long-polls up to 25 s."""
     view = await pings.result(task_id, wait)
-    return envelope(
-        ok=view.ok, type=view.type, action=view.action, data=view.data, message=view.message
-    )
+    return view_envelope(view)

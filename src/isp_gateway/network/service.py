@@ -90,7 +90,7 @@ def _service_key(service_id: int) -> str:
 class PingService:
     def __init__(self, parts: Parts, clients: ClientService) -> None:
         self.settings, self.store, self.gateway = parts.settings, parts.store, parts.gateway
-        self.audit = parts.audit
+        self.audit, self.stopping = parts.audit, parts.stopping
         self.clients = clients
         # A holder of the create/check locks is inside one upstream call at most.
         self._lock_timeout = self.settings.UPSTREAM_TIMEOUT_SECONDS + 5.0
@@ -200,7 +200,11 @@ class PingService:
     # -- result ------------------------------------------------------------------------
 
     async def result(self, task_id: str, wait: float = 0.0) -> PingView:
-        """The task's outcome; with `wait`, hold until it is final or `wait` seconds pass."""
+        """The task's outcome; with `wait`, hold until it is final or `wait` seconds pass.
+
+        A worker asked to stop answers at once with what it has (issue 21): the final result,
+        else `ping_pending` and the task id, which the bot's next poll takes to another
+        replica (the record is in the shared store)."""
         if not _TASK_ID.fullmatch(task_id):
             raise NotFound(TASK_NOT_FOUND, action=FAILED)
         interval = self.settings.PING_POLL_INTERVAL_SECONDS
@@ -210,14 +214,16 @@ class PingService:
             record = await self.store.get(_task_key(task_id))
             if not isinstance(record, dict):
                 raise NotFound(TASK_NOT_FOUND, action=FAILED)
-            if record.get("state") != "final" and time.time() - record["checked_at"] >= interval:
+            due = time.time() - record["checked_at"] >= interval
+            if record.get("state") != "final" and due and not self.stopping.is_set():
                 check = asyncio.ensure_future(self._check(task_id, deadline))
                 if wait > 0:
-                    # A long poll answers when its wait is over, even if the upstream read
-                    # it started hangs (up to the upstream timeout): the bot's reply window
-                    # is what `wait` was chosen for. The read goes on and records its result.
+                    # A long poll answers when its wait is over (or the worker stops), even
+                    # if the upstream read it started hangs (up to the upstream timeout): the
+                    # bot's reply window is what `wait` was chosen for. The read goes on and
+                    # records its result.
                     try:
-                        await asyncio.wait({check}, timeout=max(0.0, deadline - time.monotonic()))
+                        await self.stopping.pause(max(0.0, deadline - time.monotonic()), check)
                     except asyncio.CancelledError:
                         # The client went away; the read is harmless and may serve others.
                         self._leave_running(check, task_id)
@@ -241,6 +247,8 @@ class PingService:
                         record = checked
             if record.get("state") == "final":
                 return self._final_view(record)
+            if self.stopping.is_set():
+                return self._pending_view(task_id)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 if last_error is not None:
@@ -248,7 +256,7 @@ class PingService:
                     raise last_error
                 return self._pending_view(task_id)
             until_check = interval - (time.time() - record["checked_at"])
-            await asyncio.sleep(max(0.01, min(remaining, _RECORD_POLL_SECONDS, until_check)))
+            await self.stopping.pause(max(0.01, min(remaining, _RECORD_POLL_SECONDS, until_check)))
 
     @staticmethod
     def _pending_view(task_id: str) -> PingView:

@@ -161,14 +161,24 @@ async def get_client(sim: SimulatorState, request: Request, ident: str) -> Respo
     return _json(detail) if detail is not None else _json(NOT_FOUND, 404)
 
 
-async def update_profile(sim: SimulatorState, request: Request, ident: str) -> Response:
+async def _service_body(
+    sim: SimulatorState, request: Request, ident: str
+) -> tuple[int, dict[str, Any]] | Response:
+    """A write about one service: its id and the JSON body, or the 404/400 answer."""
     service_id = int(ident)
     if sim.client_position(service_id) is None:
         return _json(NOT_FOUND, 404)
     try:
-        data = await _read_body(request)
+        return service_id, await _read_body(request)
     except BadBody as bad:
         return bad.response
+
+
+async def update_profile(sim: SimulatorState, request: Request, ident: str) -> Response:
+    read = await _service_body(sim, request, ident)
+    if isinstance(read, Response):
+        return read
+    service_id, data = read
     errors = sim.update_profile(service_id, data)
     if errors:
         return _json(errors, 400)
@@ -176,13 +186,10 @@ async def update_profile(sim: SimulatorState, request: Request, ident: str) -> R
 
 
 async def create_ping(sim: SimulatorState, request: Request, ident: str) -> Response:
-    service_id = int(ident)
-    if sim.client_position(service_id) is None:
-        return _json(NOT_FOUND, 404)
-    try:
-        data = await _read_body(request)
-    except BadBody as bad:
-        return bad.response
+    read = await _service_body(sim, request, ident)
+    if isinstance(read, Response):
+        return read
+    service_id, data = read
     raw = data.get("pings")
     pings = raw if isinstance(raw, int) and not isinstance(raw, bool) else None
     if isinstance(raw, str) and raw.strip().isdigit():

@@ -81,7 +81,7 @@ def _reply(rng: random.Random, host: str, seq: int, public: bool = False) -> dic
     }
 
 
-def _no_reply(host: str, seq: int, status: str) -> dict[str, str]:
+def no_reply(host: str, seq: int, status: str) -> dict[str, str]:
     return {
         "seq": str(seq),
         "host": host,
@@ -124,11 +124,11 @@ def task_result(task: PingTask, seed: int) -> tuple[str, Any]:
                 }
             )
         elif kind == "unreachable":
-            entries.append({key: _no_reply(host, number - 1, "host unreachable")})
+            entries.append({key: no_reply(host, number - 1, "host unreachable")})
             # The upstream was seen counting these as successes.
             received += 1
         elif _lost(kind, number, n):
-            entries.append({key: _no_reply(host, number - 1, "timeout")})
+            entries.append({key: no_reply(host, number - 1, "timeout")})
         else:
             public = kind == "mixed_hosts" and number % 2 == 0
             target = (

@@ -307,35 +307,52 @@ class RedisStore:
         lock = self._redis.lock(
             self._k("lock:" + name), timeout=timeout, blocking_timeout=blocking_timeout
         )
+        # Ours, known before the attempt: a cancelled attempt may have set the lock in Redis
+        # without our learning it, and only the token can tell (and release) it.
         token = uuid.uuid4().hex.encode()
         # Polled here rather than by redis-py's blocking acquire, whose loop would go on
         # waiting after a cancellation lost in one of its attempts (see `_answering`).
         deadline = None if blocking_timeout is None else time.monotonic() + blocking_timeout
-        while True:
-            try:
+        try:
+            while True:
                 with _answering():
                     if await lock.acquire(blocking=False, token=token):
                         break
-            except (StoreUnavailable, asyncio.CancelledError):
-                # The SET may have been applied with its answer lost (a master killed
-                # mid-command, a cancellation): the lock may be ours, so it is released
-                # when Redis answers (again).
-                self._release_when_back(lock, token, timeout)
-                raise
-            if deadline is not None and time.monotonic() >= deadline:
-                raise LockTimeout(name)
-            await asyncio.sleep(LOCK_POLL_SECONDS)
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise LockTimeout(name)
+                await asyncio.sleep(LOCK_POLL_SECONDS)
+        except asyncio.CancelledError:
+            await self._release(lock, token, timeout)
+            raise
+        except StoreUnavailable:
+            # The SET may have been applied with its answer lost (a master killed
+            # mid-command): the lock may be ours, so it is released when Redis answers again.
+            self._release_when_back(lock, token, timeout)
+            raise
         try:
             yield
         finally:
-            try:
-                await lock.do_release(token)
-            except LockError:
-                pass  # it expired while held: there is nothing left to release
-            except _AWAY:
-                # The work done under it stands. Released as soon as Redis answers again
-                # (a failover must not keep a zone locked for the lock's whole timeout).
-                self._release_when_back(lock, token, timeout)
+            await self._release(lock, token, timeout)
+
+    async def _release(self, lock: Lock, token: bytes, timeout: float) -> None:
+        """Delete the lock if it still holds our token: it may have expired while held and be
+        someone else's by now. Shielded: a request cancelled (again) while it releases leaves
+        no lock behind to block its zone until it expires; the release goes on without it.
+        With Redis away meanwhile, the work done under it stands, and the lock is released
+        as soon as Redis answers again (a failover must not keep a zone locked for the
+        lock's whole timeout)."""
+        release = asyncio.ensure_future(lock.do_release(token))
+        release.add_done_callback(lambda task: self._released(task, lock, token, timeout))
+        with contextlib.suppress(LockError, *_AWAY):
+            await asyncio.shield(release)
+
+    def _released(
+        self, task: asyncio.Future[None], lock: Lock, token: bytes, timeout: float
+    ) -> None:
+        """A release's failure is expected (not ours, Redis away): read, never logged; with
+        Redis away, tried again when it answers."""
+        if not task.cancelled() and isinstance(task.exception(), _AWAY):
+            self._release_when_back(lock, token, timeout)
 
     def _release_when_back(self, lock: Lock, token: bytes, timeout: float) -> None:
         """Release `lock` if `token` still holds it, once Redis answers again and before

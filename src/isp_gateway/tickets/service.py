@@ -186,7 +186,7 @@ class TicketService:
     ) -> None:
         self.store, self.gateway = parts.store, parts.gateway
         self.settings = settings = parts.settings
-        self.audit = parts.audit
+        self.audit, self.stopping = parts.audit, parts.stopping
         self.metrics = metrics
         self.clients = clients
         self.active: CachedResource[ActiveTickets] = parts.lists.resource(
@@ -535,6 +535,15 @@ class TicketService:
             end=end,
             department=DEPARTMENT,
         )
+        if self.stopping.is_set():
+            # The last moment nothing has reached the upstream (issue 21): a worker asked to
+            # stop refuses, and the locks go with the refusal; a POST already sent finishes.
+            raise TicketCreationFailed(
+                "This server is stopping; nothing was created, retry (another replica answers)",
+                status_code=503,
+                meta={"reason": "server_stopping"},
+                headers={"Retry-After": "1"},
+            )
         mark = {"after_id": max((t.ticket_id for t in count.tickets), default=0)}
         # Both marks before the POST; the replicated one last, as its wait covers both (and
         # the zone lock taken before them): a master that dies from here on leaves them on

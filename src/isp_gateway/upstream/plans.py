@@ -80,15 +80,22 @@ def to_plan(row: dict[str, Any]) -> Plan | None:
     )
 
 
-def parse_price(value: Any) -> float | None:
-    """`"40000.00"` → 40000.0; blanks and non-numbers → None."""
+def _number_or_text(value: Any) -> float | str | None:
+    """A JSON number as a float, a string stripped for parsing; anything else (booleans
+    included: `true` is no price) None."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
         return float(value)
-    if not isinstance(value, str):
-        return None
-    text = value.strip().replace("$", "").replace(" ", "")
+    return value.strip() if isinstance(value, str) else None
+
+
+def parse_price(value: Any) -> float | None:
+    """`"40000.00"` → 40000.0; blanks and non-numbers → None."""
+    raw = _number_or_text(value)
+    if not isinstance(raw, str):
+        return raw
+    text = raw.replace("$", "").replace(" ", "")
     # "40000,50" has a decimal comma; "40,000.00" has thousands separators.
     decimal_comma = re.fullmatch(r"\d+,\d{1,2}", text) is not None
     text = text.replace(",", ".") if decimal_comma else text.replace(",", "")
@@ -100,13 +107,10 @@ def parse_price(value: Any) -> float | None:
 
 def parse_speed(value: Any) -> float | None:
     """A speed in Mbps: `"20"` → 20, `"10M"` → 10, `"512k"` → 0.5; anything else → None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    if not isinstance(value, str):
-        return None
-    match = _SPEED.fullmatch(value.strip())
+    raw = _number_or_text(value)
+    if not isinstance(raw, str):
+        return raw
+    match = _SPEED.fullmatch(raw)
     if match is None:
         return None
     number = float(match.group(1).replace(",", "."))

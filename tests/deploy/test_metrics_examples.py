@@ -1,0 +1,99 @@
+"""deploy/prometheus.yml and deploy/alerts.yml (and the rules README shows) name only metrics
+the gateway exports: a real gateway is scraped, and every series name in the rules'
+expressions must be among what it exports (or `up`, which Prometheus adds to each target)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import Gateway
+from tests.deploy.conftest import DEPLOY
+
+# What Prometheus itself records for each target.
+PROMETHEUS_SERIES = {"up"}
+# The series of a family of each type, beside the samples it has now: a labelled counter
+# nobody has counted yet is exported as its HELP and TYPE lines only.
+SUFFIXES = {
+    "counter": ("_total", "_created"),
+    "gauge": ("",),
+    "histogram": ("_bucket", "_count", "_sum", "_created"),
+    "summary": ("", "_count", "_sum", "_created"),
+    "info": ("_info",),
+}
+KEYWORDS = {"and", "or", "unless", "bool", "offset", "inf", "nan", "group_left", "group_right"}
+GROUPING = r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)"
+
+
+def exported(gateway: Gateway) -> set[str]:
+    response = gateway.client.get("/metrics")
+    assert response.status_code == 200
+    names = set()
+    for family in text_string_to_metric_families(response.text):
+        names |= {family.name + suffix for suffix in SUFFIXES.get(family.type, ("",))}
+        names |= {sample.name for sample in family.samples}
+    return names
+
+
+def series_names(expr: str) -> set[str]:
+    """The metric names a PromQL expression reads, roughly: its identifiers once strings,
+    label matchers, ranges and grouping label lists are gone, except calls and keywords."""
+    text = re.sub(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`', '""', expr)
+    text = re.sub(r"\{[^}]*\}", "{}", text)
+    text = re.sub(r"\[[^\]]*\]", "", text)
+    text = re.sub(GROUPING, "", text)
+    names = set()
+    for match in re.finditer(r"(?<![\w:.])[A-Za-z_:][\w:]*", text):
+        if text[match.end() :].lstrip().startswith("("):
+            continue  # a function or an aggregation
+        if match.group().lower() not in KEYWORDS:
+            names.add(match.group())
+    return names
+
+
+def rule_expressions(rules_file: Any) -> dict[str, str]:
+    return {
+        rule.get("alert") or rule["record"]: rule["expr"]
+        for group in rules_file["groups"]
+        for rule in group["rules"]
+    }
+
+
+def readme_rules() -> dict[str, str]:
+    """The alert rules README shows, from its YAML blocks that hold rule groups."""
+    readme = (DEPLOY.parent / "README.md").read_text()
+    found: dict[str, str] = {}
+    for block in re.findall(r"```yaml\n(.*?)```", readme, re.S):
+        parsed = yaml.safe_load(block)
+        if isinstance(parsed, dict) and "groups" in parsed:
+            found |= {f"README {k}": v for k, v in rule_expressions(parsed).items()}
+    return found
+
+
+def test_series_parser() -> None:
+    expr = (
+        'histogram_quantile(0.95, sum by (instance, le) (rate(a_bucket{route!~"x|y(z)"}[5m])))'
+        ' / on(instance) group_left b_total offset 5m > bool 2 and up{job="j"} == 0'
+    )
+    assert series_names(expr) == {"a_bucket", "b_total", "up"}
+
+
+def test_the_examples_name_only_exported_metrics(gateway: Gateway) -> None:
+    config = yaml.safe_load((DEPLOY / "prometheus.yml").read_text())
+    assert config["rule_files"] == ["alerts.yml"]
+    (job,) = config["scrape_configs"]
+    assert job["metrics_path"] == "/metrics"
+    # The replicas of deploy/nginx.conf's upstream, each scraped on its own.
+    upstream = re.findall(r"^\s*server (\S+) ", (DEPLOY / "nginx.conf").read_text(), re.M)
+    assert job["static_configs"][0]["targets"] == upstream
+    rules = rule_expressions(yaml.safe_load((DEPLOY / "alerts.yml").read_text())) | readme_rules()
+    names = exported(gateway)
+    assert len(rules) > 10
+    for alert, expr in rules.items():
+        used = series_names(expr)
+        assert used, f"{alert}: no metric found in {expr!r}"
+        unknown = used - names - PROMETHEUS_SERIES
+        assert not unknown, f"{alert} names metrics the gateway does not export: {unknown}"

@@ -1,0 +1,306 @@
+"""deploy/nginx.conf as shipped, run by Debian's nginx (as the user running the tests, under a
+temporary prefix; only the values the file marks are moved: ports, paths, the monitoring
+network) in front of two replicas started with the systemd unit's own command line and
+sharing a Redis: HTTPS, the caller's address reaching the login throttle, /metrics and /ready
+for the monitoring network only, the body limit, and no lookup lost while a replica stops."""
+
+from __future__ import annotations
+
+import getpass
+import inspect
+import re
+import signal
+import ssl
+import subprocess
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from granian.http import HTTP1Settings
+
+from isp_gateway.params import MAX_WAIT_SECONDS
+from isp_gateway.settings import Settings
+from tests.conftest import PASSWORD, USERNAME, Gateway, Simulator, serve_env, start_redis_server
+from tests.deploy.conftest import DEPLOY, render, require, unit_command
+from tests.foundation.test_cli import base_env
+from tests.foundation.test_logs import WRONG_PASSWORD, pick_client
+from tests.support import free_port, server_process, wait_ready
+
+# One stack for the module's tests, on one worker, once pytest-xdist honours the group
+# again (pytest-xdist#1386). Split, each worker starts its own stack: the tests hold either way.
+pytestmark = pytest.mark.xdist_group("deploy-nginx")
+
+# All of 127.0.0.0/8 is loopback on Linux: two callers with addresses of their own.
+MONITOR = "127.0.0.2"  # the allow-listed monitoring network, for the test
+OUTSIDER = "127.0.0.3"
+LOGIN = "/api/v1/auth/token"
+LIMIT = Settings.model_fields["MAX_BODY_BYTES"].default
+
+
+@dataclass
+class Replica:
+    url: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+
+@dataclass
+class Edge:
+    """nginx in front of the replicas, and where it logs."""
+
+    url: str
+    tls: ssl.SSLContext
+    replicas: list[Replica]
+    access_log: Path
+    document: str
+
+    @property
+    def error_log(self) -> Path:
+        return self.access_log.with_name("error.log")
+
+    def client(self, source: str = MONITOR) -> httpx.Client:
+        """An HTTPS client that trusts only the test's certificate, calling from `source`."""
+        transport = httpx.HTTPTransport(verify=self.tls, local_address=source)
+        return httpx.Client(base_url=self.url, transport=transport, timeout=30)
+
+    def upstreams(self, after: int = 0) -> list[str]:
+        """The `upstream=` field of each access-log line from byte `after` on: the replicas
+        tried for a request, in order."""
+        text = self.access_log.read_bytes()[after:].decode()
+        return [m.group(1) for m in re.finditer(r"upstream=(.*?) upstream_status=", text)]
+
+
+def self_signed(directory: Path) -> tuple[Path, Path]:
+    openssl = require("openssl", "openssl")
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        [
+            *(openssl, "req", "-x509", "-nodes", "-days", "1", "-subj", "/CN=localhost"),
+            *("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"),
+            *("-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"),
+            *("-keyout", str(key), "-out", str(cert)),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
+    return cert, key
+
+
+def nginx_conf(directory: Path, port: int, replicas: list[int], cert: Path, key: Path) -> Path:
+    """deploy/nginx.conf with its marked values moved into `directory` and onto loopback."""
+    text = render(
+        "nginx.conf",
+        {
+            "user www-data;": f"user {getpass.getuser()};",
+            "/run/nginx.pid": str(directory / "nginx.pid"),
+            "/var/log/nginx/": f"{directory}/",
+            "/var/lib/nginx/": f"{directory}/",
+            "listen 443 ssl;": f"listen 127.0.0.1:{port} ssl;",
+            "server 127.0.0.1:8001 ": f"server 127.0.0.1:{replicas[0]} ",
+            "server 127.0.0.1:8002 ": f"server 127.0.0.1:{replicas[1]} ",
+            "/etc/ssl/isp-gateway/fullchain.pem": str(cert),
+            "/etc/ssl/isp-gateway/privkey.pem": str(key),
+            "10.0.0.0/8 1;": f"{MONITOR}/32 1;",
+        },
+    )
+    path = directory / "nginx.conf"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(scope="module")
+def edge(
+    module_pair: tuple[Simulator, Gateway],
+    password_hash: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Edge]:
+    nginx = require("nginx", "nginx")
+    simulator, _ = module_pair
+    directory = tmp_path_factory.mktemp("edge")
+    ports = [free_port(), free_port()]
+    with ExitStack() as stack:
+        # A Redis of the stack's own, shared by its two replicas and nothing else, so no
+        # other test (nor a second stack) ever meets their throttles and audit.
+        store = start_redis_server()
+        stack.callback(store.stop)
+        env = serve_env(simulator.url, password_hash, REDIS_URL=store.url)
+        replicas = []
+        for port in ports:  # both start before either is waited for
+            log = directory / f"replica-{port}.log"
+            output = stack.enter_context(log.open("wb"))
+            command = unit_command(port)
+            proc = stack.enter_context(server_process(command, env, directory, output, output))
+            replicas.append(Replica(f"http://127.0.0.1:{port}", proc, log))
+        for replica in replicas:
+            wait_ready(replica.url, replica.proc, "/ready")
+        cert, key = self_signed(directory)
+        port = free_port()
+        conf = nginx_conf(directory, port, ports, cert, key)
+        boot = directory / "boot.log"
+        args = [nginx, "-p", str(directory), "-c", str(conf), "-e", str(boot), "-g", "daemon off;"]
+        proc = stack.enter_context(server_process(args, base_env(), directory))
+        tls = ssl.create_default_context(cafile=str(cert))
+        url = f"https://127.0.0.1:{port}"
+        try:
+            wait_ready(url, proc, "/health", deadline=20, verify=tls)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: {boot.read_text()}") from None
+        yield Edge(url, tls, replicas, directory / "access.log", pick_client(simulator)[0])
+
+
+def login(client: httpx.Client, password: str, **headers: str) -> httpx.Response:
+    return client.post(LOGIN, data={"username": USERNAME, "password": password}, headers=headers)
+
+
+def test_https_through_nginx(edge: Edge) -> None:
+    with edge.client() as client:
+        answers = [client.get("/health") for _ in range(6)]
+    assert [a.status_code for a in answers] == [200] * 6
+    assert answers[0].json()["data"] == {"status": "ok", "service": "isp-gateway"}
+    assert answers[0].headers["strict-transport-security"].startswith("max-age=")
+    assert answers[0].headers["server"] == "nginx"  # no version
+    assert answers[0].headers["x-request-id"]  # the gateway's own answer
+    # A client without the certificate refuses the connection: it is TLS, for real.
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{edge.url}/health")
+
+
+def test_the_login_throttle_sees_each_callers_own_address(edge: Edge) -> None:
+    settings = Settings.model_fields
+    failures = settings["LOGIN_MAX_FAILURES"].default
+    with edge.client(OUTSIDER) as outsider, edge.client(MONITOR) as monitor:
+        # The outsider claims to be the monitor: nginx replaces the header with its address.
+        spoofed = {"X-Forwarded-For": MONITOR}
+        tries = [login(outsider, WRONG_PASSWORD, **spoofed) for _ in range(failures + 1)]
+        assert [t.status_code for t in tries] == [401] * failures + [429]
+        assert int(tries[-1].headers["Retry-After"]) > 0
+        # The outsider's failures lock the outsider only.
+        token = login(monitor, PASSWORD)
+        assert token.status_code == 200, token.text
+        auth = {"Authorization": f"Bearer {token.json()['access_token']}"}
+        audit = monitor.get("/api/v1/audit", params={"event": "login", "limit": 50}, headers=auth)
+    assert audit.status_code == 200, audit.text
+    # The gateway saw each caller's own address, never nginx's.
+    seen = Counter((e["outcome"], e["address"]) for e in audit.json()["data"])
+    outsiders = {key: n for key, n in seen.items() if key[1] != MONITOR}
+    assert outsiders == {("failed", OUTSIDER): failures, ("locked", OUTSIDER): 1}
+    assert seen[("ok", MONITOR)] >= 1
+
+
+@pytest.mark.parametrize("path", ["/metrics", "/ready"])
+def test_operating_endpoints_for_the_monitoring_network_only(edge: Edge, path: str) -> None:
+    with edge.client(MONITOR) as monitor, edge.client(OUTSIDER) as outsider:
+        allowed = monitor.get(path)
+        refused = outsider.get(path)
+        # Other spellings of the same path never reach it either.
+        name = path.lstrip("/")
+        spellings = [f"/{path}", f"/%{ord(name[0]):02x}{name[1:]}", f"{path}?a=1", path.upper()]
+        others = {s: outsider.get(f"{edge.url}{s}").status_code for s in spellings}
+    assert allowed.status_code == 200, allowed.text
+    assert ("isp_gateway_requests_total" in allowed.text) == (path == "/metrics")
+    assert refused.status_code == 403
+    assert "isp_gateway" not in refused.text
+    assert all(status in (403, 404) for status in others.values()), others
+
+
+def test_a_body_over_the_limit_gets_the_gateways_own_413(edge: Edge) -> None:
+    over = b"x" * (LIMIT + 1)
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    with edge.client() as client:
+        refused = client.post(LOGIN, content=over, headers=form)
+        chunked = client.post(LOGIN, content=iter([over[:LIMIT], over[LIMIT:]]), headers=form)
+        at_limit = client.post(LOGIN, content=over[:LIMIT], headers=form)
+    # What a replica answers itself, without nginx.
+    direct = httpx.post(edge.replicas[0].url + LOGIN, content=over, headers=form)
+    assert direct.status_code == refused.status_code == chunked.status_code == 413
+    assert refused.json() == chunked.json() == direct.json()
+    assert refused.headers["content-type"] == "application/json"
+    # nginx answered those two itself, without a replica.
+    assert len(re.findall(r" POST 413 .* upstream=- ", edge.access_log.read_text())) == 2
+    # The limit itself is let through: the gateway reads the form (and finds no fields).
+    assert at_limit.status_code == 422, at_limit.text
+
+
+def test_no_lookup_is_lost_while_a_replica_stops(edge: Edge) -> None:
+    with edge.client() as client:
+        token = login(client, PASSWORD).json()["access_token"]
+    auth = {"Authorization": f"Bearer {token}"}
+    path = f"/api/v1/clients/by-document/{edge.document}"
+    # (status or exception, whether the replica had stopped when it was sent)
+    answers: list[tuple[int | str, bool]] = []
+    stopped = threading.Event()
+    done = threading.Event()
+
+    def loop() -> None:
+        with edge.client() as client:
+            while not done.is_set():
+                after = stopped.is_set()
+                try:
+                    answers.append((client.get(path, headers=auth).status_code, after))
+                except httpx.HTTPError as exc:
+                    answers.append((type(exc).__name__, after))
+
+    gone = edge.replicas[1]
+    start = edge.access_log.stat().st_size
+    threads = [threading.Thread(target=loop) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    try:
+        # Round robin: both replicas answer lookups before one of them stops.
+        replicas = {replica.url.removeprefix("http://") for replica in edge.replicas}
+        wait_until(lambda: replicas <= set(edge.upstreams(start)))
+        # The unit's KillSignal: answer what is in flight, then stop.
+        gone.proc.send_signal(signal.SIGTERM)
+        assert gone.proc.wait(timeout=30) == 0, gone.log.read_text()
+        stopped.set()
+        wait_until(lambda: sum(after for _, after in answers) >= 100)
+    finally:
+        done.set()
+        for thread in threads:
+            thread.join(timeout=30)
+    assert Counter(status for status, _ in answers) == {200: len(answers)}
+    # Requests sent to the stopped replica went on to the other one (nginx logs both).
+    assert any(", " in u for u in edge.upstreams(start))
+    # nginx's logs name no document (lookup paths hold them); the access log has the
+    # gateway's request ids to join its lines to the gateway's.
+    logged = edge.access_log.read_text()
+    assert edge.document not in logged + edge.error_log.read_text()
+    assert re.search(r"id=\S{8,}", logged)
+
+
+def wait_until(condition: Callable[[], Any], deadline: float = 20) -> None:
+    end = time.monotonic() + deadline
+    while not condition():
+        assert time.monotonic() < end, "not within the deadline"
+        time.sleep(0.02)
+
+
+def directive(name: str) -> str:
+    (value,) = re.findall(rf"^\s*{name}\s+([^;]+);", (DEPLOY / "nginx.conf").read_text(), re.M)
+    return str(value)
+
+
+def test_the_proxys_limits_are_the_gateways() -> None:
+    assert directive("client_max_body_size") == f"{LIMIT // 1024}k"
+    # The longest answer: a long poll plus one upstream call plus the deadline's 2 s.
+    timeout = Settings.model_fields["UPSTREAM_TIMEOUT_SECONDS"].default
+    longest = MAX_WAIT_SECONDS + timeout + 2
+    assert longest < float(directive("proxy_read_timeout").removesuffix("s")) <= longest + 10
+    # nginx drops an idle connection to a replica before the replica would: uvicorn after
+    # its default timeout_keep_alive (`serve` keeps it), granian after its header timeout.
+    idle = min(
+        inspect.signature(uvicorn.Config).parameters["timeout_keep_alive"].default,
+        HTTP1Settings().header_read_timeout / 1000,
+    )
+    assert float(directive("keepalive_timeout").removesuffix("s")) < idle
+    # A POST that reached a replica is never resent (README, "Deployment": why).
+    assert "non_idempotent" not in directive("proxy_next_upstream")
