@@ -6,6 +6,7 @@ import contextlib
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -16,7 +17,7 @@ from isp_gateway.auth.passwords import hash_password
 from isp_gateway.auth.tokens import issue_token
 from isp_gateway.settings import Settings, load_settings
 from isp_gateway.simulator import SimulatorConfig, create_simulator_app
-from tests.support import RedisServer, redis_db_url, run_server
+from tests.support import RedisServer, SentinelGroup, redis_db_url, run_server
 
 API_KEY = "test-upstream-key-0123456789"
 USERNAME = "bot"
@@ -189,6 +190,23 @@ def start_redis_server() -> RedisServer:
     except FileNotFoundError:
         pytest.fail(REDIS_MISSING, pytrace=False)
     return server
+
+
+SENTINEL_MISSING = (
+    "the Redis Sentinel tests need redis-server and redis-sentinel on PATH "
+    "(apt-get install redis-server redis-sentinel)"
+)
+
+
+def start_sentinel_group(directory: Path, **options: Any) -> SentinelGroup:
+    """A master, replicas and sentinels of the caller's own (SentinelGroup's options), or the
+    test fails with one line naming the packages."""
+    group = SentinelGroup(directory, **options)
+    try:
+        group.start()
+    except FileNotFoundError:
+        pytest.fail(SENTINEL_MISSING, pytrace=False)
+    return group
 
 
 @pytest.hookimpl(tryfirst=True)

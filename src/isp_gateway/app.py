@@ -9,6 +9,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, FastAPI
+from pydantic import SecretStr
 from starlette.types import ASGIApp
 
 from isp_gateway import system
@@ -52,6 +53,7 @@ from isp_gateway.upstream.planner import RefreshPlanner
 
 if TYPE_CHECKING:
     from isp_gateway.observability.metrics import Metrics
+    from isp_gateway.store.redis import RedisStore
 
 log = logging.getLogger("isp_gateway")
 
@@ -95,13 +97,31 @@ def add_routes(app: FastAPI, *routers: APIRouter) -> None:
         app.router.routes.extend(router.routes)
 
 
-async def build_store(settings: Settings) -> Store:
-    if settings.REDIS_URL is not None:
-        from isp_gateway.store.redis import RedisStore
+def redis_store(settings: Settings) -> RedisStore:
+    """The Redis store the settings name: REDIS_URL, or the master REDIS_SENTINELS find."""
+    from isp_gateway.store.redis import RedisStore, SentinelMaster
 
-        store = RedisStore(
-            settings.REDIS_URL.get_secret_value(), timeout=settings.REDIS_TIMEOUT_SECONDS
-        )
+    timeout = settings.REDIS_TIMEOUT_SECONDS
+    if settings.REDIS_URL is not None:
+        return RedisStore(settings.REDIS_URL.get_secret_value(), timeout=timeout)
+    if settings.REDIS_SENTINEL_MASTER is None:  # the settings refuse it; for the type
+        raise ValueError("REDIS_SENTINELS without REDIS_SENTINEL_MASTER")
+    master = SentinelMaster(
+        tuple(settings.REDIS_SENTINELS),
+        settings.REDIS_SENTINEL_MASTER,
+        password=_secret(settings.REDIS_PASSWORD),
+        sentinel_password=_secret(settings.REDIS_SENTINEL_PASSWORD),
+    )
+    return RedisStore(timeout=timeout, sentinel=master)
+
+
+def _secret(value: SecretStr | None) -> str | None:
+    return None if value is None else value.get_secret_value()
+
+
+async def build_store(settings: Settings) -> Store:
+    if settings.uses_redis:
+        store = redis_store(settings)
         await store.ping()
         return store
     return MemoryStore()
@@ -293,7 +313,7 @@ def create_app(settings: Settings) -> FastAPI:
             per_address=settings.RATE_LIMIT_PER_MINUTE,
             per_subject=settings.RATE_LIMIT_PER_SUBJECT_PER_MINUTE,
         )
-    if settings.REDIS_URL is not None:  # the memory store cannot be away
+    if settings.uses_redis:  # the memory store cannot be away
         app.add_middleware(readiness.StoreUnavailableMiddleware)
     ids = RequestIds()
     access_log = AccessLog() if settings.ACCESS_LOG else None

@@ -1,8 +1,8 @@
 """The audit: who did what (CALLERS.md 4).
 
 One event per call that matters (a login, a verification, an update, a ticket, a ping, a
-refusal), kept in the store (the newest AUDIT_MAX_EVENTS: a capped Redis stream with
-REDIS_URL, a bounded list in memory) and written as one JSON line on the logger
+refusal), kept in the store (the newest AUDIT_MAX_EVENTS: a capped Redis stream with a
+Redis configured, a bounded list in memory) and written as one JSON line on the logger
 `isp_gateway.audit`. The caller, end user and address come from the request's `Caller`
 (callers.py), the request id from the request context (logs.request_id_var).
 

@@ -44,6 +44,10 @@ log = logging.getLogger("isp_gateway.cache")
 
 D = TypeVar("D")
 
+# After the store failed to answer `fresh_local`, it serves the local copy without asking
+# the store for this long.
+STORE_AWAY_SECONDS = 1.0
+
 Stamp = tuple[float | None, int]  # (base load time or None when nothing is cached, revision)
 
 
@@ -154,6 +158,7 @@ class CachedResource(Generic[D]):
         self._periodic: asyncio.Task[None] | None = None
         self._deriving: asyncio.Future[D] | None = None
         self._deriving_at: float | None = None
+        self._store_away_until = 0.0  # see fresh_local
         self.loads = 0  # upstream loads made by this process, for tests and metrics
         self.derives = 0  # full builds of the derived structure in this process
         # Counts stale copies served; reads `loaded_at` for the age gauge when scraped.
@@ -484,11 +489,22 @@ class CachedResource(Generic[D]):
         """The derived value when this process holds the store's current base and revision
         and it is not yet due for a refresh; otherwise None, and the caller takes the
         regular path (which applies new revisions, refreshes, marks staleness and reloads
-        as needed). One small store read."""
+        as needed). One small store read; while the store is away, the local copy (still
+        fresh) with none."""
         local = self._local
         if local is None or time.time() - local.at >= self.refresh_after:
             return None
-        stamp = _stamp(await self._store.get(self._stamp_key))
+        if time.monotonic() < self._store_away_until:
+            return local.derived
+        try:
+            stamp = _stamp(await self._store.get(self._stamp_key))
+        except StoreUnavailable:
+            # The store is away (an outage, a Redis failover): this process's copy, still
+            # fresh, answers instead of a 503 (it may miss a change another worker logged
+            # just before). For a second the store is not asked again: each ask waits for
+            # the store's retries or timeout.
+            self._store_away_until = time.monotonic() + STORE_AWAY_SECONDS
+            return local.derived
         if stamp is None or stamp[0] != local.at or stamp[1] != local.rev:
             return None
         return local.derived

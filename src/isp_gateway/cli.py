@@ -34,15 +34,15 @@ def _load_settings_or_exit(**overrides: Any) -> Any:
         raise SystemExit(EXIT_CONFIG) from None
 
 
-def _check_redis_or_exit(url: str) -> None:
-    """Reach Redis before uvicorn starts: a failure inside the lifespan would end start-up
-    with uvicorn's traceback instead of one line naming the setting."""
+def _check_redis_or_exit(settings: Any) -> None:
+    """Reach Redis before the server starts: a failure inside the lifespan would end start-up
+    with the server's traceback instead of one line naming the setting."""
     import asyncio
 
-    from isp_gateway.store.redis import RedisStore
+    from isp_gateway.app import redis_store
 
     async def ping() -> None:
-        store = RedisStore(url)
+        store = redis_store(settings)
         try:
             await asyncio.wait_for(store.ping(), 10)
         finally:
@@ -51,9 +51,14 @@ def _check_redis_or_exit(url: str) -> None:
     try:
         asyncio.run(ping())
     except Exception as exc:
-        # redis-py's messages name the host and port, never the URL's password.
+        # redis-py's messages name hosts and ports (and a master's name), never a password.
         reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        print(f"isp-gateway: cannot reach the Redis of REDIS_URL ({reason})", file=sys.stderr)
+        where = (
+            "the Redis of REDIS_URL"
+            if settings.REDIS_URL is not None
+            else f"the Redis master {settings.REDIS_SENTINEL_MASTER!r} through REDIS_SENTINELS"
+        )
+        print(f"isp-gateway: cannot reach {where} ({reason})", file=sys.stderr)
         raise SystemExit(1) from None
 
 
@@ -86,12 +91,12 @@ def cmd_serve(ns: argparse.Namespace) -> int:
 
     settings = _load_settings_or_exit()
     _configure_logging(settings.LOG_LEVEL, settings.LOG_FORMAT)
-    if settings.REDIS_URL is not None:
-        _check_redis_or_exit(settings.REDIS_URL.get_secret_value())
+    if settings.uses_redis:
+        _check_redis_or_exit(settings)
     if settings.METRICS_ENABLED and settings.METRICS_PORT is not None:
         _check_metrics_port_or_exit(settings.METRICS_HOST, settings.METRICS_PORT, ns.port)
-    # Each worker builds its own app from the environment; with several workers,
-    # REDIS_URL makes locks, caches and throttles shared.
+    # Each worker builds its own app from the environment; with several workers, a Redis
+    # (REDIS_URL or REDIS_SENTINELS) makes locks, caches and throttles shared.
     metrics_workers.prepare_metrics_dir(settings, ns.workers)  # before any worker starts
     serving.log_worker_warning(settings, ns.workers)
     serving.run(settings, ns.host, ns.port, workers=ns.workers, proxy_headers=ns.proxy_headers)

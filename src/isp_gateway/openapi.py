@@ -9,7 +9,7 @@ route cannot forget them:
 - 422 in the envelope (`validation_error`) instead of FastAPI's `{detail: [...]}`;
 - every 2xx answer's `action` values (SUCCESS_ACTIONS: an enum on `action` and a list in the
   description), and 503 `store_unavailable` with `Retry-After` on every /api/v1 operation
-  (it can occur wherever REDIS_URL is set; listed always, as one document serves both).
+  (it can occur wherever a Redis is configured; listed always, as one document serves both).
 The ticket subject catalogue this deployment uses becomes the enum of `subject`.
 """
 
@@ -83,8 +83,8 @@ SUCCESS_ACTIONS: dict[tuple[str, str], tuple[str | None, ...]] = {
 }
 STORE_UNAVAILABLE = "store_unavailable"
 _STORE_503 = (
-    "The service's shared store (Redis, with REDIS_URL set) does not answer; retry after "
-    "`Retry-After`"
+    "The service's shared store (Redis, with REDIS_URL or REDIS_SENTINELS set) does not "
+    "answer; retry after `Retry-After`"
 )
 TOKEN_503 = {
     "description": _STORE_503 + ": `{detail}`",

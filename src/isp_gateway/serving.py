@@ -149,7 +149,8 @@ def _run_uvicorn(
 
 
 def log_worker_warning(settings: Settings, workers: int) -> None:
-    if workers > 1 and settings.REDIS_URL is None:
+    if workers > 1 and not settings.uses_redis:
         logging.getLogger("isp_gateway").warning(
-            "several workers without REDIS_URL: zone caps, idempotency and throttles are per worker"
+            "several workers without REDIS_URL or REDIS_SENTINELS: zone caps, idempotency "
+            "and throttles are per worker"
         )

@@ -64,6 +64,19 @@ def _split_list(value: Any) -> Any:
     return value
 
 
+def _host_port(text: str) -> tuple[str, int]:
+    """`host:port` or `[v6 address]:port` as (host, port), or a ValueError naming the entry
+    (an address, never a secret)."""
+    host, sep, port = text.strip().rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not host or (":" in host and not text.strip().startswith("[")):
+        raise ValueError(f"{text.strip()!r} is not host:port (e.g. 10.0.0.5:26379)")
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{text.strip()!r}: the port must be a number from 1 to 65535")
+    return host, int(port)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_file=".env",
@@ -166,6 +179,12 @@ class Settings(BaseSettings):
     RATE_LIMIT_PER_MINUTE: int = Field(default=0, ge=0)  # per address; 0 = off (DECISIONS.md)
     RATE_LIMIT_PER_SUBJECT_PER_MINUTE: int = Field(default=0, ge=0)  # per token subject
     REDIS_URL: SecretStr | None = None
+    # Or a master watched by Redis Sentinel (instead of REDIS_URL): the sentinels' host:port
+    # list, the master's name in them, the master's password and the sentinels' own.
+    REDIS_SENTINELS: Annotated[list[tuple[str, int]], NoDecode] = Field(default_factory=list)
+    REDIS_SENTINEL_MASTER: str | None = None
+    REDIS_PASSWORD: SecretStr | None = None
+    REDIS_SENTINEL_PASSWORD: SecretStr | None = None
     # Every store command answers within this many seconds, or the store counts as away (503).
     REDIS_TIMEOUT_SECONDS: float = Field(default=2.0, gt=0, le=30)
     LOG_LEVEL: str = "INFO"
@@ -300,7 +319,14 @@ class Settings(BaseSettings):
         return value.rstrip("/")
 
     @field_validator(
-        "REDIS_URL", "TICKET_SUBJECTS_FILE", "DEFAULT_TECHNICIAN_ID", "METRICS_PORT", mode="before"
+        "REDIS_URL",
+        "REDIS_SENTINEL_MASTER",
+        "REDIS_PASSWORD",
+        "REDIS_SENTINEL_PASSWORD",
+        "TICKET_SUBJECTS_FILE",
+        "DEFAULT_TECHNICIAN_ID",
+        "METRICS_PORT",
+        mode="before",
     )
     @classmethod
     def _blank_is_unset(cls, value: Any) -> Any:
@@ -328,6 +354,30 @@ class Settings(BaseSettings):
             raise ValueError("must start with redis://, rediss:// or unix://")
         return value
 
+    @field_validator("REDIS_SENTINELS", mode="before")
+    @classmethod
+    def _sentinel_addresses(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip() and not _split_list(value):
+            raise ValueError("must list at least one host:port, e.g. 10.0.0.5:26379")
+        parts = _split_list(value)
+        if not isinstance(parts, list):
+            return parts
+        return [_host_port(part) if isinstance(part, str) else part for part in parts]
+
+    @field_validator("REDIS_SENTINELS")
+    @classmethod
+    def _distinct_sentinels(cls, value: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        if len(set(value)) != len(value):
+            raise ValueError("names a sentinel twice")
+        return value
+
+    @field_validator("REDIS_SENTINEL_MASTER")
+    @classmethod
+    def _master_name(cls, value: str | None) -> str | None:
+        if value is not None and (value != value.strip() or " " in value):
+            raise ValueError("must be the master's name in the sentinels, without spaces")
+        return value
+
     @field_validator("LOG_LEVEL")
     @classmethod
     def _log_level(cls, value: str) -> str:
@@ -348,10 +398,42 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
+    def _one_redis(self) -> Settings:
+        # One way to the shared store: a URL, or a master found through Sentinel. A setting
+        # that only the other way reads is refused rather than silently ignored.
+        if self.REDIS_SENTINELS and self.REDIS_URL is not None:
+            raise ValueError(
+                "REDIS_URL and REDIS_SENTINELS: set one of them, not both (REDIS_URL names one "
+                "Redis; REDIS_SENTINELS finds the master of a replicated one)"
+            )
+        if self.REDIS_SENTINELS and self.REDIS_SENTINEL_MASTER is None:
+            raise ValueError(
+                "REDIS_SENTINEL_MASTER is required with REDIS_SENTINELS (the name the "
+                "sentinels monitor the master under, e.g. mymaster)"
+            )
+        if not self.REDIS_SENTINELS:
+            stray = [
+                name
+                for name in ("REDIS_SENTINEL_MASTER", "REDIS_PASSWORD", "REDIS_SENTINEL_PASSWORD")
+                if getattr(self, name) is not None
+            ]
+            if stray:
+                raise ValueError(
+                    f"{', '.join(stray)}: only read with REDIS_SENTINELS (a REDIS_URL "
+                    "carries its own password)"
+                )
+        return self
+
+    @model_validator(mode="after")
     def _subjects_file_exists(self) -> Settings:
         if self.TICKET_SUBJECTS_FILE is not None and not self.TICKET_SUBJECTS_FILE.is_file():
             raise ValueError(f"TICKET_SUBJECTS_FILE: no such file {self.TICKET_SUBJECTS_FILE}")
         return self
+
+    @property
+    def uses_redis(self) -> bool:
+        """Whether the store is a shared Redis (REDIS_URL or REDIS_SENTINELS)."""
+        return self.REDIS_URL is not None or bool(self.REDIS_SENTINELS)
 
     @property
     def tz(self) -> ZoneInfo:

@@ -312,16 +312,27 @@ def test_demo_on_a_taken_port_stops_before_printing_credentials(tmp_path: Path) 
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize("through", ["REDIS_URL", "REDIS_SENTINELS"])
 def test_serve_with_unreachable_redis_says_so_in_one_line(
-    tmp_path: Path, password_hash: str
+    tmp_path: Path, password_hash: str, through: str
 ) -> None:
     port = free_port()  # nothing listens there
-    env = base_env(
-        **required_env(password_hash), REDIS_URL=f"redis://:redis-pass-123@127.0.0.1:{port}/0"
+    redis_env = (
+        {"REDIS_URL": f"redis://:redis-pass-123@127.0.0.1:{port}/0"}
+        if through == "REDIS_URL"
+        else {
+            "REDIS_SENTINELS": f"127.0.0.1:{port},127.0.0.1:{free_port()}",
+            "REDIS_SENTINEL_MASTER": "mymaster",
+            "REDIS_PASSWORD": "redis-pass-123",
+            "REDIS_SENTINEL_PASSWORD": "redis-pass-123",
+        }
     )
+    env = base_env(**required_env(password_hash), **redis_env)
     result = run_cli("serve", "--port", str(free_port()), env=env, cwd=tmp_path)
     assert result.returncode == 1
-    assert "REDIS_URL" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert len(result.stderr) < 300, result.stderr
+    assert through in result.stderr
     assert "Traceback" not in result.stderr
     assert "redis-pass-123" not in result.stderr
 

@@ -325,3 +325,70 @@ def test_a_long_secret_of_few_characters_is_refused(
     assert "JWT_SECRET_KEY: must hold at least 16 different characters" in message
     assert secret not in message
     assert load_settings(**values(password_hash, JWT_SECRET_KEY="0123456789abcdef" * 2))
+
+
+def test_redis_through_sentinel(clean_env: pytest.MonkeyPatch, password_hash: str) -> None:
+    sentinel_env = {
+        "REDIS_SENTINELS": " 10.0.0.5:26379, sentinel-2:26380,[::1]:26381 ",
+        "REDIS_SENTINEL_MASTER": "mymaster",
+        "REDIS_PASSWORD": "master-pass-123",
+        "REDIS_SENTINEL_PASSWORD": "sentinel-pass-456",
+    }
+    for name, value in {**required_env(password_hash), **sentinel_env}.items():
+        clean_env.setenv(name, value)
+    s = load_settings()
+    assert s.REDIS_SENTINELS == [("10.0.0.5", 26379), ("sentinel-2", 26380), ("::1", 26381)]
+    assert s.REDIS_SENTINEL_MASTER == "mymaster"
+    assert s.REDIS_PASSWORD is not None and s.REDIS_SENTINEL_PASSWORD is not None
+    assert s.REDIS_PASSWORD.get_secret_value() == "master-pass-123"
+    assert s.uses_redis and s.REDIS_URL is None
+    # The JSON form too; and blank values mean "not set", as for REDIS_URL.
+    clean_env.setenv("REDIS_SENTINELS", '["10.0.0.5:26379"]')
+    assert load_settings().REDIS_SENTINELS == [("10.0.0.5", 26379)]
+    for name in ("REDIS_SENTINELS", "REDIS_SENTINEL_MASTER", "REDIS_PASSWORD"):
+        clean_env.setenv(name, "")
+    clean_env.setenv("REDIS_SENTINEL_PASSWORD", " ")
+    s = load_settings()
+    assert s.REDIS_SENTINELS == [] and s.REDIS_SENTINEL_MASTER is None
+    assert s.REDIS_PASSWORD is None and s.REDIS_SENTINEL_PASSWORD is None
+    assert not s.uses_redis
+
+
+SENTINELS = {"REDIS_SENTINELS": "127.0.0.1:26379", "REDIS_SENTINEL_MASTER": "mymaster"}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (
+            {**SENTINELS, "REDIS_URL": "redis://127.0.0.1:6379/0"},
+            "REDIS_URL and REDIS_SENTINELS: set one of them, not both",
+        ),
+        ({"REDIS_SENTINELS": "127.0.0.1:26379"}, "REDIS_SENTINEL_MASTER is required"),
+        ({"REDIS_SENTINEL_MASTER": "mymaster"}, "REDIS_SENTINEL_MASTER: only read with"),
+        (
+            {"REDIS_URL": "redis://127.0.0.1:6379/0", "REDIS_PASSWORD": "hunter2hunter2"},
+            "REDIS_PASSWORD: only read with REDIS_SENTINELS",
+        ),
+        (
+            {"REDIS_SENTINEL_PASSWORD": "hunter2hunter2"},
+            "REDIS_SENTINEL_PASSWORD: only read with REDIS_SENTINELS",
+        ),
+        ({**SENTINELS, "REDIS_SENTINELS": "redis1"}, "REDIS_SENTINELS: 'redis1' is not host:port"),
+        ({**SENTINELS, "REDIS_SENTINELS": "a:1,b"}, "REDIS_SENTINELS: 'b' is not host:port"),
+        ({**SENTINELS, "REDIS_SENTINELS": ":26379"}, "':26379' is not host:port"),
+        ({**SENTINELS, "REDIS_SENTINELS": "::1:26379"}, "'::1:26379' is not host:port"),
+        ({**SENTINELS, "REDIS_SENTINELS": "a:port"}, "'a:port': the port must be a number"),
+        ({**SENTINELS, "REDIS_SENTINELS": "a:70000"}, "'a:70000': the port must be a number"),
+        ({**SENTINELS, "REDIS_SENTINELS": "a:1, a:1"}, "REDIS_SENTINELS: names a sentinel twice"),
+        ({**SENTINELS, "REDIS_SENTINELS": " , "}, "REDIS_SENTINELS: must list at least one"),
+        ({**SENTINELS, "REDIS_SENTINEL_MASTER": "my master"}, "REDIS_SENTINEL_MASTER: must be"),
+    ],
+)
+def test_redis_settings_that_do_not_fit_together_are_named(
+    clean_env: Any, password_hash: str, overrides: dict[str, str], expected: str
+) -> None:
+    message = refusal(password_hash, **overrides)
+    assert message.startswith("invalid configuration: ")
+    assert expected in message
+    assert "hunter2" not in message

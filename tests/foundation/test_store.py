@@ -1,4 +1,5 @@
-"""The Store contract, run against MemoryStore and the real Redis (db 11).
+"""The Store contract, run against MemoryStore, the real Redis (db 11) and a Redis master
+found through Sentinel; and how the Redis store rides out a Redis that goes away.
 
 Redis must be running: these tests fail, never skip, when it is not, because the multi-worker
 shape depends on it behaving exactly like the memory store. Keys carry a per-run namespace and
@@ -9,18 +10,31 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
+import signal
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 import redis.asyncio as aioredis
 
+from isp_gateway.errors import StoreUnavailable
 from isp_gateway.store import LockTimeout, Store
-from isp_gateway.store.redis import RedisStore
-from tests.support import delete_keys, memory_or_redis
+from isp_gateway.store.redis import DEFAULT_TIMEOUT_SECONDS, RedisStore, SentinelMaster
+from tests.conftest import start_redis_server, start_sentinel_group
+from tests.support import (
+    SENTINEL_MASTER,
+    SentinelGroup,
+    delete_keys,
+    free_port,
+    memory_or_redis,
+    redis_store_on,
+)
 
 REDIS_DB = 11
 RUN = uuid.uuid4().hex[:12]
@@ -34,9 +48,28 @@ def k(name: str) -> str:
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(scope="module")
+def sentinel_group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelGroup]:
+    """A master with one replica and one sentinel, shared by this module's contract tests."""
+    group = start_sentinel_group(tmp_path_factory.mktemp("sentinel"), sentinels=1, quorum=1)
+    yield group
+    group.stop()
+
+
+def through_sentinel(group: SentinelGroup, timeout: float = DEFAULT_TIMEOUT_SECONDS) -> RedisStore:
+    sentinels = tuple(("127.0.0.1", sentinel.port) for sentinel in group.sentinels)
+    return RedisStore(timeout=timeout, sentinel=SentinelMaster(sentinels, SENTINEL_MASTER))
+
+
+@pytest.fixture(params=["memory", "redis", "sentinel"])
 async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
-    async with memory_or_redis(request, REDIS_DB, f"ispgw:{RUN}:*") as store:
+    keys = f"ispgw:{RUN}:*"
+    if request.param != "sentinel":
+        async with memory_or_redis(request, REDIS_DB, keys) as store:
+            yield store
+        return
+    group = request.getfixturevalue("sentinel_group")
+    async with redis_store_on(through_sentinel(group), group.master.url + "/0", keys) as store:
         yield store
 
 
@@ -303,12 +336,6 @@ async def test_a_frozen_redis_is_store_unavailable_within_its_timeout() -> None:
     """Issue 17: a Redis that is up but does not answer (SIGSTOP) held a command for good.
     Each command now waits REDIS_TIMEOUT_SECONDS once (no retry on a timeout) and raises
     StoreUnavailable, as for a dead Redis; the store answers again once Redis does."""
-    import os
-    import signal
-
-    from isp_gateway.errors import StoreUnavailable
-    from tests.conftest import start_redis_server
-
     server = start_redis_server()
     store = RedisStore(server.url + "/0", timeout=0.3)
     try:
@@ -331,3 +358,109 @@ async def test_a_frozen_redis_is_store_unavailable_within_its_timeout() -> None:
     finally:
         await store.close()
         server.stop()
+
+
+async def test_a_lock_left_by_a_lost_connection_is_released_when_redis_answers_again() -> None:
+    """A holder whose release never reached Redis (a connection lost at that moment, a
+    failover) releases the lock as soon as Redis answers again, not at the lock's timeout
+    (30 s here): the zone it guards is free for the next creation within a second."""
+    server = start_redis_server()
+    holder = RedisStore(server.url + "/0", timeout=0.3)
+    other = RedisStore(server.url + "/0")
+    admin = redis.Redis(port=server.port)
+    try:
+        async with holder.lock("zone:9", timeout=30):
+            # Writes (the release's script among them) wait while paused: the release
+            # times out, then its connection is dropped with the command it sent.
+            admin.execute_command("CLIENT", "PAUSE", "10000", "WRITE")
+        admin.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+        assert admin.exists("ispgw:lock:zone:9")
+        admin.execute_command("CLIENT", "UNPAUSE")
+        started = time.monotonic()
+        async with other.lock("zone:9", timeout=5, blocking_timeout=5):
+            waited = time.monotonic() - started
+        assert waited < 2, waited
+    finally:
+        admin.close()
+        await holder.close()
+        await other.close()
+        server.stop()
+
+
+async def test_no_sentinel_answering_is_store_unavailable_at_once() -> None:
+    sentinels = (("127.0.0.1", free_port()), ("127.0.0.1", free_port()))
+    store = RedisStore(timeout=0.5, sentinel=SentinelMaster(sentinels, SENTINEL_MASTER))
+    try:
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable):
+            await store.get("probe")
+        with pytest.raises(StoreUnavailable):
+            async with store.lock("zone:1", timeout=5, blocking_timeout=1):
+                pass
+        assert time.monotonic() - started < 2
+    finally:
+        await store.close()
+
+
+async def test_discoveries_at_once_all_find_the_master_past_a_dead_sentinel(
+    sentinel_group: SentinelGroup,
+) -> None:
+    """A failover makes every connection ask the sentinels at once. With the first sentinel
+    down, redis-py's own discovery found no master for 19 of 20 of them (its list reordered
+    under it), and could lose a sentinel from its list for good."""
+    live = ("127.0.0.1", sentinel_group.sentinels[0].port)
+    sentinels = (("127.0.0.1", free_port()), live, ("127.0.0.1", free_port()))
+    store = RedisStore(sentinel=SentinelMaster(sentinels, SENTINEL_MASTER))
+    try:
+        found = await asyncio.gather(*(store.get(f"probe:{n}") for n in range(20)))
+        assert found == [None] * 20
+        # Every sentinel stays in the list once, the one that answered first.
+        assert store._sentinel is not None
+        listed = store._sentinel.sentinels
+        assert len(listed) == len(set(map(id, listed))) == 3
+        assert listed[0].connection_pool.connection_kwargs["port"] == live[1]
+    finally:
+        await store.close()
+
+
+async def test_the_store_follows_a_master_demoted_under_it(tmp_path: Path) -> None:
+    """Issue 21: a store still connected to a master that became a replica (its connection
+    kept, its writes answered READONLY) asks the sentinels again and writes to the new
+    master, without an error reaching the caller. Locks, the audit's stream and
+    `set_replicated` go through it like any command."""
+    group = start_sentinel_group(tmp_path, sentinels=1, quorum=1)
+    old, new = group.master, group.replicas[0]
+    store = through_sentinel(group)
+    try:
+        await store.set("k", 1)  # its connection to the old master stays in the pool
+        # The roles swap behind the store's back (the old master keeps its clients), and the
+        # sentinel is told the new master's address, without a failover of its own.
+        with redis.Redis(port=new.port) as client:
+            client.replicaof("NO", "ONE")
+        with redis.Redis(port=old.port) as client:
+            client.replicaof("127.0.0.1", new.port)
+        with redis.Redis(port=group.sentinels[0].port) as client:
+            client.sentinel_remove(SENTINEL_MASTER)
+            client.sentinel_monitor(SENTINEL_MASTER, "127.0.0.1", new.port, 1)
+        await store.set("k", 2)
+        assert await store.get("k") == 2
+        with redis.Redis(port=old.port) as client:
+            assert client.info("errorstats")["errorstat_READONLY"]["count"] >= 1
+        with redis.Redis(port=new.port) as client:
+            assert client.get("ispgw:k") == b"2"
+        async with store.lock("zone:1", timeout=5, blocking_timeout=1):
+            assert await store.incr("n", 1, ttl=10) == 1
+        await store.log_append("audit", {"event": "x"}, 100)
+        assert [value for _, value in await store.log_read("audit", 10)] == [{"event": "x"}]
+        with redis.Redis(port=new.port) as client:
+            client.set("probe", 1)
+        with redis.Redis(port=old.port) as client:  # now the new master's replica
+            deadline = time.monotonic() + 10
+            while client.get("probe") is None:  # the new master streams its writes to it
+                assert time.monotonic() < deadline, "the old master never copied the new one"
+                await asyncio.sleep(0.02)
+            await store.set_replicated("mark", {"after_id": 7}, ttl=10)
+            assert client.get("ispgw:mark") == b'{"after_id":7}'
+    finally:
+        await store.close()
+        group.stop()

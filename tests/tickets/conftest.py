@@ -128,27 +128,37 @@ def post_calls(sim: Simulator) -> int:
     return int(sim.state.calls["POST /api/tickets/"])
 
 
-class LossyUpstream:
-    """Sits in front of the simulator and loses the answer of the next ticket POSTs after the
-    simulator handled them (the ticket exists, the gateway sees a 500 or a hang): the case a
-    timed-out creation leaves behind."""
+class InFrontOfSimulator:
+    """An ASGI layer in front of the simulator's app that acts on ticket POSTs."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self.lose = 0
-        self.hang = 0.0
 
     @property
     def state(self) -> Any:
         return self.app.state.sim  # type: ignore[attr-defined]
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        lossy = (
+    @staticmethod
+    def ticket_post(scope: Scope) -> bool:
+        return (
             scope["type"] == "http"
             and scope["method"] == "POST"
             and scope["path"] == "/api/tickets/"
-            and self.lose > 0
         )
+
+
+class LossyUpstream(InFrontOfSimulator):
+    """Sits in front of the simulator and loses the answer of the next ticket POSTs after the
+    simulator handled them (the ticket exists, the gateway sees a 500 or a hang): the case a
+    timed-out creation leaves behind."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        super().__init__(app)
+        self.lose = 0
+        self.hang = 0.0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        lossy = self.ticket_post(scope) and self.lose > 0
         if not lossy:
             await self.app(scope, receive, send)
             return
@@ -162,6 +172,37 @@ class LossyUpstream:
             await asyncio.sleep(self.hang)
         await send({"type": "http.response.start", "status": 500, "headers": []})
         await send({"type": "http.response.body", "body": b"<h1>Server Error (500)</h1>"})
+
+
+class AfterTicketPost(InFrontOfSimulator):
+    """Sits in front of the simulator and runs `hook` (blocking, off the event loop) after the
+    simulator has handled the `nth` ticket POST and before its answer goes back: the moment
+    a failure (the store frozen, a Redis master killed) leaves a ticket made upstream that
+    the service has not recorded yet. `arrivals`: when each ticket POST came in
+    (time.monotonic)."""
+
+    def __init__(self, app: ASGIApp, hook: Callable[[], None], nth: int = 1) -> None:
+        super().__init__(app)
+        self.hook = hook
+        self.nth = nth
+        self.arrivals: list[float] = []
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        posting = self.ticket_post(scope)
+        if posting:
+            self.arrivals.append(time.monotonic())
+        if not posting or len(self.arrivals) != self.nth:
+            await self.app(scope, receive, send)
+            return
+        answer: list[Any] = []
+
+        async def keep(message: Any) -> None:
+            answer.append(message)
+
+        await self.app(scope, receive, keep)
+        await asyncio.to_thread(self.hook)
+        for message in answer:
+            await send(message)
 
 
 def ticket_calls(sim: Simulator) -> int:

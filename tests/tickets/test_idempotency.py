@@ -1,7 +1,9 @@
-"""Idempotency-Key on creation, and repeats of a creation whose answer was lost."""
+"""Idempotency-Key on creation, and repeats of a creation whose answer (or record) was lost."""
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -10,9 +12,9 @@ import httpx
 import pytest
 
 from isp_gateway.simulator import SimulatorConfig, create_simulator_app
-from tests.conftest import API_KEY, Gateway, Simulator
+from tests.conftest import API_KEY, Gateway, Simulator, start_redis_server
 from tests.support import run_server
-from tests.tickets.conftest import LossyUpstream, post_calls, ticket_body
+from tests.tickets.conftest import AfterTicketPost, LossyUpstream, post_calls, ticket_body
 
 KEY = {"Idempotency-Key": "7f1c9e2a-bot-attempt-1"}
 
@@ -148,3 +150,37 @@ def test_an_idempotency_key_longer_than_255_is_422(gw: Gateway) -> None:
     )
     assert response.status_code == 422
     assert response.json()["action"] == "validation_error"
+
+
+def test_a_ticket_made_while_the_store_went_away_is_counted_and_not_made_again(
+    data_file: Path, start_gateway: Callable[..., Gateway]
+) -> None:
+    """The store stops answering right after the upstream created the ticket, before the
+    service recorded it (503). Zone 1 had one free slot, now taken: another request in the
+    zone is refused (the zone's mark makes it read the list now, not trust a sweep from
+    before the POST), and the repeat with the same key answers with the ticket made."""
+    server = start_redis_server()
+    assert server.process is not None
+    pid = server.process.pid
+    app = create_simulator_app(SimulatorConfig(api_key=API_KEY, data_file=data_file))
+    wrapper = AfterTicketPost(app, hook=lambda: os.kill(pid, signal.SIGSTOP))
+    try:
+        with run_server(wrapper) as url:
+            gw = start_gateway(url, REDIS_URL=server.url + "/0", REDIS_TIMEOUT_SECONDS=0.5)
+            body = ticket_body(zone_id=1, service_id=103)
+            first = gw.post("/api/v1/tickets", json=body, headers=KEY)
+            assert first.status_code == 503, first.text
+            assert first.json()["action"] == "store_unavailable"
+            made = wrapper.state.created_tickets[0]["id_ticket"]
+            os.kill(pid, signal.SIGCONT)
+            other = ticket_body(zone_id=1, service_id=101, subject="Antena Dañada")
+            refused = gw.post("/api/v1/tickets", json=other, headers={"Idempotency-Key": "b"})
+            assert refused.status_code == 409, refused.text
+            assert refused.json()["action"] == "zone_ticket_limit_reached"
+            again = gw.post("/api/v1/tickets", json=body, headers=KEY)
+            assert again.status_code == 201, again.text
+            assert again.json()["data"]["ticket_id"] == made
+            assert len(wrapper.state.created_tickets) == 1
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        server.stop()

@@ -119,8 +119,10 @@ class LookupEdge:
 
     `ids`, `access_log` and `metrics` are given when the edge sits in front of the layers
     that would otherwise do them (the request id, the access line, the request metrics).
-    A store failure (Redis away while the cache's stamp is read) is not answered here: the
-    request falls through and the regular stack gives its 503 `store_unavailable`."""
+    While the store is away, a hit in this process's fresh index is still answered (the
+    cache serves its local copy: lookups keep answering through a Redis failover); a store
+    failure here (an API key's rate) is not: the request falls through and the regular
+    stack gives its 503 `store_unavailable`."""
 
     def __init__(
         self,

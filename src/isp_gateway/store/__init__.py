@@ -1,4 +1,5 @@
-"""Shared state behind one Protocol: memory now, Redis when REDIS_URL is set."""
+"""Shared state behind one Protocol: memory now, Redis when REDIS_URL or REDIS_SENTINELS is
+set."""
 
 from isp_gateway.store.base import LockTimeout, Store
 from isp_gateway.store.memory import MemoryStore

@@ -26,6 +26,12 @@ class Store(Protocol):
     async def set(self, key: str, value: Any, ttl: float | None = None) -> None:
         """Store a value; `ttl` in seconds, None for no expiry."""
 
+    async def set_replicated(self, key: str, value: Any, ttl: float | None = None) -> None:
+        """`set`, returning once the value would survive a failover of the store: with Redis
+        under Sentinel, once a replica has it too (and this write follows every earlier
+        one, of any worker). Without a replica to wait for it is `set`. For a record that
+        must outlive a master's crash, such as the mark of a ticket about to be created."""
+
     async def set_if_absent(self, key: str, value: Any, ttl: float | None = None) -> bool:
         """Store only when the key is absent; True when this call stored it."""
 

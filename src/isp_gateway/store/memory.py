@@ -53,6 +53,9 @@ class MemoryStore:
     async def set(self, key: str, value: Any, ttl: float | None = None) -> None:
         self._put(key, value, ttl)
 
+    async def set_replicated(self, key: str, value: Any, ttl: float | None = None) -> None:
+        self._put(key, value, ttl)  # one process: nothing to fail over to
+
     async def set_if_absent(self, key: str, value: Any, ttl: float | None = None) -> bool:
         if self._alive(key) is not None:
             return False

@@ -11,10 +11,14 @@ with the zone status; one interactive load across workers when older), the cap, 
 duplicate guard, create. A created ticket is patched into the sweep at once (the cache's
 patch log, shared through the store), so every worker and the next check count it.
 
-A POST that times out may or may not have created the ticket, and is never repeated blindly.
-Its request fingerprint is remembered as "unconfirmed" together with the highest ticket id
-seen before it; the next identical request (same Idempotency-Key or not) looks for that
-ticket in the zone count it reads anyway, and answers with it instead of creating a second.
+A POST may create the ticket and its outcome still be lost: its answer times out, or the
+store (or the worker) goes away before the ticket is recorded. So before each POST two marks
+are written, on a replica too under Redis Sentinel (`set_replicated`): the request's
+fingerprint as "unconfirmed" and the zone as "posting", each with the highest ticket id seen
+before it; they are removed once the outcome is recorded. A mark left behind makes the next
+creation in the zone read the upstream's list now: the zone's newer tickets join the shared
+sweep (the cap counts them), and an identical request (same Idempotency-Key or not) answers
+with its ticket instead of creating a second.
 
 Creation speaks no HTTP: `order` checks the subject, `create` returns the created `Ticket` or
 raises a typed refusal (ZoneLimitReached, TicketAlreadyOpen, ZoneMismatch,
@@ -24,6 +28,7 @@ outcome is counted (metrics) and audited (`ticket_create`) here, where it is dec
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -246,16 +251,22 @@ class TicketService:
     def _recent_key(self, zone_id: int) -> str:
         return f"tickets:zone:{zone_id}:recent"
 
+    def _posting_key(self, zone_id: int) -> str:
+        return f"tickets:zone:{zone_id}:posting"
+
     async def _count_zone(
-        self, zone_id: int, *, fresh: bool = True, max_age: float | None = None
+        self, zone_id: int, *, fresh: bool = True, read_now: bool = False
     ) -> ZoneCount:
         """The zone's active tickets. `fresh`: from the shared sweep at most
         ZONE_SWEEP_FRESH_SECONDS old (one interactive load across workers when older; the
-        zone status and the cap, under the zone lock); else from the cached sweep, with no
-        upstream call. Tickets created here are in it (patched) or in the zone's recent list."""
-        if max_age is None:
-            max_age = self.settings.ZONE_SWEEP_FRESH_SECONDS
-        snapshot = await (self.active.recent(max_age) if fresh else self.active.get())
+        zone status and the cap, under the zone lock); `read_now`: from the list read now (never
+        a load that began earlier); else from the cached sweep, with no upstream call.
+        Tickets created here are in it (patched) or in the zone's recent list."""
+        max_age = 0.0 if read_now else self.settings.ZONE_SWEEP_FRESH_SECONDS
+        if read_now:
+            snapshot = await self.active.load_now()
+        else:
+            snapshot = await (self.active.recent(max_age) if fresh else self.active.get())
         index = snapshot.value
         tickets = list(index.by_id.values())
         active = index.per_zone.get(zone_id, 0)
@@ -477,12 +488,17 @@ class TicketService:
     async def _zone_step(self, request: CreateTicketRequest, priority: int, fp: str) -> Ticket:
         zone_id, cap = request.zone_id, self.settings.MAX_ACTIVE_TICKETS_PER_ZONE
         unconfirmed_key = f"tickets:unconfirmed:{fp}"
-        unconfirmed = await self.store.get(unconfirmed_key)
+        posting_key = self._posting_key(zone_id)
+        unconfirmed, posting = await self.store.get_many([unconfirmed_key, posting_key])
         try:
-            # A creation whose answer was lost looks for its ticket in a list read now.
-            count = await self._count_zone(zone_id, max_age=0.0 if unconfirmed else None)
+            # A creation whose outcome was lost is looked for in a list read now.
+            count = await self._count_zone(
+                zone_id, read_now=unconfirmed is not None or posting is not None
+            )
         except UpstreamError as exc:
             raise self._failure(exc, "could not count the zone's active tickets") from None
+        if posting is not None:
+            await self._settle_posting(zone_id, posting["after_id"], count.tickets)
         if unconfirmed is not None:
             found = self._find_unconfirmed(request, count.tickets, unconfirmed["after_id"])
             if found is not None:
@@ -519,7 +535,6 @@ class TicketService:
             end=end,
             department=DEPARTMENT,
         )
-        after_id = max((t.ticket_id for t in count.tickets), default=0)
         if self.stopping.is_set():
             # The last moment nothing has reached the upstream (issue 21): a worker asked to
             # stop refuses, and the locks go with the refusal; a POST already sent finishes.
@@ -529,17 +544,22 @@ class TicketService:
                 meta={"reason": "server_stopping"},
                 headers={"Retry-After": "1"},
             )
+        mark = {"after_id": max((t.ticket_id for t in count.tickets), default=0)}
+        # Both marks before the POST; the replicated one last, as its wait covers both (and
+        # the zone lock taken before them): a master that dies from here on leaves them on
+        # the replica the sentinels promote.
+        await self.store.set(unconfirmed_key, mark, ttl=self.settings.IDEMPOTENCY_TTL_SECONDS)
+        await self.store.set_replicated(posting_key, mark, ttl=RECENT_SECONDS)
         try:
             created = await upstream.create(self.gateway, new)
         except UpstreamUnavailable:
             created = None
         except UpstreamError as exc:
+            await self._unmark(unconfirmed_key, posting_key)  # refused: nothing was created
             raise self._failure(exc, "refused the ticket") from None
         if created is None:
-            # Timed out, dropped, 5xx or an unreadable 201: the ticket may exist.
-            await self.store.set(
-                unconfirmed_key, {"after_id": after_id}, ttl=self.settings.IDEMPOTENCY_TTL_SECONDS
-            )
+            # Timed out, dropped, 5xx or an unreadable 201: the ticket may exist; the marks
+            # stay for the next creation in the zone and for a repeat of this request.
             log.warning("ticket creation for service %d: outcome unknown", request.service_id)
             raise TicketCreationFailed(
                 "The ISP backend did not confirm the ticket; it may have been created. "
@@ -565,7 +585,25 @@ class TicketService:
             technician_email=created.technician_email,
         )
         await self._remember_created(zone_id, listed, request.technician_id)
+        await self._unmark(unconfirmed_key, posting_key)
         return listed
+
+    async def _unmark(self, *keys: str) -> None:
+        """Remove the marks of a POST whose outcome is recorded. A store away now leaves
+        them: the next creation in the zone then only reads the list once more."""
+        with contextlib.suppress(StoreUnavailable):
+            for key in keys:
+                await self.store.delete(key)
+
+    async def _settle_posting(self, zone_id: int, after_id: int, tickets: list[Ticket]) -> None:
+        """A creation in this zone marked its POST and never recorded the outcome (the store
+        or its worker went away after it). The list just read shows what it made: the zone's
+        tickets newer than the mark join the shared sweep (the next counts, on any worker,
+        see them before its next load), and the mark is done."""
+        for ticket in tickets:
+            if ticket.zone_id == zone_id and ticket.ticket_id > after_id:
+                await self.active.update(ticket.model_dump())
+        await self.store.delete(self._posting_key(zone_id))
 
     def _same_subject(self, stored: str | None, subject: str) -> bool:
         """A ticket's `asunto` is the catalogue subject, as is or stored as
