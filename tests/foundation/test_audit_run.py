@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,12 @@ from isp_gateway.auth.keys import generate_key, new_entry, write_key_entries
 from tests.agents.conftest import call, mcp_session, pick_customer
 from tests.conftest import PASSWORD, USERNAME, Gateway, Simulator
 from tests.foundation.test_audit import EVENT_FIELDS
+from tests.support import emptied_redis
 
 # Every event the audit declares: one the run below does not produce fails the test.
 EVERY_EVENT = set(EVENTS)
 NEW_PHONE = "3209998877"
+REDIS_DB = 8
 
 
 def _audit(gw: Gateway) -> list[dict[str, Any]]:
@@ -37,13 +40,21 @@ def test_the_audit_of_a_run_holds_every_event_and_no_personal_data(
     start_gateway: Any,
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
+    redis_url: Callable[[int], str],
 ) -> None:
+    # On Redis, as replicas keep it: the events go to the capped stream the audit route reads.
+    shared = redis_url(REDIS_DB)
     caplog.set_level(logging.INFO, logger="isp_gateway.audit")
     key = generate_key()
     keys_file = tmp_path / "keys.json"
     write_key_entries(keys_file, [new_entry(key, "portal", ["clients:read"], None)])
     sim: Simulator = start_simulator()
-    gw: Gateway = start_gateway(sim.url, API_KEYS_FILE=str(keys_file))
+    with emptied_redis(shared):
+        gw: Gateway = start_gateway(sim.url, API_KEYS_FILE=str(keys_file), REDIS_URL=shared)
+        _run_and_check(gw, key, caplog)
+
+
+def _run_and_check(gw: Gateway, key: str, caplog: pytest.LogCaptureFixture) -> None:
     client = pick_customer(gw)
     sid = client["service_id"]
     # Everything a run would reveal of the person if it leaked, and the secrets.
