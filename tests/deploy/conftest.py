@@ -1,21 +1,34 @@
 """The files of deploy/ as shipped, rendered for a test run by plain text substitution of the
-values they mark, and the system tools their tests drive (missing ones fail, naming the
-Debian package)."""
+values they mark, the system tools their tests drive (missing ones fail, naming the Debian
+package), and deploy/nginx.conf run by Debian's nginx in front of two replicas started with
+the systemd unit's own command line (`run_edge`)."""
 
 from __future__ import annotations
 
+import getpass
+import re
 import shlex
 import shutil
+import ssl
+import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
+
+from tests.foundation.test_cli import base_env
+from tests.support import free_port, server_process, wait_ready
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 UNIT = "isp-gateway@.service"
 # The unit's ExecStart binary where README's recipe installs it.
 SHIPPED_BINARY = "/opt/isp-gateway/bin/isp-gateway"
+# All of 127.0.0.0/8 is loopback on Linux: callers with addresses of their own.
+MONITOR = "127.0.0.2"  # the allow-listed monitoring network, for the test
 
 
 def render(name: str, values: Mapping[str, str]) -> str:
@@ -54,3 +67,105 @@ def unit_exec_start() -> str:
 def unit_command(port: int) -> list[str]:
     """The command the unit runs for instance `port` (`isp-gateway@<port>`)."""
     return shlex.split(unit_exec_start().replace("%i", str(port)))
+
+
+@dataclass
+class Replica:
+    url: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+
+@dataclass
+class Edge:
+    """nginx in front of the replicas, and where it logs."""
+
+    url: str
+    tls: ssl.SSLContext
+    replicas: list[Replica]
+    access_log: Path
+
+    @property
+    def error_log(self) -> Path:
+        return self.access_log.with_name("error.log")
+
+    def client(self, source: str = MONITOR) -> httpx.Client:
+        """An HTTPS client that trusts only the test's certificate, calling from `source`."""
+        transport = httpx.HTTPTransport(verify=self.tls, local_address=source)
+        return httpx.Client(base_url=self.url, transport=transport, timeout=30)
+
+    def upstreams(self, after: int = 0) -> list[str]:
+        """The `upstream=` field of each access-log line from byte `after` on: the replicas
+        tried for a request, in order."""
+        text = self.access_log.read_bytes()[after:].decode()
+        return [m.group(1) for m in re.finditer(r"upstream=(.*?) upstream_status=", text)]
+
+
+def self_signed(directory: Path) -> tuple[Path, Path]:
+    openssl = require("openssl", "openssl")
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        [
+            *(openssl, "req", "-x509", "-nodes", "-days", "1", "-subj", "/CN=localhost"),
+            *("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"),
+            *("-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"),
+            *("-keyout", str(key), "-out", str(cert)),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
+    return cert, key
+
+
+def nginx_conf(directory: Path, port: int, replicas: list[int], cert: Path, key: Path) -> Path:
+    """deploy/nginx.conf with its marked values moved into `directory` and onto loopback."""
+    text = render(
+        "nginx.conf",
+        {
+            "user www-data;": f"user {getpass.getuser()};",
+            "/run/nginx.pid": str(directory / "nginx.pid"),
+            "/var/log/nginx/": f"{directory}/",
+            "/var/lib/nginx/": f"{directory}/",
+            "listen 443 ssl;": f"listen 127.0.0.1:{port} ssl;",
+            "server 127.0.0.1:8001 ": f"server 127.0.0.1:{replicas[0]} ",
+            "server 127.0.0.1:8002 ": f"server 127.0.0.1:{replicas[1]} ",
+            "/etc/ssl/isp-gateway/fullchain.pem": str(cert),
+            "/etc/ssl/isp-gateway/privkey.pem": str(key),
+            "10.0.0.0/8 1;": f"{MONITOR}/32 1;",
+        },
+    )
+    path = directory / "nginx.conf"
+    path.write_text(text)
+    return path
+
+
+@contextmanager
+def run_edge(directory: Path, env: dict[str, str]) -> Iterator[Edge]:
+    """Two replicas (the unit's command line, `env`), both ready, and nginx running
+    deploy/nginx.conf in front of them, all with their files in `directory`; stopped at exit."""
+    nginx = require("nginx", "nginx")
+    ports = [free_port(), free_port()]
+    with ExitStack() as stack:
+        replicas = []
+        for port in ports:  # both start before either is waited for
+            log = directory / f"replica-{port}.log"
+            output = stack.enter_context(log.open("wb"))
+            command = unit_command(port)
+            proc = stack.enter_context(server_process(command, env, directory, output, output))
+            replicas.append(Replica(f"http://127.0.0.1:{port}", proc, log))
+        for replica in replicas:
+            wait_ready(replica.url, replica.proc, "/ready")
+        cert, key = self_signed(directory)
+        port = free_port()
+        conf = nginx_conf(directory, port, ports, cert, key)
+        boot = directory / "boot.log"
+        args = [nginx, "-p", str(directory), "-c", str(conf), "-e", str(boot), "-g", "daemon off;"]
+        proc = stack.enter_context(server_process(args, base_env(), directory))
+        tls = ssl.create_default_context(cafile=str(cert))
+        url = f"https://127.0.0.1:{port}"
+        try:
+            wait_ready(url, proc, "/health", deadline=20, verify=tls)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: {boot.read_text()}") from None
+        yield Edge(url, tls, replicas, directory / "access.log")

@@ -6,19 +6,14 @@ for the monitoring network only, the body limit, and no lookup lost while a repl
 
 from __future__ import annotations
 
-import getpass
 import inspect
 import re
 import signal
-import ssl
-import subprocess
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -29,92 +24,16 @@ from granian.http import HTTP1Settings
 from isp_gateway.params import MAX_WAIT_SECONDS
 from isp_gateway.settings import Settings
 from tests.conftest import PASSWORD, USERNAME, Gateway, Simulator, serve_env, start_redis_server
-from tests.deploy.conftest import DEPLOY, render, require, unit_command
-from tests.foundation.test_cli import base_env
+from tests.deploy.conftest import DEPLOY, MONITOR, Edge, run_edge
 from tests.foundation.test_logs import WRONG_PASSWORD, pick_client
-from tests.support import free_port, server_process, wait_ready
 
 # One stack for the module's tests, on one worker, once pytest-xdist honours the group
 # again (pytest-xdist#1386). Split, each worker starts its own stack: the tests hold either way.
 pytestmark = pytest.mark.xdist_group("deploy-nginx")
 
-# All of 127.0.0.0/8 is loopback on Linux: two callers with addresses of their own.
-MONITOR = "127.0.0.2"  # the allow-listed monitoring network, for the test
-OUTSIDER = "127.0.0.3"
+OUTSIDER = "127.0.0.3"  # a caller of its own address, outside the monitoring network
 LOGIN = "/api/v1/auth/token"
 LIMIT = Settings.model_fields["MAX_BODY_BYTES"].default
-
-
-@dataclass
-class Replica:
-    url: str
-    proc: subprocess.Popen[bytes]
-    log: Path
-
-
-@dataclass
-class Edge:
-    """nginx in front of the replicas, and where it logs."""
-
-    url: str
-    tls: ssl.SSLContext
-    replicas: list[Replica]
-    access_log: Path
-    document: str
-
-    @property
-    def error_log(self) -> Path:
-        return self.access_log.with_name("error.log")
-
-    def client(self, source: str = MONITOR) -> httpx.Client:
-        """An HTTPS client that trusts only the test's certificate, calling from `source`."""
-        transport = httpx.HTTPTransport(verify=self.tls, local_address=source)
-        return httpx.Client(base_url=self.url, transport=transport, timeout=30)
-
-    def upstreams(self, after: int = 0) -> list[str]:
-        """The `upstream=` field of each access-log line from byte `after` on: the replicas
-        tried for a request, in order."""
-        text = self.access_log.read_bytes()[after:].decode()
-        return [m.group(1) for m in re.finditer(r"upstream=(.*?) upstream_status=", text)]
-
-
-def self_signed(directory: Path) -> tuple[Path, Path]:
-    openssl = require("openssl", "openssl")
-    cert, key = directory / "cert.pem", directory / "key.pem"
-    subprocess.run(
-        [
-            *(openssl, "req", "-x509", "-nodes", "-days", "1", "-subj", "/CN=localhost"),
-            *("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"),
-            *("-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"),
-            *("-keyout", str(key), "-out", str(cert)),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=30,
-    )
-    return cert, key
-
-
-def nginx_conf(directory: Path, port: int, replicas: list[int], cert: Path, key: Path) -> Path:
-    """deploy/nginx.conf with its marked values moved into `directory` and onto loopback."""
-    text = render(
-        "nginx.conf",
-        {
-            "user www-data;": f"user {getpass.getuser()};",
-            "/run/nginx.pid": str(directory / "nginx.pid"),
-            "/var/log/nginx/": f"{directory}/",
-            "/var/lib/nginx/": f"{directory}/",
-            "listen 443 ssl;": f"listen 127.0.0.1:{port} ssl;",
-            "server 127.0.0.1:8001 ": f"server 127.0.0.1:{replicas[0]} ",
-            "server 127.0.0.1:8002 ": f"server 127.0.0.1:{replicas[1]} ",
-            "/etc/ssl/isp-gateway/fullchain.pem": str(cert),
-            "/etc/ssl/isp-gateway/privkey.pem": str(key),
-            "10.0.0.0/8 1;": f"{MONITOR}/32 1;",
-        },
-    )
-    path = directory / "nginx.conf"
-    path.write_text(text)
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -123,38 +42,19 @@ def edge(
     password_hash: str,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Edge]:
-    nginx = require("nginx", "nginx")
     simulator, _ = module_pair
-    directory = tmp_path_factory.mktemp("edge")
-    ports = [free_port(), free_port()]
     with ExitStack() as stack:
         # A Redis of the stack's own, shared by its two replicas and nothing else, so no
         # other test (nor a second stack) ever meets their throttles and audit.
         store = start_redis_server()
         stack.callback(store.stop)
         env = serve_env(simulator.url, password_hash, REDIS_URL=store.url)
-        replicas = []
-        for port in ports:  # both start before either is waited for
-            log = directory / f"replica-{port}.log"
-            output = stack.enter_context(log.open("wb"))
-            command = unit_command(port)
-            proc = stack.enter_context(server_process(command, env, directory, output, output))
-            replicas.append(Replica(f"http://127.0.0.1:{port}", proc, log))
-        for replica in replicas:
-            wait_ready(replica.url, replica.proc, "/ready")
-        cert, key = self_signed(directory)
-        port = free_port()
-        conf = nginx_conf(directory, port, ports, cert, key)
-        boot = directory / "boot.log"
-        args = [nginx, "-p", str(directory), "-c", str(conf), "-e", str(boot), "-g", "daemon off;"]
-        proc = stack.enter_context(server_process(args, base_env(), directory))
-        tls = ssl.create_default_context(cafile=str(cert))
-        url = f"https://127.0.0.1:{port}"
-        try:
-            wait_ready(url, proc, "/health", deadline=20, verify=tls)
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}: {boot.read_text()}") from None
-        yield Edge(url, tls, replicas, directory / "access.log", pick_client(simulator)[0])
+        yield stack.enter_context(run_edge(tmp_path_factory.mktemp("edge"), env))
+
+
+@pytest.fixture(scope="module")
+def document(module_pair: tuple[Simulator, Gateway]) -> str:
+    return pick_client(module_pair[0])[0]
 
 
 def login(client: httpx.Client, password: str, **headers: str) -> httpx.Response:
@@ -230,11 +130,11 @@ def test_a_body_over_the_limit_gets_the_gateways_own_413(edge: Edge) -> None:
     assert at_limit.status_code == 422, at_limit.text
 
 
-def test_no_lookup_is_lost_while_a_replica_stops(edge: Edge) -> None:
+def test_no_lookup_is_lost_while_a_replica_stops(edge: Edge, document: str) -> None:
     with edge.client() as client:
         token = login(client, PASSWORD).json()["access_token"]
     auth = {"Authorization": f"Bearer {token}"}
-    path = f"/api/v1/clients/by-document/{edge.document}"
+    path = f"/api/v1/clients/by-document/{document}"
     # (status or exception, whether the replica had stopped when it was sent)
     answers: list[tuple[int | str, bool]] = []
     stopped = threading.Event()
@@ -273,7 +173,7 @@ def test_no_lookup_is_lost_while_a_replica_stops(edge: Edge) -> None:
     # nginx's logs name no document (lookup paths hold them); the access log has the
     # gateway's request ids to join its lines to the gateway's.
     logged = edge.access_log.read_text()
-    assert edge.document not in logged + edge.error_log.read_text()
+    assert document not in logged + edge.error_log.read_text()
     assert re.search(r"id=\S{8,}", logged)
 
 

@@ -1,14 +1,16 @@
 """Issue 21: a Redis Sentinel failover under load, on loopback with Debian's redis-server and
 redis-sentinel (one master, one replica, three sentinels, quorum 2).
 
-Two gateway replicas find the master through the sentinels. While bots look customers up and
-create tickets in a zone near its cap (each bot repeating its request with the same
+Two gateway replicas, real `isp-gateway serve` processes started with the systemd unit's
+command line, find the master through the sentinels, behind deploy/nginx.conf run by Debian's
+nginx (tests/deploy/conftest.py, `run_edge`). While bots look customers up and create tickets
+over HTTPS through nginx in a zone near its cap (each bot repeating its request with the same
 Idempotency-Key after any error), the master is killed (SIGKILL) at the worst moment: the
-upstream has just created a ticket that no gateway has recorded yet. Then: nothing is created
+upstream has just created a ticket that no replica has recorded yet. Then: nothing is created
 twice, the zone cap holds, no ticket is created without its lock, lookups keep answering from
-the warm index, /ready follows the store both ways, and the service is whole again within
-the sentinels' failover time plus 10 s. The figures are printed (README, "Redis Sentinel").
-"""
+the warm index, /ready (asked of each replica directly) follows the store both ways, and the
+service is whole again within the sentinels' failover time plus 10 s. The figures are
+printed (README, "Redis Sentinel")."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,8 +28,10 @@ from typing import Any
 import httpx
 import pytest
 
+from isp_gateway.auth.tokens import issue_token
 from isp_gateway.simulator import SimulatorConfig, create_simulator_app
-from tests.conftest import API_KEY, Gateway, start_sentinel_group
+from tests.conftest import API_KEY, USERNAME, gateway_settings, serve_env, start_sentinel_group
+from tests.deploy.conftest import Replica, run_edge
 from tests.support import SENTINEL_MASTER, SentinelGroup, run_server
 from tests.tickets.conftest import ZONE_SERVICES, AfterTicketPost, build_dataset, ticket_body
 
@@ -57,7 +62,7 @@ class Timeline:
     killed_at: float = 0.0
     promoted_at: float = 0.0
     stop: threading.Event = field(default_factory=threading.Event)
-    # (time, gateway index, status, store check) of every /ready asked
+    # (time, replica index, status, store check) of every /ready asked
     ready: list[tuple[float, int, int, str]] = field(default_factory=list)
     # (time, status, seconds) of every lookup
     lookups: list[tuple[float, int, float]] = field(default_factory=list)
@@ -87,28 +92,30 @@ def kill_master(group: SentinelGroup, timeline: Timeline) -> Callable[[], None]:
     return kill
 
 
-def watch_ready(gateways: list[Gateway], timeline: Timeline) -> None:
-    while not timeline.stop.is_set():
-        for n, gw in enumerate(gateways):
-            answer = gw.client.get("/ready")
-            store = answer.json()["checks"]["store"]
-            timeline.ready.append((time.monotonic(), n, answer.status_code, store))
-        time.sleep(0.05)
+def watch_ready(replicas: list[Replica], timeline: Timeline) -> None:
+    """/ready of each replica, asked directly (nginx keeps it for the monitoring network)."""
+    with ExitStack() as stack:
+        clients = [stack.enter_context(httpx.Client(base_url=r.url, timeout=10)) for r in replicas]
+        while not timeline.stop.is_set():
+            for n, client in enumerate(clients):
+                answer = client.get("/ready")
+                store = answer.json()["checks"]["store"]
+                timeline.ready.append((time.monotonic(), n, answer.status_code, store))
+            time.sleep(0.05)
 
 
-def look_up(gateways: list[Gateway], timeline: Timeline, bot: int) -> None:
-    n = 0
+def look_up(api: httpx.Client, timeline: Timeline, bot: int) -> None:
+    n = bot
     while not timeline.stop.is_set():
-        gw = gateways[(bot + n) % 2]
         document = DOCUMENTS[n % len(DOCUMENTS)]
         started = time.monotonic()
-        answer = gw.get(f"/api/v1/clients/by-document/{document}")
+        answer = api.get(f"/api/v1/clients/by-document/{document}")
         timeline.lookups.append((started, answer.status_code, time.monotonic() - started))
         n += 1
         time.sleep(0.01)
 
 
-def create(gateways: list[Gateway], bot: int) -> tuple[httpx.Response, float]:
+def create(api: httpx.Client, bot: int) -> tuple[httpx.Response, float]:
     """One bot's ticket: repeated with its Idempotency-Key until a final answer."""
     service_id, subject = BOTS[bot]
     body = ticket_body(
@@ -116,10 +123,8 @@ def create(gateways: list[Gateway], bot: int) -> tuple[httpx.Response, float]:
     )
     key = {"Idempotency-Key": f"failover-{bot}-{uuid.uuid4().hex}"}
     deadline = time.monotonic() + FAILOVER_DEADLINE + RECOVERY_MARGIN + 20
-    attempt = 0
     while True:
-        answer = gateways[(bot + attempt) % 2].post("/api/v1/tickets", json=body, headers=key)
-        attempt += 1
+        answer = api.post("/api/v1/tickets", json=body, headers=key)
         said = (answer.status_code, answer.json().get("action"))
         if said in FINAL:
             return answer, time.monotonic()
@@ -139,40 +144,43 @@ def active_in_zone(state: Any, zone: int) -> int:
 
 
 def test_a_sentinel_failover_under_load(
-    group: SentinelGroup, tmp_path: Path, start_gateway: Callable[..., Gateway]
+    group: SentinelGroup, tmp_path: Path, password_hash: str
 ) -> None:
     timeline = Timeline()
     data = tmp_path / "upstream.json"
     data.write_text(json.dumps(build_dataset(), ensure_ascii=False), "utf-8")
     app = create_simulator_app(SimulatorConfig(api_key=API_KEY, data_file=data))
     # The second ticket POST: the first ticket is made and recorded, the second is made
-    # upstream and the master dies before any gateway has recorded it.
+    # upstream and the master dies before any replica has recorded it.
     upstream = AfterTicketPost(app, hook=kill_master(group, timeline), nth=2)
     old_port = group.master.port
-    with run_server(upstream) as url:
-        gateways = [
-            start_gateway(
-                url,
-                REDIS_SENTINELS=group.addresses,
-                REDIS_SENTINEL_MASTER=SENTINEL_MASTER,
-                MAX_ACTIVE_TICKETS_PER_ZONE=CAP,
-            )
-            for _ in range(2)
-        ]
-        for gw in gateways:
-            deadline = time.monotonic() + 30
-            while gw.client.get("/ready").status_code != 200:
-                assert time.monotonic() < deadline, "a gateway never got ready"
-                time.sleep(0.05)
-            for document in DOCUMENTS:  # warm: the bot's token is verified once per process
-                assert gw.get(f"/api/v1/clients/by-document/{document}").status_code == 200
+    directory = tmp_path / "edge"
+    directory.mkdir()
+    with ExitStack() as stack:
+        url = stack.enter_context(run_server(upstream))
+        env = serve_env(
+            url,
+            password_hash,
+            REDIS_SENTINELS=group.addresses,
+            REDIS_SENTINEL_MASTER=SENTINEL_MASTER,
+            MAX_ACTIVE_TICKETS_PER_ZONE=str(CAP),
+        )
+        edge = stack.enter_context(run_edge(directory, env))  # both replicas ready
+        token = issue_token(gateway_settings(url, password_hash), USERNAME)
+        auth = {"Authorization": f"Bearer {token}"}
+        api = stack.enter_context(edge.client())
+        api.headers.update(auth)
+        for replica in edge.replicas:  # warm: the bot's token is verified once per process
+            with httpx.Client(base_url=replica.url, headers=auth, timeout=30) as direct:
+                for document in DOCUMENTS:
+                    assert direct.get(f"/api/v1/clients/by-document/{document}").status_code == 200
         assert active_in_zone(upstream.state, ZONE) == CAP - 2
 
         with ThreadPoolExecutor(3 + len(BOTS)) as pool:
-            watchers = [pool.submit(watch_ready, gateways, timeline)]
-            watchers += [pool.submit(look_up, gateways, timeline, n) for n in range(2)]
+            watchers = [pool.submit(watch_ready, edge.replicas, timeline)]
+            watchers += [pool.submit(look_up, api, timeline, n) for n in range(2)]
             time.sleep(0.3)  # the lookups and probes are under way
-            bots = [pool.submit(create, gateways, n) for n in range(len(BOTS))]
+            bots = [pool.submit(create, api, n) for n in range(len(BOTS))]
             try:
                 assert timeline.killed.wait(FAILOVER_DEADLINE), "the second ticket never came"
                 new_port = group.wait_for_new_master(old_port, FAILOVER_DEADLINE)
@@ -191,6 +199,10 @@ def test_a_sentinel_failover_under_load(
                 timeline.stop.set()
             for watcher in watchers:
                 watcher.result(timeout=30)
+        zone = api.get(f"/api/v1/tickets/zone-blocked/{ZONE}").json()["data"]
+        # The bots' requests went through nginx, to both replicas.
+        replicas = {replica.url.removeprefix("http://") for replica in edge.replicas}
+        assert replicas <= set(edge.upstreams())
     assert new_port == group.replicas[0].port
 
     # Nothing created twice: two tickets for two free slots, each the answer of one bot
@@ -204,7 +216,6 @@ def test_a_sentinel_failover_under_load(
     assert len(refused) == len(BOTS) - 2
     # The zone cap holds, upstream as the service counts it.
     assert active_in_zone(upstream.state, ZONE) == CAP
-    zone = gateways[0].get(f"/api/v1/tickets/zone-blocked/{ZONE}").json()["data"]
     assert (zone["active_tickets"], zone["is_blocked"]) == (CAP, True)
     # No ticket created without its lock: between the kill and the promotion no lock could
     # be taken, and no ticket POST reached the upstream.
@@ -243,8 +254,8 @@ def test_a_sentinel_failover_under_load(
     assert whole <= failover + RECOVERY_MARGIN
 
 
-def _ready_again(timeline: Timeline, gateway: int) -> bool:
+def _ready_again(timeline: Timeline, replica: int) -> bool:
     """Whether the replica answered /ready 503 after the kill and 200 since."""
-    seen = [(t, status) for t, g, status, _ in timeline.ready if g == gateway]
+    seen = [(t, status) for t, g, status, _ in timeline.ready if g == replica]
     downs = [t for t, status in seen if status == 503 and t > timeline.killed_at]
     return bool(downs) and any(status == 200 and t > downs[0] for t, status in seen)
