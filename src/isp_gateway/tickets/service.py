@@ -52,6 +52,7 @@ from isp_gateway.tickets.calendar import BusinessCalendar
 from isp_gateway.tickets.schemas import CreateTicketRequest
 from isp_gateway.tickets.subjects import SubjectCatalogue
 from isp_gateway.tickets.views import ticket_detail, ticket_view
+from isp_gateway.upstream import deadline
 from isp_gateway.upstream import tickets as upstream
 from isp_gateway.upstream.tickets import (
     OUR_MOMENT,
@@ -75,6 +76,16 @@ DEPARTMENT = "Soporte Técnico"
 RECENT_SECONDS = 300.0
 # The upstream names a ticket's technician; the id we sent is remembered for lookups.
 TECHNICIAN_MEMORY_SECONDS = 30 * 86400.0
+
+
+# Of the answer's 2 s margin past the deadline, what a ticket's POST may use.
+POST_MARGIN_SECONDS = 1.0
+
+
+def _within_deadline(seconds: float) -> float:
+    """`seconds`, or less: what the request's deadline leaves (never below nothing)."""
+    current = deadline.current()
+    return seconds if current is None else max(0.0, min(seconds, current.left()))
 
 
 class ZoneLimitReached(ServiceError):
@@ -461,19 +472,20 @@ class TicketService:
         # Outside the zone lock: a miss of the cached list may cost an upstream query.
         request = await self._record_zone(order.request)
         zone_id = request.zone_id
+        # Every answer within UPSTREAM_TIMEOUT_SECONDS + 2 s (CALLERS.md 2): the locks are
+        # waited for only while the request has time left.
+        wait = _within_deadline(self.zone_wait_seconds)
         try:
             async with (
                 self.store.lock(
-                    f"zone:{zone_id}",
-                    timeout=self.zone_lock_seconds,
-                    blocking_timeout=self.zone_wait_seconds,
+                    f"zone:{zone_id}", timeout=self.zone_lock_seconds, blocking_timeout=wait
                 ),
                 # Always inside a zone's lock (one order, no deadlock): the duplicate guard
                 # holds for a service whose record has no zone, whatever zone each call names.
                 self.store.lock(
                     f"tickets:service:{request.service_id}",
                     timeout=self.zone_lock_seconds,
-                    blocking_timeout=self.zone_wait_seconds,
+                    blocking_timeout=_within_deadline(wait),
                 ),
             ):
                 return await self._zone_step(request, order.priority, order.fingerprint)
@@ -551,7 +563,11 @@ class TicketService:
         await self.store.set(unconfirmed_key, mark, ttl=self.settings.IDEMPOTENCY_TTL_SECONDS)
         await self.store.set_replicated(posting_key, mark, ttl=RECENT_SECONDS)
         try:
-            created = await upstream.create(self.gateway, new)
+            # The POST gets what the zone wait and the sweep left of the deadline, and the
+            # answer's margin: a reply later than that is lost to the bot anyway, and the
+            # repeat of the request finds the ticket if it was made (outcome unknown below).
+            left = _within_deadline(self.settings.UPSTREAM_TIMEOUT_SECONDS)
+            created = await upstream.create(self.gateway, new, timeout=left + POST_MARGIN_SECONDS)
         except UpstreamUnavailable:
             created = None
         except UpstreamError as exc:

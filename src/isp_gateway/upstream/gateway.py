@@ -136,11 +136,13 @@ class UpstreamGateway:
         files: dict[str, Any] | None = None,
         background: bool = False,
         retry_refused: bool | None = None,
+        timeout: float | None = None,
     ) -> httpx.Response:
         """Send one request and return a 2xx response, or raise a typed upstream error.
 
         A refused connection is retried once for reads only: a write that may have reached
-        the upstream is never repeated (it could create a second ticket).
+        the upstream is never repeated (it could create a second ticket). `timeout`, when
+        given, replaces UPSTREAM_TIMEOUT_SECONDS for this call (the time a request has left).
         """
         url = self._path(path)
         if retry_refused is None:
@@ -154,7 +156,13 @@ class UpstreamGateway:
                 counter.count += 1
             try:
                 response = await self.http.request(
-                    method, url, params=params, json=json, data=data, files=files
+                    method,
+                    url,
+                    params=params,
+                    json=json,
+                    data=data,
+                    files=files,
+                    timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout,
                 )
                 break
             except httpx.ConnectError as exc:

@@ -253,7 +253,9 @@ async def fetch(gateway: UpstreamGateway, ticket_id: int) -> Ticket | None:
     return ticket
 
 
-async def create(gateway: UpstreamGateway, new: NewTicket) -> Ticket | None:
+async def create(
+    gateway: UpstreamGateway, new: NewTicket, *, timeout: float | None = None
+) -> Ticket | None:
     """POST the ticket once (never retried: a repeat could open a second ticket).
 
     Returns the created ticket, or None when the upstream said 201 but its body does not
@@ -276,7 +278,9 @@ async def create(gateway: UpstreamGateway, new: NewTicket) -> Ticket | None:
     # (None, value) parts make httpx send multipart form fields without a file name.
     files = {name: (None, value) for name, value in fields.items()}
     try:
-        response = await gateway.request("POST", TICKETS_PATH, files=files, retry_refused=False)
+        response = await gateway.request(
+            "POST", TICKETS_PATH, files=files, retry_refused=False, timeout=timeout
+        )
     except UpstreamRejected as exc:
         raise TicketRejected(exc.upstream_status, exc.body) from None
     try:
