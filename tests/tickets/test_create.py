@@ -410,3 +410,14 @@ def test_a_post_gets_only_the_time_the_zone_wait_left(
     assert 3.5 < took < 6.0 + 2, took
     assert refusal(response, 502) == ("ticket_creation_failed", "outcome_unknown")
     assert post_calls(sim) == 1
+
+
+def test_the_document_names_every_reason_of_a_creations_503(
+    sim: Simulator, start_gateway: Callable[..., Gateway]
+) -> None:
+    """A bot builder reads from /openapi.json why a creation was refused with nothing made."""
+    gw = start_gateway(sim.url)
+    described = gw.client.get("/openapi.json").json()["paths"]["/api/v1/tickets"]["post"]
+    text = described["responses"]["503"]["description"]
+    for reason in ("upstream_rate_limited", "zone_busy", "server_stopping"):
+        assert f"`{reason}`" in text

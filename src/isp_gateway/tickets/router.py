@@ -65,6 +65,14 @@ _CREATE_RESPONSES = (
     )
     | VERIFICATION_ERRORS
 )
+# A creation's 503 is more than the backend's rate limit: `meta.reason` says which refusal,
+# and none of them created anything.
+_CREATE_RESPONSES[503]["description"] = (
+    "Nothing was created; retry after `Retry-After` (the same Idempotency-Key is safe). "
+    "`meta.reason`: `upstream_rate_limited` (the ISP backend's limit), `zone_busy` (another "
+    "creation in the zone held it past the request's time), `server_stopping` (this replica "
+    "is stopping; another answers). `action`: `ticket_creation_failed`."
+)
 
 
 # Declared before /{ticket_id} so these paths are never read as an id.
