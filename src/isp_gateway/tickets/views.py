@@ -37,12 +37,9 @@ def ticket_detail(ticket: Ticket, technician_id: int | None) -> dict[str, Any]:
 
 def ticket_view(ticket: Ticket) -> dict[str, Any]:
     """A ticket as `/clients/{id}/tickets` lists it (BEYOND.md, `OpenTicketResponse`)."""
+    answer = ticket_answer(ticket)
+    listed = ("ticket_id", "subject", "status_ticket", "priority", "created_at", "end_date")
     return {
-        "ticket_id": ticket.ticket_id,
-        "subject": ticket.subject,
-        "status_ticket": ticket.status_label,
-        "priority": ticket.priority,
-        "created_at": ticket.created_at,
-        "end_date": ticket.end_date,
+        **{field: answer[field] for field in listed},
         "technician": ticket.technician_name or ticket.technician_email,
     }
