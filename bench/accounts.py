@@ -20,14 +20,14 @@ import httpx
 from bench import procs
 from bench.indexing import _percentile, service_parts
 from isp_gateway.accounts.service import AccountService
-from isp_gateway.clients.lookups import ClientService
-from isp_gateway.envelope import respond, success
+from isp_gateway.clients.service import ClientService
 from isp_gateway.simulator import (
     SimulatorConfig,
     SimulatorState,
     build_dataset,
     create_simulator_app,
 )
+from isp_gateway.web.envelope import respond, success
 
 PAGE_SIZE = 500
 PARALLEL = 4

@@ -19,10 +19,10 @@ from typing import Any
 import httpx
 
 from bench import procs
-from isp_gateway.audit import AuditLog
-from isp_gateway.cache import Lists
+from isp_gateway.audit.service import AuditLog
 from isp_gateway.clients.index import ClientIndex
-from isp_gateway.clients.lookups import ClientService
+from isp_gateway.clients.service import ClientService
+from isp_gateway.kit.cache import Lists
 from isp_gateway.parts import Parts
 from isp_gateway.settings import Settings, load_settings
 from isp_gateway.simulator import SimulatorConfig, build_dataset, create_simulator_app

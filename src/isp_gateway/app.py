@@ -12,35 +12,17 @@ from fastapi import APIRouter, FastAPI
 from pydantic import SecretStr
 from starlette.types import ASGIApp
 
-from isp_gateway import system
 from isp_gateway.accounts.router import router as accounts_router
-from isp_gateway.audit import AuditLog
-from isp_gateway.audit_router import router as audit_router
+from isp_gateway.audit.router import router as audit_router
+from isp_gateway.audit.service import AuditLog
 from isp_gateway.auth.keys import KeyRing
 from isp_gateway.auth.router import router as auth_router
-from isp_gateway.callers import END_USER_HEADER
 from isp_gateway.clients.fastpath import LookupEdge
 from isp_gateway.clients.router import router as clients_router
 from isp_gateway.diagnose.router import router as diagnose_router
-from isp_gateway.docs import install_docs
-from isp_gateway.envelope import install_error_handlers
-from isp_gateway.limits import BodyLimitMiddleware
-from isp_gateway.logs import AccessLog
-from isp_gateway.methods import guard_fixed_paths
-from isp_gateway.middleware import (
-    CORSWhenOrigin,
-    RateLimitMiddleware,
-    RequestContextMiddleware,
-    RequestIds,
-    UnhandledErrorMiddleware,
-)
+from isp_gateway.kit.callers import END_USER_HEADER
 from isp_gateway.network.router import router as network_router
-from isp_gateway.notfound import UnknownPathMiddleware
-from isp_gateway.observability import readiness
-from isp_gateway.openapi import install_openapi
-from isp_gateway.params import VERIFICATION_HEADER
 from isp_gateway.plans.router import router as plans_router
-from isp_gateway.route_table import RouteTable
 from isp_gateway.runtime import Runtime
 from isp_gateway.services import start_services
 from isp_gateway.settings import Settings
@@ -50,6 +32,23 @@ from isp_gateway.tickets.router import router as tickets_router
 from isp_gateway.upstream.budget import RateBudget
 from isp_gateway.upstream.gateway import UpstreamGateway, build_http_client
 from isp_gateway.upstream.planner import RefreshPlanner
+from isp_gateway.web import health, readiness
+from isp_gateway.web.docs import install_docs
+from isp_gateway.web.envelope import install_error_handlers
+from isp_gateway.web.limits import BodyLimitMiddleware
+from isp_gateway.web.logs import AccessLog
+from isp_gateway.web.methods import guard_fixed_paths
+from isp_gateway.web.middleware import (
+    CORSWhenOrigin,
+    RateLimitMiddleware,
+    RequestContextMiddleware,
+    RequestIds,
+    UnhandledErrorMiddleware,
+)
+from isp_gateway.web.notfound import UnknownPathMiddleware
+from isp_gateway.web.openapi import install_openapi
+from isp_gateway.web.params import VERIFICATION_HEADER
+from isp_gateway.web.route_table import RouteTable
 
 if TYPE_CHECKING:
     from isp_gateway.observability.metrics import Metrics
@@ -242,7 +241,7 @@ def create_app(settings: Settings) -> FastAPI:
     install_error_handlers(app)
     add_routes(
         app,
-        system.router,
+        health.router,
         auth_router,
         clients_router,
         tickets_router,

@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from isp_gateway.stopping import Stopping
+from isp_gateway.kit.stopping import Stopping
 
 if TYPE_CHECKING:
-    from isp_gateway.audit import AuditLog
-    from isp_gateway.cache import Lists
+    from isp_gateway.audit.service import AuditLog
+    from isp_gateway.kit.cache import Lists
     from isp_gateway.settings import Settings
     from isp_gateway.store import Store
     from isp_gateway.upstream.gateway import UpstreamGateway

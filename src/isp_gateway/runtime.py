@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request
 
-from isp_gateway.audit import AuditLog
+from isp_gateway.audit.service import AuditLog
 from isp_gateway.auth.keys import KeyRing
 from isp_gateway.auth.tokens import TokenCache
+from isp_gateway.kit import deadline
+from isp_gateway.kit.stopping import Stopping
 from isp_gateway.settings import Settings
-from isp_gateway.stopping import Stopping
 from isp_gateway.store import Store
-from isp_gateway.upstream import deadline
 from isp_gateway.upstream.gateway import UpstreamGateway
 from isp_gateway.upstream.planner import RefreshPlanner
 

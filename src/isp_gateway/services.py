@@ -18,24 +18,24 @@ from fastapi import Depends, Request
 
 from isp_gateway.accounts.service import AccountService
 from isp_gateway.auth.service import AuthService
-from isp_gateway.cache import Lists
 from isp_gateway.clients.identity import IdentityService
-from isp_gateway.clients.lookups import ClientService
+from isp_gateway.clients.service import ClientService
 from isp_gateway.clients.update import UpdateService
-from isp_gateway.diagnose.outages import OutageService
 from isp_gateway.diagnose.service import DiagnoseService
+from isp_gateway.kit import deadline
+from isp_gateway.kit.cache import Lists
+from isp_gateway.kit.verifications import Verifications
 from isp_gateway.network.service import PingService
+from isp_gateway.outages.service import OutageService
 from isp_gateway.parts import Parts
 from isp_gateway.plans.service import PlanService
 from isp_gateway.tickets.service import TicketService
-from isp_gateway.upstream import deadline
-from isp_gateway.verifications import Verifications
 
 if TYPE_CHECKING:
-    from isp_gateway.audit import AuditLog
+    from isp_gateway.audit.service import AuditLog
+    from isp_gateway.kit.stopping import Stopping
     from isp_gateway.observability.metrics import Metrics
     from isp_gateway.settings import Settings
-    from isp_gateway.stopping import Stopping
     from isp_gateway.store import Store
     from isp_gateway.upstream.gateway import UpstreamGateway
     from isp_gateway.upstream.planner import RefreshPlanner

@@ -14,9 +14,9 @@ import sys
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from isp_gateway.logs import configure_logging
-from isp_gateway.params import MAX_WAIT_SECONDS
 from isp_gateway.settings import ConfigurationError, Settings, load_settings
+from isp_gateway.web.logs import configure_logging
+from isp_gateway.web.params import MAX_WAIT_SECONDS
 
 # Granian's own lines (start-up, workers) go through our root handler and format.
 _GRANIAN_LOGS: dict[str, Any] = {

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import redis
 
-from isp_gateway.callers import Caller
+from isp_gateway.kit.callers import Caller
+from isp_gateway.kit.verifications import VerificationRequired, Verifications
 from isp_gateway.store import MemoryStore
-from isp_gateway.verifications import VerificationRequired, Verifications
 from tests.agents.conftest import Result, call, customer, mcp_session, pick_customer, statement
 from tests.conftest import Gateway, Simulator
 

@@ -13,9 +13,9 @@ import pytest
 from mcp.server import ServerRequestContext
 from starlette.requests import Request
 
-from isp_gateway.audit import AuditLog
+from isp_gateway.audit.service import AuditLog
 from isp_gateway.auth.keys import JWT_SCOPES
-from isp_gateway.callers import Caller
+from isp_gateway.kit.callers import Caller
 from isp_gateway.mcp.auth import allows, scopes_of
 from isp_gateway.mcp.server import SCOPE_KEY, McpRequest, call_tool, list_tools
 from isp_gateway.store import MemoryStore

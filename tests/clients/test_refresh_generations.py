@@ -7,7 +7,7 @@ import threading
 import time
 from typing import Any
 
-from isp_gateway.cache import CachedResource
+from isp_gateway.kit.cache import CachedResource
 from isp_gateway.store import MemoryStore
 
 

@@ -12,7 +12,7 @@ import httpx
 import pytest
 import redis
 
-from isp_gateway.errors import UpstreamRateLimited
+from isp_gateway.kit.errors import UpstreamRateLimited
 from isp_gateway.store.redis import PREFIX, RedisStore
 from isp_gateway.upstream.budget import RateBudget
 from tests.clients.conftest import warm

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from starlette.routing import Route
 
-from isp_gateway.methods import MethodGuard
+from isp_gateway.web.methods import MethodGuard
 from tests.conftest import Gateway, Simulator
 
 BAD_IDS = ["-241", "0", "0000000000", "12345678901", "1e3", "abc", "3.0", "+5", "٣"]

@@ -31,8 +31,8 @@ from pathlib import Path
 
 import httpx
 
-from isp_gateway.params import MAX_WAIT_SECONDS
 from isp_gateway.settings import Settings
+from isp_gateway.web.params import MAX_WAIT_SECONDS
 from tests.conftest import PASSWORD, USERNAME, Gateway, Simulator
 
 # ST_SEED / ST_MAX_EXAMPLES override both for a local dig (the suite uses the defaults).

@@ -21,8 +21,8 @@ import pytest
 import uvicorn
 from granian.http import HTTP1Settings
 
-from isp_gateway.params import MAX_WAIT_SECONDS
 from isp_gateway.settings import Settings
+from isp_gateway.web.params import MAX_WAIT_SECONDS
 from tests.conftest import PASSWORD, USERNAME, Gateway, Simulator, serve_env, start_redis_server
 from tests.deploy.conftest import DEPLOY, MONITOR, Edge, run_edge
 from tests.foundation.test_logs import WRONG_PASSWORD, pick_client

@@ -13,9 +13,9 @@ from fastapi import APIRouter, Depends, FastAPI
 from pydantic import BaseModel, Field
 
 from isp_gateway.auth.dependencies import CurrentUser, current_user
-from isp_gateway.errors import Locked, NotFound, UpstreamRateLimited
-from isp_gateway.notfound import UnknownPathMiddleware
+from isp_gateway.kit.errors import Locked, NotFound, UpstreamRateLimited
 from isp_gateway.settings import Settings
+from isp_gateway.web.notfound import UnknownPathMiddleware
 from tests.conftest import (
     API_KEY,
     JWT_SECRET,

@@ -12,8 +12,8 @@ from fastapi import FastAPI, Request
 
 from isp_gateway import serving
 from isp_gateway.app import create_app
-from isp_gateway.logs import configure_logging
 from isp_gateway.settings import Settings, load_settings
+from isp_gateway.web.logs import configure_logging
 from tests.foundation.conftest import add_probe_routes
 
 

@@ -30,7 +30,7 @@ from isp_gateway.auth.keys import (
     require_scope,
     write_key_entries,
 )
-from isp_gateway.errors import Locked
+from isp_gateway.kit.errors import Locked
 from isp_gateway.store import Store
 from tests.conftest import Gateway
 from tests.support import memory_or_redis

@@ -16,18 +16,18 @@ import httpx
 import pytest
 from fastapi import APIRouter, FastAPI, Request
 
-from isp_gateway import audit_router
-from isp_gateway.audit import (
+from isp_gateway.audit import router as audit_router
+from isp_gateway.audit.service import (
     AuditDetailRefused,
     AuditLog,
     mask_details,
     mask_digits,
 )
-from isp_gateway.callers import Caller, set_current_caller
-from isp_gateway.errors import StoreUnavailable
-from isp_gateway.logs import request_id_var
+from isp_gateway.kit.callers import Caller, set_current_caller
+from isp_gateway.kit.errors import StoreUnavailable
 from isp_gateway.store import Store
 from isp_gateway.store.redis import RedisStore
+from isp_gateway.web.logs import request_id_var
 from tests.conftest import Gateway
 from tests.support import free_port, memory_or_redis
 

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from isp_gateway.audit import EVENTS
+from isp_gateway.audit.service import EVENTS
 from isp_gateway.auth.keys import generate_key, new_entry, write_key_entries
 from tests.agents.conftest import call, mcp_session, pick_customer
 from tests.conftest import PASSWORD, USERNAME, Gateway, Simulator

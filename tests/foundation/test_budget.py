@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from isp_gateway.callers import Caller, set_current_caller
-from isp_gateway.errors import UpstreamRateLimited
+from isp_gateway.kit.callers import Caller, set_current_caller
+from isp_gateway.kit.errors import UpstreamRateLimited
 from isp_gateway.store import MemoryStore
 from isp_gateway.upstream.budget import RateBudget
 from tests.foundation.conftest import wait_for_fresh_window

@@ -12,7 +12,7 @@ import pytest
 from fastapi import APIRouter, Depends, FastAPI
 
 from isp_gateway.auth.dependencies import CurrentCaller, current_user
-from isp_gateway.callers import current_caller
+from isp_gateway.kit.callers import current_caller
 from tests.conftest import USERNAME, Gateway, _start_gateway
 
 WHO = "/api/v1/_callers/who"

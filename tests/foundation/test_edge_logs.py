@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from isp_gateway.logs import escape_control, mask_unknown_path
+from isp_gateway.web.logs import escape_control, mask_unknown_path
 from tests.foundation.conftest import required_env
 from tests.foundation.test_cli import base_env
 from tests.foundation.test_logs import TEXT_LINE
@@ -74,7 +74,7 @@ def test_masking_and_escaping_rules() -> None:
 def test_any_text_record_stays_one_line_and_a_traceback_keeps_its_lines() -> None:
     import logging
 
-    from isp_gateway.logs import TextFormatter
+    from isp_gateway.web.logs import TextFormatter
 
     try:
         raise ValueError("boom")

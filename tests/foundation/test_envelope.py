@@ -11,7 +11,7 @@ import pytest
 from fastapi.routing import iter_route_contexts
 from starlette.routing import Mount
 
-from isp_gateway.notfound import known_paths
+from isp_gateway.web.notfound import known_paths
 from tests.conftest import API_KEY, JWT_SECRET, Gateway
 from tests.foundation.conftest import unknown_path_layer
 

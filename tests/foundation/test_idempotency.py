@@ -10,10 +10,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from isp_gateway.envelope import success
-from isp_gateway.errors import Conflict, UpstreamUnavailable
-from isp_gateway.idempotency import Answer, Idempotency, KeyInProgress, KeyReused, fingerprint
+from isp_gateway.kit.errors import Conflict, UpstreamUnavailable
+from isp_gateway.kit.idempotency import Answer, Idempotency, KeyInProgress, KeyReused, fingerprint
 from isp_gateway.store import Store
+from isp_gateway.web.envelope import success
 from tests.support import memory_or_redis
 
 REDIS_DB = 9

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from isp_gateway.logs import FILE_BATCH, PIPE_BATCH, default_batch, mask_path
+from isp_gateway.web.logs import FILE_BATCH, PIPE_BATCH, default_batch, mask_path
 from tests.conftest import API_KEY, JWT_SECRET, PASSWORD, USERNAME, Simulator
 from tests.foundation.conftest import required_env
 from tests.foundation.test_cli import base_env

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from isp_gateway.envelope import encode, envelope
-from isp_gateway.methods import MethodGuard
+from isp_gateway.web.envelope import encode, envelope
+from isp_gateway.web.methods import MethodGuard
 from tests.conftest import Gateway, Simulator
 from tests.contract.test_contract import _raw_exchange, oversized_chunks
 from tests.foundation.conftest import unknown_path_layer, wait_for_fresh_window

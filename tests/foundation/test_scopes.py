@@ -18,7 +18,7 @@ from fastapi.routing import APIRoute
 from isp_gateway.auth import keys
 from isp_gateway.auth.dependencies import _scoped, current_caller
 from isp_gateway.auth.keys import generate_key, new_entry, write_key_entries
-from isp_gateway.methods import MethodGuard
+from isp_gateway.web.methods import MethodGuard
 from tests.conftest import PASSWORD, USERNAME, Gateway, Simulator, _start_gateway, _start_simulator
 from tests.foundation.conftest import wait_for_fresh_window
 

@@ -20,8 +20,8 @@ import pytest
 import redis
 
 from isp_gateway.auth.tokens import issue_token
-from isp_gateway.params import MAX_WAIT_SECONDS
 from isp_gateway.serving import graceful_stop_seconds
+from isp_gateway.web.params import MAX_WAIT_SECONDS
 from tests.clients.test_scale_redis import wait_for
 from tests.conftest import USERNAME, Simulator, gateway_settings, serve_env
 from tests.network.test_ping_api import PING_CREATES, TASK_READS

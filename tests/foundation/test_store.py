@@ -23,7 +23,7 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
-from isp_gateway.errors import StoreUnavailable
+from isp_gateway.kit.errors import StoreUnavailable
 from isp_gateway.store import LockTimeout, Store
 from isp_gateway.store.redis import DEFAULT_TIMEOUT_SECONDS, RedisStore, SentinelMaster
 from tests.conftest import start_redis_server, start_sentinel_group

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from isp_gateway.errors import (
+from isp_gateway.kit.errors import (
     UpstreamRateLimited,
     UpstreamRejected,
     UpstreamUnauthorized,

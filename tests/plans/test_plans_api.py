@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from isp_gateway.app import create_app
-from isp_gateway.errors import UpstreamUnavailable
+from isp_gateway.kit.errors import UpstreamUnavailable
 from tests.conftest import Gateway, Simulator, gateway_settings
 
 LIST = "GET /api/plan-internet/"

@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from isp_gateway.errors import UpstreamRejected, UpstreamUnauthorized
+from isp_gateway.kit.errors import UpstreamRejected, UpstreamUnauthorized
 from isp_gateway.store import MemoryStore
 from isp_gateway.upstream import tickets as upstream
 from isp_gateway.upstream.budget import RateBudget

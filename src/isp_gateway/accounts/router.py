@@ -10,9 +10,9 @@ from fastapi.responses import Response
 from isp_gateway.accounts.schemas import AccountResponse, PaymentMethodResponse
 from isp_gateway.auth.dependencies import Scoped
 from isp_gateway.auth.keys import ACCOUNTS_READ
-from isp_gateway.envelope import BackendResponse, error_responses, respond, success
-from isp_gateway.params import SERVICE_ROUTE_ERRORS_VERIFIED, VERIFIED, ServiceIdPath
 from isp_gateway.services import AccountsDep
+from isp_gateway.web.envelope import BackendResponse, error_responses, respond, success
+from isp_gateway.web.params import SERVICE_ROUTE_ERRORS_VERIFIED, VERIFIED, ServiceIdPath
 
 # Under the spec's "Clients" tag: the explorer's tags are the spec's five.
 router = APIRouter(prefix="/api/v1", tags=["Clients"], dependencies=[Scoped(ACCOUNTS_READ)])

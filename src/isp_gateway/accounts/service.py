@@ -20,18 +20,18 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from isp_gateway.accounts.index import InvoiceIndex, build_invoice_index, pack_invoices
-from isp_gateway.cache import CachedResource
-from isp_gateway.clients.lookups import ClientService
-from isp_gateway.errors import (
+from isp_gateway.clients.service import ClientService
+from isp_gateway.kit.cache import CachedResource
+from isp_gateway.kit.errors import (
     UpstreamError,
     UpstreamRateLimited,
     UpstreamUnauthorized,
     UpstreamUnavailable,
 )
-from isp_gateway.memory import release_free_memory
-from isp_gateway.params import parse_service_id
+from isp_gateway.kit.trim import release_free_memory
 from isp_gateway.upstream.invoices import fetch_pending
 from isp_gateway.upstream.payments import PaymentMethod, fetch_payment_methods
+from isp_gateway.web.params import parse_service_id
 
 if TYPE_CHECKING:
     from isp_gateway.parts import Parts

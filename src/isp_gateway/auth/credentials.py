@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from isp_gateway.auth.keys import JWT_SCOPES, enforce_key_rate, presented_key
 from isp_gateway.auth.tokens import InvalidToken, verify_token
-from isp_gateway.callers import END_USER_HEADER, MAX_END_USER_LENGTH, Caller, set_current_caller
+from isp_gateway.kit.callers import END_USER_HEADER, MAX_END_USER_LENGTH, Caller, set_current_caller
 
 if TYPE_CHECKING:
     from isp_gateway.runtime import Runtime

@@ -11,14 +11,14 @@ from fastapi import Depends, Header, HTTPException, Request, Security, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.security import APIKeyHeader, OAuth2PasswordBearer, SecurityScopes
 
-from isp_gateway.audit import get_audit_log
+from isp_gateway.audit.service import get_audit_log
 from isp_gateway.auth.credentials import END_USER_ERROR, BadEndUser, Unauthenticated, authenticate
 from isp_gateway.auth.keys import (
     SCOPES,
     InsufficientScope,
     has_scope,
 )
-from isp_gateway.callers import END_USER_HEADER, MAX_END_USER_LENGTH, Caller
+from isp_gateway.kit.callers import END_USER_HEADER, MAX_END_USER_LENGTH, Caller
 from isp_gateway.runtime import RuntimeDep
 
 # auto_error=False: we answer a missing header ourselves with the spec's message.

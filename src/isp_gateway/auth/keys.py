@@ -37,7 +37,7 @@ from typing import Any
 
 from fastapi import Request
 
-from isp_gateway.errors import Locked, ServiceError
+from isp_gateway.kit.errors import Locked, ServiceError
 from isp_gateway.store import Store
 
 log = logging.getLogger("isp_gateway")

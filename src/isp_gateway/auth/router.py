@@ -7,8 +7,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Form, HTTPException, Request, status
 from pydantic import BaseModel
 
-from isp_gateway.envelope import AuthError
 from isp_gateway.services import AuthDep
+from isp_gateway.web.envelope import AuthError
 
 router = APIRouter(prefix="/api/v1/auth", tags=["system"])
 

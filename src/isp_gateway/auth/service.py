@@ -14,9 +14,9 @@ import anyio.to_thread
 
 from isp_gateway.auth.passwords import dummy_hash, verify_password
 from isp_gateway.auth.tokens import issue_token
-from isp_gateway.callers import Caller
+from isp_gateway.kit.callers import Caller
+from isp_gateway.kit.throttle import FailureThrottle
 from isp_gateway.parts import Parts
-from isp_gateway.throttle import FailureThrottle
 
 log = logging.getLogger("isp_gateway.auth")
 

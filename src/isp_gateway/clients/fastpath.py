@@ -27,14 +27,14 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from isp_gateway.auth.credentials import bearer, valid_end_user
 from isp_gateway.auth.keys import CLIENTS_READ, KEY_PREFIX, enforce_key_rate
-from isp_gateway.errors import Locked, StoreUnavailable
+from isp_gateway.kit.errors import Locked, StoreUnavailable
 from isp_gateway.observability import ROUTE_TEMPLATE
 from isp_gateway.runtime import Runtime
 
 if TYPE_CHECKING:
-    from isp_gateway.logs import AccessLog
-    from isp_gateway.middleware import RequestIds
     from isp_gateway.observability.metrics import Metrics
+    from isp_gateway.web.logs import AccessLog
+    from isp_gateway.web.middleware import RequestIds
 
 PREFIX = "/api/v1/clients/"
 KINDS = frozenset({"by-document", "by-phone", "by-service-id"})

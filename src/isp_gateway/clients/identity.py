@@ -12,16 +12,16 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from isp_gateway.callers import current_caller
-from isp_gateway.clients.lookups import (
+from isp_gateway.clients.matching import address_tokens, price_matches, text_matches, tokens
+from isp_gateway.clients.schemas import VerifyRequest
+from isp_gateway.clients.service import (
     MSG_NOT_FOUND_ES,
     Found,
     client_not_found,
     unable_to_fetch,
 )
-from isp_gateway.clients.matching import address_tokens, price_matches, text_matches, tokens
-from isp_gateway.clients.schemas import VerifyRequest
-from isp_gateway.errors import (
+from isp_gateway.kit.callers import current_caller
+from isp_gateway.kit.errors import (
     Conflict,
     InvalidInput,
     Locked,
@@ -29,14 +29,14 @@ from isp_gateway.errors import (
     UpstreamError,
     UpstreamUnauthorized,
 )
-from isp_gateway.throttle import FailureThrottle
+from isp_gateway.kit.throttle import FailureThrottle
 from isp_gateway.upstream.clients import Client
 
 if TYPE_CHECKING:
-    from isp_gateway.clients.lookups import ClientService
+    from isp_gateway.clients.service import ClientService
+    from isp_gateway.kit.verifications import Verifications
     from isp_gateway.parts import Parts
     from isp_gateway.plans.service import PlanService
-    from isp_gateway.verifications import Verifications
 
 log = logging.getLogger("isp_gateway.clients")
 

@@ -31,8 +31,8 @@ from typing import Any, cast
 
 from isp_gateway.clients.matching import address_tokens, strip_address_prefixes, tokens
 from isp_gateway.clients.phones import field_phones, normalize_phone
-from isp_gateway.envelope import encode, success
 from isp_gateway.upstream.clients import Client, ClientRecord
+from isp_gateway.web.envelope import encode, success
 
 _MEMO_SIZE = 512
 _BODY_MEMO_SIZE = 10_000

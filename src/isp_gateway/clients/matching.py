@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from isp_gateway.text import strip_accents
+from isp_gateway.kit.text import strip_accents
 
 _WORD = re.compile(r"[^\W_]+")
 # Address prefixes stripped on both sides ("V/", "VDA/", "VEREDA", "BARRIO", "B/", "VDA",

@@ -11,7 +11,6 @@ from fastapi.responses import Response
 from isp_gateway.auth.dependencies import Scoped
 from isp_gateway.auth.keys import CLIENTS_READ, CLIENTS_VERIFY, CLIENTS_WRITE
 from isp_gateway.clients.identity import MSG_MISMATCH, MSG_VERIFIED
-from isp_gateway.clients.lookups import Found
 from isp_gateway.clients.schemas import (
     DOCUMENT_PATTERN,
     PHONE_PATTERN,
@@ -20,16 +19,17 @@ from isp_gateway.clients.schemas import (
     VerificationResult,
     VerifyRequest,
 )
-from isp_gateway.envelope import (
+from isp_gateway.clients.service import Found
+from isp_gateway.kit.models import NON_BLANK
+from isp_gateway.services import ClientsDep, IdentityDep, UpdatesDep
+from isp_gateway.web.envelope import (
     BackendResponse,
     encode,
     error_responses,
     respond,
     success,
 )
-from isp_gateway.models import NON_BLANK
-from isp_gateway.params import VERIFICATION_ERRORS, VERIFIED, ServiceIdPath, parse_service_id
-from isp_gateway.services import ClientsDep, IdentityDep, UpdatesDep
+from isp_gateway.web.params import VERIFICATION_ERRORS, VERIFIED, ServiceIdPath, parse_service_id
 
 router = APIRouter(prefix="/api/v1/clients", tags=["Clients"])
 

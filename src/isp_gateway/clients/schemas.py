@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from isp_gateway.models import NON_BLANK, RequestModel
+from isp_gateway.kit.models import NON_BLANK, RequestModel
 
 # Patterns of the OpenAPI document; each accepts only what the service accepts (whitespace
 # is ASCII `[\t-\r ]` so every regex dialect reads the pattern the same way).

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from isp_gateway.clients.index import document_key
-from isp_gateway.clients.lookups import DOCUMENT, client_not_found, unable_to_fetch
 from isp_gateway.clients.phones import is_update_phone, replace_first_phone
-from isp_gateway.errors import (
+from isp_gateway.clients.service import DOCUMENT, client_not_found, unable_to_fetch
+from isp_gateway.kit.errors import (
     InvalidInput,
     ServiceError,
     StoreUnavailable,
@@ -27,7 +27,7 @@ from isp_gateway.upstream import clients as upstream
 from isp_gateway.upstream.clients import Client
 
 if TYPE_CHECKING:
-    from isp_gateway.clients.lookups import ClientService
+    from isp_gateway.clients.service import ClientService
     from isp_gateway.parts import Parts
 
 

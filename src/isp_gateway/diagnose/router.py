@@ -8,15 +8,15 @@ from fastapi.responses import Response
 from isp_gateway.auth.dependencies import Scoped
 from isp_gateway.auth.keys import NETWORK_PING
 from isp_gateway.diagnose.schemas import DEFAULT_WAIT_SECONDS, DiagnoseRequest, DiagnoseResponse
-from isp_gateway.envelope import BackendResponse, respond, view_envelope
-from isp_gateway.params import (
+from isp_gateway.services import DiagnoseDep
+from isp_gateway.web.envelope import BackendResponse, respond, view_envelope
+from isp_gateway.web.params import (
     SERVICE_ROUTE_ERRORS_VERIFIED,
     VERIFIED,
     ServiceIdPath,
     WaitQuery,
     parse_service_id,
 )
-from isp_gateway.services import DiagnoseDep
 
 router = APIRouter(prefix="/api/v1/clients", tags=["network"], dependencies=[Scoped(NETWORK_PING)])
 

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from isp_gateway.accounts.schemas import PendingInvoiceResponse
-from isp_gateway.models import RequestModel
+from isp_gateway.kit.models import RequestModel
 from isp_gateway.network.schemas import MAX_PINGS
 from isp_gateway.tickets.schemas import OpenTicketResponse
 

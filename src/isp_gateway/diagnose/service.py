@@ -22,14 +22,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from isp_gateway.accounts.service import AccountService
-from isp_gateway.clients.lookups import ClientService
-from isp_gateway.diagnose.outages import OutageService
-from isp_gateway.errors import ServiceError, StoreUnavailable
+from isp_gateway.clients.service import ClientService
+from isp_gateway.kit.errors import ServiceError, StoreUnavailable
 from isp_gateway.network.service import PingFailed, PingService, PingView
+from isp_gateway.outages.service import OutageService
 from isp_gateway.tickets.service import TicketService
 
 if TYPE_CHECKING:
-    from isp_gateway.audit import AuditLog
+    from isp_gateway.audit.service import AuditLog
 
 MSG_CANCELLED = "El servicio está cancelado."
 MSG_SUSPENDED = "El servicio está suspendido por saldo pendiente."

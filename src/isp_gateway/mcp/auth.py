@@ -11,7 +11,7 @@ from starlette.datastructures import Headers
 from isp_gateway.auth import credentials
 from isp_gateway.auth.credentials import BadEndUser, Unauthenticated
 from isp_gateway.auth.keys import has_scope
-from isp_gateway.callers import Caller
+from isp_gateway.kit.callers import Caller
 
 if TYPE_CHECKING:
     from starlette.types import Scope

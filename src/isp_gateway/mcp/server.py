@@ -31,13 +31,13 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from isp_gateway.auth.dependencies import CREDENTIALS_ERROR
-from isp_gateway.callers import Caller, set_current_caller
-from isp_gateway.envelope import error_response
-from isp_gateway.errors import Locked, ServiceError
+from isp_gateway.kit import deadline
+from isp_gateway.kit.callers import Caller, set_current_caller
+from isp_gateway.kit.errors import Locked, ServiceError
+from isp_gateway.kit.verifications import VerificationRequired
 from isp_gateway.mcp.auth import BadEndUser, Unauthenticated, allows, authenticate, scopes_of
 from isp_gateway.mcp.tools import BY_NAME, TOOLS, Call, Outcome, ToolFailure, run
-from isp_gateway.upstream import deadline
-from isp_gateway.verifications import VerificationRequired
+from isp_gateway.web.envelope import error_response
 
 if TYPE_CHECKING:
     from isp_gateway.runtime import Runtime

@@ -25,10 +25,10 @@ from isp_gateway.tickets.service import TicketAlreadyOpen, ZoneLimitReached
 from isp_gateway.tickets.views import ticket_answer
 
 if TYPE_CHECKING:
-    from isp_gateway.callers import Caller
+    from isp_gateway.kit.callers import Caller
+    from isp_gateway.kit.verifications import Verifications
     from isp_gateway.services import Services
     from isp_gateway.settings import Settings
-    from isp_gateway.verifications import Verifications
 
 MAX_SERVICE_ID = 9_999_999_999  # at most 10 digits (CALLERS.md 2)
 MAX_DIAGNOSE_WAIT = 25.0

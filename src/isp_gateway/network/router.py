@@ -8,15 +8,15 @@ from fastapi import APIRouter
 
 from isp_gateway.auth.dependencies import Scoped
 from isp_gateway.auth.keys import NETWORK_PING
-from isp_gateway.envelope import BackendResponse, error_responses, success, view_envelope
 from isp_gateway.network.schemas import (
     PingCreated,
     PingFigures,
     PingPending,
     PingRequest,
 )
-from isp_gateway.params import ServiceIdPath, WaitQuery, parse_service_id, service_route_errors
 from isp_gateway.services import PingsDep
+from isp_gateway.web.envelope import BackendResponse, error_responses, success, view_envelope
+from isp_gateway.web.params import ServiceIdPath, WaitQuery, parse_service_id, service_route_errors
 
 router = APIRouter(prefix="/api/v1", tags=["network"], dependencies=[Scoped(NETWORK_PING)])
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from isp_gateway.models import RequestModel
+from isp_gateway.kit.models import RequestModel
 
 MAX_PINGS = 20
 

@@ -24,7 +24,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from isp_gateway.errors import (
+from isp_gateway.kit.errors import (
     NotFound,
     ServiceError,
     StoreUnavailable,
@@ -33,7 +33,6 @@ from isp_gateway.errors import (
     UpstreamUnavailable,
 )
 from isp_gateway.network.classify import FAILED, Classification, classify
-from isp_gateway.params import MAX_WAIT_SECONDS
 from isp_gateway.store import LockTimeout
 from isp_gateway.upstream.ping import (
     PingRefused,
@@ -42,9 +41,10 @@ from isp_gateway.upstream.ping import (
     create_ping,
     read_task,
 )
+from isp_gateway.web.params import MAX_WAIT_SECONDS
 
 if TYPE_CHECKING:
-    from isp_gateway.clients.lookups import ClientService
+    from isp_gateway.clients.service import ClientService
     from isp_gateway.parts import Parts
 
 log = logging.getLogger("isp_gateway.network")

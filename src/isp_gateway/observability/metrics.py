@@ -38,13 +38,13 @@ from prometheus_client import (
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from isp_gateway.errors import StoreUnavailable
+from isp_gateway.kit.errors import StoreUnavailable
 from isp_gateway.observability import ROUTE_TEMPLATE, UNMATCHED
 from isp_gateway.observability.workers import multiprocess_dir
-from isp_gateway.route_table import RouteTable
+from isp_gateway.web.route_table import RouteTable
 
 if TYPE_CHECKING:
-    from isp_gateway.cache import CachedResource
+    from isp_gateway.kit.cache import CachedResource
     from isp_gateway.upstream.budget import RateBudget
     from isp_gateway.upstream.planner import RefreshPlanner
 

@@ -8,9 +8,9 @@ from fastapi import APIRouter
 
 from isp_gateway.auth.dependencies import Scoped
 from isp_gateway.auth.keys import PLANS_READ
-from isp_gateway.envelope import BackendResponse, error_responses, success
 from isp_gateway.plans.schemas import InternetPlan, InternetPlanDetail
 from isp_gateway.services import PlansDep
+from isp_gateway.web.envelope import BackendResponse, error_responses, success
 
 # Protected like every business endpoint (DECISIONS.md "Auth"), despite the spec's one page.
 router = APIRouter(

@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from isp_gateway.cache import CachedResource
-from isp_gateway.errors import NotFound
+from isp_gateway.kit.cache import CachedResource
+from isp_gateway.kit.errors import NotFound
 from isp_gateway.upstream.plans import (
     Plan,
     PlanDetail,

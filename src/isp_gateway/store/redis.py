@@ -32,7 +32,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import LockError, ReadOnlyError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from isp_gateway.errors import StoreUnavailable
+from isp_gateway.kit.errors import StoreUnavailable
 from isp_gateway.store.base import LockTimeout
 
 log = logging.getLogger("isp_gateway.store")

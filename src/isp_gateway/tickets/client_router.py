@@ -7,15 +7,15 @@ from fastapi.responses import Response
 
 from isp_gateway.auth.dependencies import Scoped
 from isp_gateway.auth.keys import TICKETS_READ
-from isp_gateway.envelope import BackendResponse, respond, success
-from isp_gateway.params import (
+from isp_gateway.services import TicketsDep
+from isp_gateway.tickets.schemas import OpenTicketResponse
+from isp_gateway.web.envelope import BackendResponse, respond, success
+from isp_gateway.web.params import (
     SERVICE_ROUTE_ERRORS_VERIFIED,
     VERIFIED,
     ServiceIdPath,
     parse_service_id,
 )
-from isp_gateway.services import TicketsDep
-from isp_gateway.tickets.schemas import OpenTicketResponse
 
 router = APIRouter(prefix="/api/v1/clients", tags=["tickets"], dependencies=[Scoped(TICKETS_READ)])
 

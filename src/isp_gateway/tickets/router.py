@@ -13,9 +13,7 @@ from fastapi.responses import JSONResponse
 
 from isp_gateway.auth.dependencies import Scoped
 from isp_gateway.auth.keys import TICKETS_READ, TICKETS_WRITE
-from isp_gateway.envelope import BackendResponse, error_responses, success
-from isp_gateway.idempotency import Answer
-from isp_gateway.params import VERIFICATION_ERRORS, VerificationIdHeader, require_verification
+from isp_gateway.kit.idempotency import Answer
 from isp_gateway.services import TicketsDep
 from isp_gateway.tickets.schemas import (
     CreateTicketRequest,
@@ -28,6 +26,8 @@ from isp_gateway.tickets.schemas import (
 )
 from isp_gateway.tickets.service import FINAL_REFUSALS
 from isp_gateway.tickets.views import ticket_answer
+from isp_gateway.web.envelope import BackendResponse, error_responses, success
+from isp_gateway.web.params import VERIFICATION_ERRORS, VerificationIdHeader, require_verification
 
 router = APIRouter(prefix="/api/v1/tickets", tags=["tickets"])
 

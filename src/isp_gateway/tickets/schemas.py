@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from isp_gateway.models import NON_BLANK, RequestModel
+from isp_gateway.kit.models import NON_BLANK, RequestModel
 
 
 class CreateTicketRequest(RequestModel):

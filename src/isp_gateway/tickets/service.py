@@ -35,8 +35,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from isp_gateway.cache import CachedResource
-from isp_gateway.errors import (
+from isp_gateway.kit import deadline
+from isp_gateway.kit.cache import CachedResource
+from isp_gateway.kit.errors import (
     InvalidInput,
     NotFound,
     ServiceError,
@@ -46,13 +47,12 @@ from isp_gateway.errors import (
     UpstreamUnauthorized,
     UpstreamUnavailable,
 )
-from isp_gateway.idempotency import Idempotency, fingerprint
+from isp_gateway.kit.idempotency import Idempotency, fingerprint
 from isp_gateway.store import LockTimeout
 from isp_gateway.tickets.calendar import BusinessCalendar
 from isp_gateway.tickets.schemas import CreateTicketRequest
 from isp_gateway.tickets.subjects import SubjectCatalogue
 from isp_gateway.tickets.views import ticket_detail, ticket_view
-from isp_gateway.upstream import deadline
 from isp_gateway.upstream import tickets as upstream
 from isp_gateway.upstream.tickets import (
     OUR_MOMENT,
@@ -63,7 +63,7 @@ from isp_gateway.upstream.tickets import (
 )
 
 if TYPE_CHECKING:
-    from isp_gateway.clients.lookups import ClientService
+    from isp_gateway.clients.service import ClientService
     from isp_gateway.observability.metrics import Metrics
     from isp_gateway.parts import Parts
 

@@ -13,8 +13,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from isp_gateway.kit.text import fold
 from isp_gateway.settings import ConfigurationError
-from isp_gateway.text import fold
 
 PRIORITY_NAMES = {1: "low", 2: "normal", 3: "high", 4: "very_high"}
 

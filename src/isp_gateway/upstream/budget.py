@@ -20,8 +20,8 @@ import math
 import time
 from dataclasses import dataclass
 
-from isp_gateway.callers import current_caller
-from isp_gateway.errors import UpstreamRateLimited
+from isp_gateway.kit.callers import current_caller
+from isp_gateway.kit.errors import UpstreamRateLimited
 from isp_gateway.store import Store
 
 DEFAULT_INTERACTIVE_RESERVE = 0.3

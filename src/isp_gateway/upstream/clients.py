@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import date
 from typing import Any, TypedDict, TypeVar
 
-from isp_gateway.errors import UpstreamRejected, UpstreamUnavailable
+from isp_gateway.kit.errors import UpstreamRejected, UpstreamUnavailable
 from isp_gateway.upstream.gateway import UpstreamGateway
 from isp_gateway.upstream.records import as_int
 

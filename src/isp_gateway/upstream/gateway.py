@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
-from isp_gateway.errors import (
+from isp_gateway.kit.errors import (
     UpstreamRateLimited,
     UpstreamRejected,
     UpstreamUnauthorized,

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from isp_gateway.errors import UpstreamRejected, UpstreamUnavailable
+from isp_gateway.kit.errors import UpstreamRejected, UpstreamUnavailable
 from isp_gateway.upstream.gateway import UpstreamGateway
 from isp_gateway.upstream.records import as_int
 

@@ -19,8 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from isp_gateway.errors import UpstreamRejected, UpstreamUnavailable
-from isp_gateway.text import fold
+from isp_gateway.kit.errors import UpstreamRejected, UpstreamUnavailable
+from isp_gateway.kit.text import fold
 from isp_gateway.upstream.gateway import UpstreamGateway
 from isp_gateway.upstream.records import as_int
 

@@ -32,9 +32,9 @@ from typing import Any
 
 from fastapi.responses import JSONResponse
 
-from isp_gateway.envelope import envelope
-from isp_gateway.errors import ServiceError
+from isp_gateway.kit.errors import ServiceError
 from isp_gateway.store import LockTimeout, Store
+from isp_gateway.web.envelope import envelope
 
 REPLAYED = "Idempotent-Replayed"
 

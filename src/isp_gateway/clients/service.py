@@ -21,10 +21,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from isp_gateway.cache import CachedResource
 from isp_gateway.clients.index import ClientIndex, document_key, pack_lines, pack_records
 from isp_gateway.clients.phones import MIN_PHONE_DIGITS, field_phones, normalize_phone
-from isp_gateway.errors import (
+from isp_gateway.kit.cache import CachedResource
+from isp_gateway.kit.errors import (
     InvalidInput,
     NotFound,
     ServiceError,
@@ -32,10 +32,10 @@ from isp_gateway.errors import (
     UpstreamRateLimited,
     UpstreamUnauthorized,
 )
-from isp_gateway.memory import release_free_memory
-from isp_gateway.params import MAX_SERVICE_ID_DIGITS, parse_service_id
+from isp_gateway.kit.trim import release_free_memory
 from isp_gateway.upstream import clients as upstream
 from isp_gateway.upstream.clients import Client, ClientRecord
+from isp_gateway.web.params import MAX_SERVICE_ID_DIGITS, parse_service_id
 
 if TYPE_CHECKING:
     from isp_gateway.parts import Parts

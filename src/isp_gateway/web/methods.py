@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Match, Route
 from starlette.types import Scope
 
-from isp_gateway.route_table import RouteTable
+from isp_gateway.web.route_table import RouteTable
 
 
 class MethodGuard(Route):

@@ -12,10 +12,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel
 
-from isp_gateway.audit import AuditEventName, AuditLog, get_audit_log
+from isp_gateway.audit.service import AuditEventName, AuditLog, get_audit_log
 from isp_gateway.auth.dependencies import Scoped
 from isp_gateway.auth.keys import AUDIT_READ
-from isp_gateway.envelope import BackendResponse, error_responses, success
+from isp_gateway.web.envelope import BackendResponse, error_responses, success
 
 router = APIRouter(prefix="/api/v1/audit", tags=["system"], dependencies=[Scoped(AUDIT_READ)])
 

@@ -30,10 +30,10 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from isp_gateway.errors import StoreUnavailable, UpstreamError
-from isp_gateway.memory import release_free_memory
+from isp_gateway.kit import deadline
+from isp_gateway.kit.errors import StoreUnavailable, UpstreamError
+from isp_gateway.kit.trim import release_free_memory
 from isp_gateway.store import Store
-from isp_gateway.upstream import deadline
 from isp_gateway.upstream.gateway import counting_calls
 from isp_gateway.upstream.planner import DEFAULT_REFRESH_RATIO, RefreshPlanner
 

@@ -8,10 +8,10 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Path, Query, Request
 
-from isp_gateway.callers import current_caller
-from isp_gateway.envelope import Responses, error_responses
-from isp_gateway.errors import InvalidInput
-from isp_gateway.verifications import VerificationRequired
+from isp_gateway.kit.callers import current_caller
+from isp_gateway.kit.errors import InvalidInput
+from isp_gateway.kit.verifications import VerificationRequired
+from isp_gateway.web.envelope import Responses, error_responses
 
 MAX_SERVICE_ID_DIGITS = 10
 # The longest long-poll wait of a ping or a diagnose, in seconds.

@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from isp_gateway.envelope import success
+from isp_gateway.web.envelope import success
 
 router = APIRouter(tags=["system"])
 

@@ -16,7 +16,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from isp_gateway.errors import UpstreamRateLimited, UpstreamUnavailable
+from isp_gateway.kit.errors import UpstreamRateLimited, UpstreamUnavailable
 
 if TYPE_CHECKING:
     from isp_gateway.upstream.gateway import UpstreamGateway

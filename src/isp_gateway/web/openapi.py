@@ -22,9 +22,9 @@ from typing import Any
 from fastapi import FastAPI
 from pydantic import BaseModel
 
-from isp_gateway.envelope import AuthError, ErrorResponse, error_response_doc
 from isp_gateway.settings import ConfigurationError, Settings
 from isp_gateway.tickets.subjects import SubjectCatalogue
+from isp_gateway.web.envelope import AuthError, ErrorResponse, error_response_doc
 
 TOKEN_PATH = "/api/v1/auth/token"  # noqa: S105 - a path, not a secret
 _REF = "#/components/schemas/{model}"

@@ -29,9 +29,9 @@ from typing import Any, Literal, get_args
 
 from fastapi import Request
 
-from isp_gateway.callers import Caller, current_caller
-from isp_gateway.logs import request_id_var
+from isp_gateway.kit.callers import Caller, current_caller
 from isp_gateway.store import Store
+from isp_gateway.web.logs import request_id_var
 
 log = logging.getLogger("isp_gateway.audit")
 

@@ -19,8 +19,8 @@ import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from isp_gateway.callers import Caller
-from isp_gateway.errors import ServiceError
+from isp_gateway.kit.callers import Caller
+from isp_gateway.kit.errors import ServiceError
 
 if TYPE_CHECKING:
     from isp_gateway.store import Store

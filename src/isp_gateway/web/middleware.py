@@ -14,9 +14,9 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from isp_gateway.auth.credentials import jwt_subject
-from isp_gateway.envelope import encode, envelope
-from isp_gateway.logs import AccessLog, mask_path, mask_unknown_path, request_id_var
 from isp_gateway.observability import ROUTE_TEMPLATE, UNMATCHED
+from isp_gateway.web.envelope import encode, envelope
+from isp_gateway.web.logs import AccessLog, mask_path, mask_unknown_path, request_id_var
 
 if TYPE_CHECKING:
     from isp_gateway.runtime import Runtime

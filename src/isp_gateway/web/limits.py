@@ -10,7 +10,7 @@ from __future__ import annotations
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from isp_gateway.middleware import answer_errors, send_error_envelope
+from isp_gateway.web.middleware import answer_errors, send_error_envelope
 
 ACTION = "payload_too_large"
 

@@ -14,10 +14,10 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from isp_gateway.envelope import envelope
-from isp_gateway.errors import StoreUnavailable
-from isp_gateway.middleware import answer_errors
+from isp_gateway.kit.errors import StoreUnavailable
 from isp_gateway.runtime import Runtime, RuntimeDep
+from isp_gateway.web.envelope import envelope
+from isp_gateway.web.middleware import answer_errors
 
 router = APIRouter(tags=["system"])
 

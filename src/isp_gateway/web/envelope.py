@@ -17,8 +17,8 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from isp_gateway.errors import ServiceError
-from isp_gateway.methods import allowed_methods
+from isp_gateway.kit.errors import ServiceError
+from isp_gateway.web.methods import allowed_methods
 
 log = logging.getLogger("isp_gateway")
 

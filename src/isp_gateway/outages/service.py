@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from isp_gateway.cache import CachedResource
+from isp_gateway.kit.cache import CachedResource
 from isp_gateway.upstream.routers import Router, fetch_client_router, fetch_routers
 
 if TYPE_CHECKING:

@@ -1,0 +1,147 @@
+"""`keys` (API keys in API_KEYS_FILE) and `hash-password`."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+from typing import Any
+
+from isp_gateway.cli.common import EXIT_CONFIG
+
+
+def cmd_hash_password(ns: argparse.Namespace) -> int:
+    from isp_gateway.auth.passwords import hash_password
+
+    # Read from a prompt or stdin, never argv: argv is visible to every user via `ps`.
+    if ns.refused_argv:
+        # Caught here rather than by argparse, whose error would print the password back.
+        print(
+            "isp-gateway: a password on the command line is refused (it shows in `ps` and "
+            "shell history); type it at the prompt or pipe it on stdin",
+            file=sys.stderr,
+        )
+        return EXIT_CONFIG
+    if sys.stdin.isatty():
+        password = getpass.getpass("Password: ")
+        if getpass.getpass("Repeat: ") != password:
+            print("isp-gateway: passwords do not match", file=sys.stderr)
+            return 1
+    else:
+        password = sys.stdin.readline().rstrip("\r\n")
+    if not password:
+        print("isp-gateway: empty password", file=sys.stderr)
+        return 1
+    if len(password.encode()) > 72:
+        print("isp-gateway: bcrypt uses at most 72 bytes of a password", file=sys.stderr)
+        return 1
+    print(hash_password(password))
+    return 0
+
+
+def _keys_file_or_exit() -> Any:
+    """API_KEYS_FILE from the environment or .env, alone: managing keys needs no other
+    setting (the service's secrets need not be present where keys are made)."""
+    from pathlib import Path
+
+    from pydantic_settings import BaseSettings, SettingsConfigDict
+
+    class KeysFile(BaseSettings):
+        model_config = SettingsConfigDict(
+            env_file=".env", env_file_encoding="utf-8", case_sensitive=True, extra="ignore"
+        )
+        API_KEYS_FILE: str = ""
+
+    value = KeysFile().API_KEYS_FILE.strip()
+    if not value:
+        print(
+            "isp-gateway: API_KEYS_FILE is not set; set it (in the environment or .env) to "
+            "the JSON file that holds the API keys, e.g. API_KEYS_FILE=/etc/isp-gateway/keys.json",
+            file=sys.stderr,
+        )
+        raise SystemExit(EXIT_CONFIG)
+    return Path(value)
+
+
+def cmd_keys(ns: argparse.Namespace) -> int:
+    from isp_gateway.auth import keys
+
+    path = _keys_file_or_exit()
+    try:
+        entries = keys.read_key_entries(path)
+    except keys.KeyFileError as exc:
+        print(f"isp-gateway: API_KEYS_FILE {exc}; nothing changed", file=sys.stderr)
+        return 1
+    if ns.keys_command == "list":
+        if not entries:
+            print(f"no API keys in {path}")
+            return 0
+        rows = [
+            (
+                e["name"],
+                ",".join(e["scopes"]),
+                str(e["rate_per_minute"]) if e.get("rate_per_minute") else "-",
+                e["created_at"],
+            )
+            for e in entries
+        ]
+        header = ("NAME", "SCOPES", "RATE/MIN", "CREATED")
+        widths = [max(len(row[i]) for row in [header, *rows]) for i in range(3)]
+        for row in [header, *rows]:
+            print(
+                "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
+                + "  "
+                + row[3]
+            )
+        return 0
+    names = [e["name"] for e in entries]
+    if ns.keys_command == "revoke":
+        if ns.name not in names:
+            print(f"isp-gateway: no API key named {ns.name!r} in {path}", file=sys.stderr)
+            return EXIT_CONFIG
+        try:
+            keys.write_key_entries(path, [e for e in entries if e["name"] != ns.name])
+        except OSError as exc:
+            print(f"isp-gateway: cannot write {path} ({type(exc).__name__})", file=sys.stderr)
+            return 1
+        print(f"revoked {ns.name}; running services stop accepting it within 5 s")
+        return 0
+    # create
+    if not keys.NAME_PATTERN.fullmatch(ns.name):
+        print(
+            f"isp-gateway: invalid key name {ns.name!r}: 1-64 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit",
+            file=sys.stderr,
+        )
+        return EXIT_CONFIG
+    if ns.name in names:
+        print(
+            f"isp-gateway: an API key named {ns.name!r} already exists; revoke it first or "
+            "choose another name",
+            file=sys.stderr,
+        )
+        return EXIT_CONFIG
+    scopes = [part.strip() for part in ns.scopes.split(",") if part.strip()]
+    unknown = [scope for scope in scopes if scope not in keys.KNOWN_SCOPES]
+    if not scopes or unknown:
+        problem = f"unknown scope {', '.join(unknown)}" if unknown else "no scope given"
+        choices = ", ".join((*keys.SCOPES, keys.ALL_SCOPES))
+        print(f"isp-gateway: {problem}; choose from {choices}", file=sys.stderr)
+        return EXIT_CONFIG
+    if ns.rate_per_minute is not None and ns.rate_per_minute < 1:
+        print("isp-gateway: --rate-per-minute must be at least 1", file=sys.stderr)
+        return EXIT_CONFIG
+    key = keys.generate_key()
+    entry = keys.new_entry(key, ns.name, scopes, ns.rate_per_minute)
+    try:
+        keys.write_key_entries(path, [*entries, entry])
+    except OSError as exc:
+        print(f"isp-gateway: cannot write {path} ({type(exc).__name__})", file=sys.stderr)
+        return 1
+    print(key)
+    print(
+        f"(API key {ns.name!r} created; this is the only time it is shown. Send it as "
+        "X-API-Key or Authorization: Bearer.)",
+        file=sys.stderr,
+    )
+    return 0
