@@ -19,11 +19,9 @@ from typing import Any
 import httpx
 
 from bench import procs
-from isp_gateway.audit.service import AuditLog
 from isp_gateway.clients.index import ClientIndex
 from isp_gateway.clients.service import ClientService
 from isp_gateway.kit.cache import Lists
-from isp_gateway.parts import Parts
 from isp_gateway.settings import Settings, load_settings
 from isp_gateway.simulator import SimulatorConfig, build_dataset, create_simulator_app
 from isp_gateway.store import MemoryStore
@@ -89,30 +87,29 @@ def _settings(url: str) -> Settings:
 
 
 @asynccontextmanager
-async def service_parts(url: str) -> AsyncIterator[Parts]:
-    """What the services are built from, as in production, on a memory store: the real
-    upstream gateway to `url` with a budget the bench never spends."""
+async def client_service(url: str) -> AsyncIterator[ClientService]:
+    """The client service built as in production, on a memory store: the real upstream
+    gateway to `url` with a budget the bench never spends."""
     settings = _settings(url)
     store = MemoryStore()
     async with build_http_client(settings) as http:
         gateway = UpstreamGateway(settings, http, RateBudget(store, 10**6, 10**7))
         lists = Lists(store, float(settings.STALE_IF_ERROR_SECONDS))
-        yield Parts(settings, store, gateway, lists, AuditLog(store, settings.AUDIT_MAX_EVENTS))
+        yield ClientService(settings=settings, store=store, gateway=gateway, lists=lists)
 
 
 async def _service_load(url: str, *, time_index: bool = True) -> tuple[ClientIndex, float, float]:
     """The service's own path: its cache loads every page, maps the rows and builds the
     index (in a worker thread, as in production). Returns the index, the whole load time
     and the time of the index build alone (built once more, the same way)."""
-    async with service_parts(url) as parts:
-        service = ClientService(parts)
+    async with client_service(url) as service:
         started = time.perf_counter()
         await service.cache.refresh()
         total = time.perf_counter() - started
         snapshot = await service.cache.get()
         index_time = 0.0
         if time_index:
-            value = await parts.store.get("cache:clients")
+            value = await service.store.get("cache:clients")
             assert value is not None
             started = time.perf_counter()
             await asyncio.to_thread(service._index, value["value"])

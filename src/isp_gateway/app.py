@@ -6,16 +6,15 @@ import inspect
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, FastAPI
-from pydantic import SecretStr
 from starlette.types import ASGIApp
 
 from isp_gateway.accounts.router import router as accounts_router
 from isp_gateway.audit.router import router as audit_router
-from isp_gateway.audit.service import AuditLog
-from isp_gateway.auth.keys import KeyRing
+from isp_gateway.auth.credentials import jwt_subject
 from isp_gateway.auth.router import router as auth_router
 from isp_gateway.clients.fastpath import LookupEdge
 from isp_gateway.clients.router import router as clients_router
@@ -23,16 +22,12 @@ from isp_gateway.diagnose.router import router as diagnose_router
 from isp_gateway.kit.callers import END_USER_HEADER
 from isp_gateway.network.router import router as network_router
 from isp_gateway.plans.router import router as plans_router
-from isp_gateway.runtime import Runtime
-from isp_gateway.services import start_services
+from isp_gateway.services import start_runtime
 from isp_gateway.settings import Settings
-from isp_gateway.store import MemoryStore, Store
 from isp_gateway.tickets.client_router import router as client_tickets_router
 from isp_gateway.tickets.router import router as tickets_router
-from isp_gateway.upstream.budget import RateBudget
-from isp_gateway.upstream.gateway import UpstreamGateway, build_http_client
-from isp_gateway.upstream.planner import RefreshPlanner
-from isp_gateway.web import health, readiness
+from isp_gateway.tickets.subjects import document_subjects
+from isp_gateway.web import health
 from isp_gateway.web.docs import install_docs
 from isp_gateway.web.envelope import install_error_handlers
 from isp_gateway.web.limits import BodyLimitMiddleware
@@ -43,6 +38,7 @@ from isp_gateway.web.middleware import (
     RateLimitMiddleware,
     RequestContextMiddleware,
     RequestIds,
+    StoreUnavailableMiddleware,
     UnhandledErrorMiddleware,
 )
 from isp_gateway.web.notfound import UnknownPathMiddleware
@@ -52,7 +48,6 @@ from isp_gateway.web.route_table import RouteTable
 
 if TYPE_CHECKING:
     from isp_gateway.observability.metrics import Metrics
-    from isp_gateway.store.redis import RedisStore
 
 log = logging.getLogger("isp_gateway")
 
@@ -96,36 +91,6 @@ def add_routes(app: FastAPI, *routers: APIRouter) -> None:
         app.router.routes.extend(router.routes)
 
 
-def redis_store(settings: Settings) -> RedisStore:
-    """The Redis store the settings name: REDIS_URL, or the master REDIS_SENTINELS find."""
-    from isp_gateway.store.redis import RedisStore, SentinelMaster
-
-    timeout = settings.REDIS_TIMEOUT_SECONDS
-    if settings.REDIS_URL is not None:
-        return RedisStore(settings.REDIS_URL.get_secret_value(), timeout=timeout)
-    if settings.REDIS_SENTINEL_MASTER is None:  # the settings refuse it; for the type
-        raise ValueError("REDIS_SENTINELS without REDIS_SENTINEL_MASTER")
-    master = SentinelMaster(
-        tuple(settings.REDIS_SENTINELS),
-        settings.REDIS_SENTINEL_MASTER,
-        password=_secret(settings.REDIS_PASSWORD),
-        sentinel_password=_secret(settings.REDIS_SENTINEL_PASSWORD),
-    )
-    return RedisStore(timeout=timeout, sentinel=master)
-
-
-def _secret(value: SecretStr | None) -> str | None:
-    return None if value is None else value.get_secret_value()
-
-
-async def build_store(settings: Settings) -> Store:
-    if settings.uses_redis:
-        store = redis_store(settings)
-        await store.ping()
-        return store
-    return MemoryStore()
-
-
 class GatewayApp(FastAPI):
     """FastAPI with, optionally, one layer in front of its whole middleware stack (the
     lookup edge, clients/fastpath.py): a warm lookup hit is then answered before
@@ -161,66 +126,24 @@ def create_app(settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
         async with AsyncExitStack() as stack:
-            # Closed in reverse order: services, then the upstream client, then the store.
-            store = await build_store(settings)
-            stack.push_async_callback(store.close)
-            http = build_http_client(settings)
-            stack.push_async_callback(http.aclose)
-            budget = RateBudget(
-                store,
-                settings.UPSTREAM_RATE_PER_MINUTE,
-                settings.UPSTREAM_RATE_PER_HOUR,
-                reserve=settings.UPSTREAM_INTERACTIVE_RESERVE,
-                share=settings.UPSTREAM_CALLER_SHARE,
-            )
-            if metrics is not None:
-                metrics.watch_budget(budget)
-                await metrics.start()
-                stack.push_async_callback(metrics.aclose)
-                if settings.METRICS_PORT is not None:
-                    from isp_gateway.observability.exporter import serve_metrics
+            runtime = await start_runtime(stack, settings, metrics)
+            if metrics is not None and settings.METRICS_PORT is not None:
+                from isp_gateway.observability.exporter import serve_metrics
 
-                    exporter = await serve_metrics(
-                        metrics, settings.METRICS_HOST, settings.METRICS_PORT
-                    )
-                    stack.push_async_callback(exporter.aclose)
-            runtime = Runtime(
-                settings=settings,
-                store=store,
-                gateway=UpstreamGateway(settings, http, budget, metrics),
-                audit=AuditLog(store, settings.AUDIT_MAX_EVENTS, enabled=settings.AUDIT_ENABLED),
-                metrics=metrics,
-                planner=RefreshPlanner(budget),
-                # The API keys of API_KEYS_FILE (CALLERS.md 3), as keys.get_key_ring hands out.
-                key_ring=KeyRing(settings.API_KEYS_FILE),
-            )
-            app.state.audit = runtime.audit
+                exporter = await serve_metrics(
+                    metrics, settings.METRICS_HOST, settings.METRICS_PORT
+                )
+                stack.push_async_callback(exporter.aclose)
             # In front of the server's own stop handlers, which are in place by now (and put
-            # back at the end); stopping.py says why the lifespan's end is too late.
+            # back at the end); kit/stopping.py says why the lifespan's end is too late.
             runtime.stopping.chain_signals()
             stack.callback(runtime.stopping.unchain_signals)
-            runtime.services = await start_services(
-                stack,
-                settings,
-                store,
-                runtime.gateway,
-                metrics,
-                runtime.planner,
-                runtime.audit,
-                runtime.stopping,
-            )
+            app.state.runtime = runtime
             if settings.MCP_ENABLED:
                 # After the services it calls, closed before them (CALLERS.md 5).
                 from isp_gateway.mcp.server import running
 
                 await stack.enter_async_context(running(app))
-            planner = runtime.planner
-            if planner is not None:
-                planner.log_plan("start-up")
-                if metrics is not None:
-                    metrics.watch_planner(planner)
-            app.state.runtime = runtime
-            app.state.key_ring = runtime.key_ring
             # First at the end: a long poll still waiting answers before its service closes.
             stack.callback(runtime.stopping.set)
             log.info("isp-gateway started; upstream %s", settings.UPSTREAM_NET_HOST)
@@ -251,7 +174,6 @@ def create_app(settings: Settings) -> FastAPI:
         client_tickets_router,
         diagnose_router,
         audit_router,
-        readiness.router,
     )
     if settings.MCP_ENABLED:
         from isp_gateway.mcp.server import install as install_mcp
@@ -308,15 +230,22 @@ def create_app(settings: Settings) -> FastAPI:
         app.add_middleware(LookupEdge, runtime_getter=lambda: app.state.runtime)
         app.add_middleware(
             RateLimitMiddleware,
-            runtime_getter=lambda: app.state.runtime,
+            store=lambda: app.state.runtime.store,
+            subject_of=lambda authorization: jwt_subject(app.state.runtime, authorization),
             per_address=settings.RATE_LIMIT_PER_MINUTE,
             per_subject=settings.RATE_LIMIT_PER_SUBJECT_PER_MINUTE,
         )
     if settings.uses_redis:  # the memory store cannot be away
-        app.add_middleware(readiness.StoreUnavailableMiddleware)
+        app.add_middleware(StoreUnavailableMiddleware)
     ids = RequestIds()
     access_log = AccessLog() if settings.ACCESS_LOG else None
-    app.add_middleware(RequestContextMiddleware, ids=ids, access_log=access_log)
+    app.add_middleware(
+        RequestContextMiddleware,
+        ids=ids,
+        access_log=access_log,
+        deadline_seconds=settings.UPSTREAM_TIMEOUT_SECONDS,
+        rate_limits=lambda: getattr(app.state, "runtime", None) and app.state.runtime.gateway,
+    )
     if metrics is not None:
         # Outermost: it sees every answer, the rate limiter's and the edge's too.
         app.add_middleware(MetricsMiddleware, metrics=metrics, routes=routes)
@@ -327,7 +256,7 @@ def create_app(settings: Settings) -> FastAPI:
             "access_log": access_log,
             "metrics": metrics,
         }
-    install_openapi(app, settings)
+    install_openapi(app, settings, [partial(document_subjects, settings)])
     # Build the OpenAPI schema now: it also makes FastAPI resolve every route's
     # dependencies here, once, instead of lazily on first requests. Done lazily, two apps
     # in one process (tests run several) raced on the module-level routers' shared state.

@@ -1,50 +1,65 @@
-"""The service graph: every feature service, built in one place and handed to the routers.
+"""The one place the service is put together, read by the app factory only (app.py).
 
-`start_services` builds each service from exactly what it uses (settings, store, gateway,
-metrics, planner, and the sibling services it composes), starts the ones that keep lists
-warm, and registers their stops on the lifespan's exit stack (closed in reverse order).
-Routers take a service through the `Annotated` aliases below; nothing reaches a sibling
-through a shared bag of everything.
+`start_runtime` builds the long-lived parts (store, upstream gateway, budget, planner, audit,
+key ring, token cache) and every feature service from exactly what it uses, starts the ones
+that keep lists warm, and registers every stop on the lifespan's exit stack (closed in
+reverse order). The result is one `Runtime` on `app.state.runtime`: the parts the edges read
+(credentials, rate limits, readiness) and the graph of services (`runtime.services`).
+
+Each feature declares its own dependency alias next to its router (`TicketsDep`, ...) through
+`web/deps.py`, which finds the service in the graph by its type: nothing imports this module
+but the app factory, so no feature depends on the whole graph.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+import logging
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from fastapi import Depends, Request
+from pydantic import SecretStr
 
 from isp_gateway.accounts.service import AccountService
+from isp_gateway.audit.service import AuditLog
+from isp_gateway.auth.keys import KeyRing
 from isp_gateway.auth.service import AuthService
+from isp_gateway.auth.tokens import TokenCache
 from isp_gateway.clients.identity import IdentityService
 from isp_gateway.clients.service import ClientService
 from isp_gateway.clients.update import UpdateService
 from isp_gateway.diagnose.service import DiagnoseService
-from isp_gateway.kit import deadline
 from isp_gateway.kit.cache import Lists
+from isp_gateway.kit.errors import StoreUnavailable
+from isp_gateway.kit.stopping import Stopping
 from isp_gateway.kit.verifications import Verifications
 from isp_gateway.network.service import PingService
 from isp_gateway.outages.service import OutageService
-from isp_gateway.parts import Parts
 from isp_gateway.plans.service import PlanService
+from isp_gateway.settings import Settings
+from isp_gateway.store import MemoryStore, Store
 from isp_gateway.tickets.service import TicketService
+from isp_gateway.upstream.budget import RateBudget
+from isp_gateway.upstream.gateway import UpstreamGateway, build_http_client
+from isp_gateway.upstream.planner import RefreshPlanner
 
 if TYPE_CHECKING:
-    from isp_gateway.audit.service import AuditLog
-    from isp_gateway.kit.stopping import Stopping
     from isp_gateway.observability.metrics import Metrics
-    from isp_gateway.settings import Settings
-    from isp_gateway.store import Store
-    from isp_gateway.upstream.gateway import UpstreamGateway
-    from isp_gateway.upstream.planner import RefreshPlanner
+    from isp_gateway.store.redis import RedisStore
+
+log = logging.getLogger("isp_gateway")
 
 T = TypeVar("T")
+
+# A readiness probe must answer well within a load balancer's probe timeout (usually 1-5 s).
+CHECK_SECONDS = 2.0
 
 
 @dataclass(frozen=True, slots=True)
 class Services:
+    """The feature services, each built once."""
+
     plans: PlanService
     clients: ClientService
     identity: IdentityService
@@ -57,34 +72,192 @@ class Services:
     auth: AuthService
     # Verification ids (CALLERS.md 5): issued by a REST or MCP verify, checked by both.
     verifications: Verifications
+    by_type: dict[type, Any] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # The routers' dependencies (web/deps.py) find a service by its type: one dict read.
+        found = {type(getattr(self, f.name)): getattr(self, f.name) for f in fields(self)[:-1]}
+        object.__setattr__(self, "by_type", found)
+
+    def of(self, kind: type[T]) -> T:
+        service: T = self.by_type[kind]
+        return service
 
 
-async def start_services(
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    """What the lifespan owns, on `app.state.runtime`: the long-lived parts and the graph."""
+
+    settings: Settings
+    store: Store
+    gateway: UpstreamGateway
+    audit: AuditLog
+    planner: RefreshPlanner
+    # The API keys of API_KEYS_FILE (CALLERS.md 3); a ring of no keys when it is unset.
+    key_ring: KeyRing
+    services: Services
+    metrics: Metrics | None = None  # None when METRICS_ENABLED is false
+    token_cache: TokenCache = field(default_factory=TokenCache)
+    # Set the moment this worker is asked to stop (kit/stopping.py).
+    stopping: Stopping = field(default_factory=Stopping)
+
+    async def readiness(self) -> dict[str, str]:
+        """`/ready`'s checks (web/readiness.py), each "ok" or what is wrong."""
+        return {
+            "store": await self._store_check(),
+            "clients": await self._clients_check(),
+            "upstream": self._upstream_check(),
+        }
+
+    async def _store_check(self) -> str:
+        try:
+            await asyncio.wait_for(self.store.get("ready:probe"), CHECK_SECONDS)
+        except (StoreUnavailable, TimeoutError):
+            return "unavailable"
+        return "ok"
+
+    async def _clients_check(self) -> str:
+        cache = self.services.clients.cache
+        if cache.local is not None:
+            return "ok"  # this process has held the list: it has loaded at least once
+        try:
+            # Another worker sharing the store may have loaded it.
+            at = await asyncio.wait_for(cache.loaded_at(), CHECK_SECONDS)
+        except (StoreUnavailable, TimeoutError):
+            at = None
+        return "ok" if at is not None else "not_loaded"
+
+    def _upstream_check(self) -> str:
+        """`unauthorized` while the upstream's last word about our key was a 401/403 (a
+        wrong or revoked UPSTREAM_NET_KEY: nothing this replica asks will be answered). An
+        upstream that is merely down is not a reason to leave the pool: cached copies still
+        serve."""
+        return "unauthorized" if self.gateway.key_refused else "ok"
+
+
+def redis_store(settings: Settings) -> RedisStore:
+    """The Redis store the settings name: REDIS_URL, or the master REDIS_SENTINELS find."""
+    from isp_gateway.store.redis import RedisStore, SentinelMaster
+
+    timeout = settings.REDIS_TIMEOUT_SECONDS
+    if settings.REDIS_URL is not None:
+        return RedisStore(settings.REDIS_URL.get_secret_value(), timeout=timeout)
+    if settings.REDIS_SENTINEL_MASTER is None:  # the settings refuse it; for the type
+        raise ValueError("REDIS_SENTINELS without REDIS_SENTINEL_MASTER")
+    master = SentinelMaster(
+        tuple(settings.REDIS_SENTINELS),
+        settings.REDIS_SENTINEL_MASTER,
+        password=_secret(settings.REDIS_PASSWORD),
+        sentinel_password=_secret(settings.REDIS_SENTINEL_PASSWORD),
+    )
+    return RedisStore(timeout=timeout, sentinel=master)
+
+
+def _secret(value: SecretStr | None) -> str | None:
+    return None if value is None else value.get_secret_value()
+
+
+async def build_store(settings: Settings) -> Store:
+    if settings.uses_redis:
+        store = redis_store(settings)
+        await store.ping()
+        return store
+    return MemoryStore()
+
+
+async def start_runtime(
+    stack: AsyncExitStack, settings: Settings, metrics: Metrics | None
+) -> Runtime:
+    """Everything the service runs on, started, with its stops on `stack`."""
+    # Closed in reverse order: services, then the upstream client, then the store.
+    store = await build_store(settings)
+    stack.push_async_callback(store.close)
+    http = build_http_client(settings)
+    stack.push_async_callback(http.aclose)
+    budget = RateBudget(
+        store,
+        settings.UPSTREAM_RATE_PER_MINUTE,
+        settings.UPSTREAM_RATE_PER_HOUR,
+        reserve=settings.UPSTREAM_INTERACTIVE_RESERVE,
+        share=settings.UPSTREAM_CALLER_SHARE,
+    )
+    planner = RefreshPlanner(budget)
+    if metrics is not None:
+        metrics.watch_budget(budget)
+        await metrics.start()
+        stack.push_async_callback(metrics.aclose)
+    gateway = UpstreamGateway(settings, http, budget, metrics)
+    audit = AuditLog(store, settings.AUDIT_MAX_EVENTS, enabled=settings.AUDIT_ENABLED)
+    stopping = Stopping()
+    services = await _start_services(
+        stack, settings, store, gateway, audit, stopping, metrics, planner
+    )
+    if metrics is not None:
+        metrics.watch_planner(planner)
+    planner.log_plan("start-up")
+    return Runtime(
+        settings=settings,
+        store=store,
+        gateway=gateway,
+        audit=audit,
+        planner=planner,
+        key_ring=KeyRing(settings.API_KEYS_FILE),
+        services=services,
+        metrics=metrics,
+        stopping=stopping,
+    )
+
+
+async def _start_services(
     stack: AsyncExitStack,
     settings: Settings,
     store: Store,
     gateway: UpstreamGateway,
-    metrics: Metrics | None,
-    planner: RefreshPlanner | None,
     audit: AuditLog,
     stopping: Stopping,
+    metrics: Metrics | None,
+    planner: RefreshPlanner,
 ) -> Services:
     lists = Lists(store, float(settings.STALE_IF_ERROR_SECONDS), metrics, planner)
-    parts = Parts(settings, store, gateway, lists, audit, stopping)
-    plans = PlanService(parts)
-    clients = ClientService(parts)
+    plans = PlanService(settings=settings, store=store, gateway=gateway, lists=lists)
+    clients = ClientService(settings=settings, store=store, gateway=gateway, lists=lists)
     verifications = Verifications(store, settings.VERIFICATION_TTL_SECONDS)
-    identity = IdentityService(parts, clients, plans, verifications)
-    updates = UpdateService(parts, clients)
-    tickets = TicketService(parts, clients, metrics)
-    pings = PingService(parts, clients)
-    accounts = AccountService(parts, clients)
-    outages = OutageService(parts)
+    identity = IdentityService(
+        settings=settings,
+        store=store,
+        audit=audit,
+        clients=clients,
+        plans=plans,
+        verifications=verifications,
+    )
+    updates = UpdateService(
+        settings=settings, store=store, gateway=gateway, audit=audit, clients=clients
+    )
+    tickets = TicketService(
+        settings=settings,
+        store=store,
+        gateway=gateway,
+        lists=lists,
+        audit=audit,
+        stopping=stopping,
+        clients=clients,
+        metrics=metrics,
+    )
+    pings = PingService(
+        settings=settings,
+        store=store,
+        gateway=gateway,
+        audit=audit,
+        stopping=stopping,
+        clients=clients,
+    )
+    accounts = AccountService(settings=settings, gateway=gateway, lists=lists, clients=clients)
+    outages = OutageService(settings=settings, store=store, gateway=gateway, lists=lists)
     for service in (plans, clients, tickets, pings, accounts, outages):
         await service.start()
         stack.push_async_callback(service.aclose)
     diagnose = DiagnoseService(clients, accounts, tickets, outages, pings, audit)
-    auth = AuthService(parts)
+    auth = AuthService(settings=settings, store=store, audit=audit)
     return Services(
         plans,
         clients,
@@ -98,35 +271,3 @@ async def start_services(
         auth,
         verifications,
     )
-
-
-# The dependencies are async on purpose: FastAPI runs a plain `def` dependency in a thread
-# pool, which cost more than the whole lookup it serves.
-def _services(request: Request) -> Services:
-    runtime = request.app.state.runtime
-    # Every answer within UPSTREAM_TIMEOUT_SECONDS + 2 s (CALLERS.md 2): the margin is for
-    # the answer itself; shared loads are waited for only until the upstream's timeout.
-    # Set where a route takes its service, so every business route has it.
-    deadline.start(runtime.settings.UPSTREAM_TIMEOUT_SECONDS, runtime.gateway)
-    services: Services = runtime.services
-    return services
-
-
-def _service(pick: Callable[[Services], T]) -> Callable[[Request], Awaitable[T]]:
-    """The dependency that hands a route one service of the graph."""
-
-    async def dependency(request: Request) -> T:
-        return pick(_services(request))
-
-    return dependency
-
-
-PlansDep = Annotated[PlanService, Depends(_service(lambda graph: graph.plans))]
-ClientsDep = Annotated[ClientService, Depends(_service(lambda graph: graph.clients))]
-IdentityDep = Annotated[IdentityService, Depends(_service(lambda graph: graph.identity))]
-UpdatesDep = Annotated[UpdateService, Depends(_service(lambda graph: graph.updates))]
-TicketsDep = Annotated[TicketService, Depends(_service(lambda graph: graph.tickets))]
-PingsDep = Annotated[PingService, Depends(_service(lambda graph: graph.pings))]
-AccountsDep = Annotated[AccountService, Depends(_service(lambda graph: graph.accounts))]
-DiagnoseDep = Annotated[DiagnoseService, Depends(_service(lambda graph: graph.diagnose))]
-AuthDep = Annotated[AuthService, Depends(_service(lambda graph: graph.auth))]

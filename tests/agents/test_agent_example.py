@@ -7,8 +7,23 @@ import subprocess
 import sys
 from pathlib import Path
 
-from isp_gateway.mcp.tools import _DIAGNOSIS
+from isp_gateway.kit.actions import Action
+from isp_gateway.kit.messages import SENTENCES
 from tests.conftest import PASSWORD, USERNAME, Gateway
+
+# The sentences a diagnosis answers with (the catalogue's, kit/messages.py).
+_DIAGNOSIS = {
+    action: SENTENCES[action]
+    for action in (
+        Action.SERVICE_CANCELLED,
+        Action.SERVICE_SUSPENDED,
+        Action.ZONE_OUTAGE,
+        Action.STABLE_CONNECTION,
+        Action.INTERMITTENT_CONNECTION,
+        Action.NO_INTERNET,
+        Action.PING_PENDING,
+    )
+}
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "agent_conversation.py"
 

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from isp_gateway.clients.index import ClientIndex
+from isp_gateway.upstream.clients import Client
 from tests.conftest import Gateway, Simulator
 
 
@@ -134,3 +136,15 @@ def start_pair(
 @pytest.fixture
 def pair(start_pair: StartPair) -> tuple[Simulator, Gateway]:
     return start_pair()
+
+
+def by_doc(index: ClientIndex, document: str) -> Client | None:
+    """The client a lookup by `document` finds in `index` (as the service's lookup does)."""
+    found = index.found_with_others("document", document)
+    return None if found is None else found[0]
+
+
+def by_phone_number(index: ClientIndex, number: str) -> Client | None:
+    """The client a lookup by a normalised phone number finds in `index`."""
+    found = index.found_with_others("phone", number)
+    return None if found is None else found[0]

@@ -8,6 +8,7 @@ from typing import Any, cast
 from isp_gateway.clients.index import ClientIndex, pack_lines, pack_records
 from isp_gateway.simulator import build_dataset
 from isp_gateway.upstream.clients import ClientRecord, map_clients
+from tests.clients.conftest import by_doc, by_phone_number
 
 
 def _index(records: list[ClientRecord]) -> ClientIndex:
@@ -26,10 +27,10 @@ def test_fields_in_another_order_index_the_same() -> None:
         for index in (usual, other):
             assert index.get(client["service_id"]) == client
             if client["document"]:
-                found = index.by_doc(client["document"])
+                found = by_doc(index, client["document"])
                 assert found is not None and found["document"] == client["document"]
             for phone in index.phones_of(client):
-                assert index.by_phone_number(phone) is not None
+                assert by_phone_number(index, phone) is not None
         name = (client["name"] or "").split()[0]
         assert [c["service_id"] for c in usual.search(name, 50)] == [
             c["service_id"] for c in other.search(name, 50)

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.clients.conftest import StartPair, body, calls, envelope
+from tests.clients.conftest import StartPair, body, by_doc, calls, envelope
 from tests.conftest import Gateway, Simulator
 
 SECRETS = ("cpe-secret-pw", "svc-secret-pw", "rt-pw", "AA:BB:CC:DD:EE:FF", "password")
@@ -143,7 +143,7 @@ def test_new_customer_found_upstream_then_served_from_index(
     import time
 
     deadline = time.monotonic() + 5
-    while gw.runtime.services.clients.cache.local.by_doc("77777777") is None:
+    while by_doc(gw.runtime.services.clients.cache.local, "77777777") is None:
         assert time.monotonic() < deadline, "the index was not patched"
         time.sleep(0.01)  # the index is patched in the background
     response = gw.get("/api/v1/clients/by-document/77777777")

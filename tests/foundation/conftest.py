@@ -12,7 +12,7 @@ import pytest
 from fastapi import APIRouter, Depends, FastAPI
 from pydantic import BaseModel, Field
 
-from isp_gateway.auth.dependencies import CurrentUser, current_user
+from isp_gateway.auth.dependencies import CurrentCaller, current_caller
 from isp_gateway.kit.errors import Locked, NotFound, UpstreamRateLimited
 from isp_gateway.settings import Settings
 from isp_gateway.web.notfound import UnknownPathMiddleware
@@ -52,11 +52,11 @@ class ProbeRequest(BaseModel):
 def add_probe_routes(app: FastAPI) -> None:
     """Throwaway routes on a real app (the Starlette way of testing handlers): a protected
     echo of the token subject, a body to validate, and crashes of every kind."""
-    router = APIRouter(prefix="/api/v1/_probe", dependencies=[Depends(current_user)])
+    router = APIRouter(prefix="/api/v1/_probe", dependencies=[Depends(current_caller)])
 
     @router.get("/whoami")
-    async def whoami(user: CurrentUser) -> dict[str, Any]:
-        return {"sub": user}
+    async def whoami(caller: CurrentCaller) -> dict[str, Any]:
+        return {"sub": caller.caller.removeprefix("jwt:")}
 
     @router.post("/body")
     async def body(payload: ProbeRequest) -> dict[str, Any]:

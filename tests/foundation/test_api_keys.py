@@ -10,10 +10,10 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import pytest
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
+from fastapi import APIRouter, FastAPI, HTTPException, Request
 from starlette.datastructures import Headers
 
 from isp_gateway.auth import keys
@@ -23,7 +23,6 @@ from isp_gateway.auth.keys import (
     KeyRing,
     enforce_key_rate,
     generate_key,
-    get_key_ring,
     key_digest,
     new_entry,
     presented_key,
@@ -344,7 +343,8 @@ def add_key_probe(app: FastAPI) -> None:
     probe = APIRouter(prefix="/api/v1/_key_probe")
 
     @probe.get("")
-    async def whoami(request: Request, ring: Annotated[KeyRing, Depends(get_key_ring)]) -> Any:
+    async def whoami(request: Request) -> Any:
+        ring: KeyRing = request.app.state.runtime.key_ring
         presented = presented_key(request.headers)
         found = None if presented is None else ring.lookup(presented)
         if found is None:

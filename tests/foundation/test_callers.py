@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from fastapi import APIRouter, Depends, FastAPI
 
-from isp_gateway.auth.dependencies import CurrentCaller, current_user
+from isp_gateway.auth.dependencies import CurrentCaller
+from isp_gateway.auth.dependencies import current_caller as authenticated_caller
 from isp_gateway.kit.callers import current_caller
 from tests.conftest import USERNAME, Gateway, _start_gateway
 
@@ -20,7 +21,7 @@ CALLER = f"jwt:{USERNAME}"
 
 
 def add_caller_route(app: FastAPI) -> None:
-    router = APIRouter(prefix="/api/v1/_callers", dependencies=[Depends(current_user)])
+    router = APIRouter(prefix="/api/v1/_callers", dependencies=[Depends(authenticated_caller)])
 
     async def far_below() -> dict[str, Any] | None:
         # What code far below the routers (the upstream budget) sees.

@@ -34,7 +34,9 @@ from isp_gateway.upstream.payments import PaymentMethod, fetch_payment_methods
 from isp_gateway.web.params import parse_service_id
 
 if TYPE_CHECKING:
-    from isp_gateway.parts import Parts
+    from isp_gateway.kit.cache import Lists
+    from isp_gateway.settings import Settings
+    from isp_gateway.upstream.gateway import UpstreamGateway
 
     pass
 
@@ -58,11 +60,18 @@ class PaymentMethods:
 
 
 class AccountService:
-    def __init__(self, parts: Parts, clients: ClientService) -> None:
-        self.settings = settings = parts.settings
-        self.gateway = parts.gateway
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        gateway: UpstreamGateway,
+        lists: Lists,
+        clients: ClientService,
+    ) -> None:
+        self.settings = settings = settings
+        self.gateway = gateway
         self.clients = clients
-        lists = parts.lists
+        lists = lists
         self.invoices: CachedResource[InvoiceIndex] = lists.resource(
             "invoices:pending",
             self._load_invoices,

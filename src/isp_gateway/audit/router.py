@@ -1,9 +1,5 @@
-"""GET /api/v1/audit (CALLERS.md 4): the newest audit events, filtered, newest first.
-
-Not yet in the app: the scope check (`audit:read`) belongs to the new auth dependency. To
-serve it, add `audit_router` to the `add_routes(...)` call of app.py, and swap the router's
-`Depends(current_user)` for the dependency that requires `keys.AUDIT_READ`.
-"""
+"""GET /api/v1/audit (CALLERS.md 4): the newest audit events, filtered, newest first
+(scope `audit:read`)."""
 
 from __future__ import annotations
 
@@ -15,6 +11,7 @@ from pydantic import BaseModel
 from isp_gateway.audit.service import AuditEventName, AuditLog, get_audit_log
 from isp_gateway.auth.dependencies import Scoped
 from isp_gateway.auth.keys import AUDIT_READ
+from isp_gateway.kit.actions import Action
 from isp_gateway.web.envelope import BackendResponse, error_responses, success
 
 router = APIRouter(prefix="/api/v1/audit", tags=["system"], dependencies=[Scoped(AUDIT_READ)])
@@ -40,7 +37,7 @@ AuditDep = Annotated[AuditLog, Depends(get_audit_log)]
 @router.get(
     "",
     response_model=BackendResponse[list[AuditEvent]],
-    responses=error_responses(503, actions={503: "store_unavailable"}),
+    responses=error_responses(503, actions={503: Action.STORE_UNAVAILABLE}),
 )
 @router.get("/", include_in_schema=False)
 async def list_audit_events(
@@ -58,4 +55,4 @@ async def list_audit_events(
     """Who did what: the newest audit events matching every filter given, newest first
     (scope `audit:read`). Documents and phones appear as `***` and their last two digits."""
     events = await audit.query(service_id=service_id, caller=caller, event=event, limit=limit)
-    return success("audit_listed", events, meta={"count": len(events)})
+    return success(Action.AUDIT_LISTED, events, meta={"count": len(events)})

@@ -29,6 +29,7 @@ from typing import Any, Literal, get_args
 
 from fastapi import Request
 
+from isp_gateway.kit.actions import Action
 from isp_gateway.kit.callers import Caller, current_caller
 from isp_gateway.store import Store
 from isp_gateway.web.logs import request_id_var
@@ -46,7 +47,7 @@ AuditEventName = Literal[
     "ping",
     "diagnose",
     "scope_denied",
-    "verification_required",
+    Action.VERIFICATION_REQUIRED,
     "mcp_tool",
 ]
 EVENTS: tuple[str, ...] = get_args(AuditEventName)

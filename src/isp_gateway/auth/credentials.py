@@ -9,14 +9,31 @@ lookup edge (clients/fastpath.py) reads raw header bytes for speed, but with the
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from isp_gateway.auth.keys import JWT_SCOPES, enforce_key_rate, presented_key
-from isp_gateway.auth.tokens import InvalidToken, verify_token
+from isp_gateway.auth.keys import JWT_SCOPES, KeyRing, enforce_key_rate, presented_key
+from isp_gateway.auth.tokens import InvalidToken, TokenCache, verify_token
 from isp_gateway.kit.callers import END_USER_HEADER, MAX_END_USER_LENGTH, Caller, set_current_caller
+from isp_gateway.kit.recorder import Recorder
+from isp_gateway.kit.storage import Store
+from isp_gateway.settings import Settings
 
-if TYPE_CHECKING:
-    from isp_gateway.runtime import Runtime
+
+class Gatekeeper(Protocol):
+    """What reading a credential needs of the running service (services.Runtime is one):
+    the settings (the JWT secret), the key ring, the verified-token cache, the store (a
+    key's own rate) and the audit (a refused scope)."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def key_ring(self) -> KeyRing: ...
+    @property
+    def token_cache(self) -> TokenCache: ...
+    @property
+    def store(self) -> Store: ...
+    @property
+    def audit(self) -> Recorder: ...
 
 
 class Unauthenticated(Exception):
@@ -52,7 +69,7 @@ def _end_user(value: str | None, caller: str) -> str:
     return value
 
 
-def jwt_subject(runtime: Runtime, authorization: str | None) -> str | None:
+def jwt_subject(runtime: Gatekeeper, authorization: str | None) -> str | None:
     """The subject of a valid JWT in an Authorization header, else None (no 401 here: for
     code that only needs to know who it is, such as the per-subject rate limit)."""
     token = bearer(authorization)
@@ -64,7 +81,7 @@ def jwt_subject(runtime: Runtime, authorization: str | None) -> str | None:
         return None
 
 
-async def authenticate(runtime: Runtime, headers: Mapping[str, str], address: str) -> Caller:
+async def authenticate(runtime: Gatekeeper, headers: Mapping[str, str], address: str) -> Caller:
     """The request's Caller, also set as the request's current caller; raises
     Unauthenticated (checked first: an anonymous request is 401 whatever else it sends) or
     BadEndUser. A key is looked for first, so `Bearer igw_...` is never read as a JWT; a key

@@ -1,6 +1,6 @@
-"""The CurrentUser dependency: a valid credential (an API key or a Bearer token) or 401 in the
-spec's exact shape; the CurrentCaller it resolves on the way (CALLERS.md 1): who asks, for
-whom, from where, with which scopes; and `Scoped(scope)`, the one scope check of a route
+"""The CurrentCaller dependency: a valid credential (an API key or a Bearer token) or 401 in
+the spec's exact shape, resolved into the Caller (CALLERS.md 1): who asks, for whom, from
+where, with which scopes; and `Scoped(scope)`, the one scope check of a route
 (CALLERS.md 3)."""
 
 from __future__ import annotations
@@ -11,15 +11,19 @@ from fastapi import Depends, Header, HTTPException, Request, Security, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.security import APIKeyHeader, OAuth2PasswordBearer, SecurityScopes
 
-from isp_gateway.audit.service import get_audit_log
-from isp_gateway.auth.credentials import END_USER_ERROR, BadEndUser, Unauthenticated, authenticate
+from isp_gateway.auth.credentials import (
+    END_USER_ERROR,
+    BadEndUser,
+    Gatekeeper,
+    Unauthenticated,
+    authenticate,
+)
 from isp_gateway.auth.keys import (
     SCOPES,
     InsufficientScope,
-    has_scope,
+    require_scope,
 )
 from isp_gateway.kit.callers import END_USER_HEADER, MAX_END_USER_LENGTH, Caller
-from isp_gateway.runtime import RuntimeDep
 
 # auto_error=False: we answer a missing header ourselves with the spec's message.
 oauth2_scheme = OAuth2PasswordBearer(
@@ -48,9 +52,14 @@ def _unauthorized() -> HTTPException:
     )
 
 
+def gatekeeper(request: Request) -> Gatekeeper:
+    """The running service as the credential check sees it (app.state.runtime)."""
+    runtime: Gatekeeper = request.app.state.runtime
+    return runtime
+
+
 async def current_caller(
     request: Request,
-    runtime: RuntimeDep,
     # Both schemes are read by credentials.authenticate (from the headers); declared here so
     # the document and /docs offer them.
     _token: Annotated[str | None, Depends(oauth2_scheme)],
@@ -70,7 +79,7 @@ async def current_caller(
 ) -> Caller:
     address = request.client.host if request.client else "unknown"
     try:
-        return await authenticate(runtime, request.headers, address)
+        return await authenticate(gatekeeper(request), request.headers, address)
     except Unauthenticated:
         raise _unauthorized() from None
     except BadEndUser:
@@ -89,23 +98,17 @@ async def current_caller(
 CurrentCaller = Annotated[Caller, Depends(current_caller)]
 
 
-async def current_user(caller: CurrentCaller) -> str:
-    return caller.caller.removeprefix("jwt:")
-
-
-CurrentUser = Annotated[str, Depends(current_user)]
-
-
 async def _scoped(
     security_scopes: SecurityScopes, request: Request, caller: CurrentCaller
 ) -> Caller:
     """The route's scope (given by `Scoped`), or 403 `insufficient_scope`, audited as
     `scope_denied` before the answer is sent."""
     for required in security_scopes.scopes:
-        if not has_scope(caller.scopes, required):
+        try:
+            require_scope(caller.scopes, required)
+        except InsufficientScope:
             route = request.scope.get("route")
-            audit = await get_audit_log(request)
-            await audit.record(
+            await gatekeeper(request).audit.record(
                 "scope_denied",
                 "denied",
                 details={
@@ -115,7 +118,7 @@ async def _scoped(
                     "route": getattr(route, "path", None),
                 },
             )
-            raise InsufficientScope(required)
+            raise
     return caller
 
 

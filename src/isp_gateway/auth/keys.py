@@ -35,8 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fastapi import Request
-
+from isp_gateway.kit.actions import Action
 from isp_gateway.kit.errors import Locked, ServiceError
 from isp_gateway.store import Store
 
@@ -80,7 +79,7 @@ class InsufficientScope(ServiceError):
     """The credential is valid but lacks the route's scope (CALLERS.md 3)."""
 
     status_code = 403
-    action = "insufficient_scope"
+    action = Action.INSUFFICIENT_SCOPE
     default_message = "This credential may not do that"
 
     def __init__(self, required: str) -> None:
@@ -368,17 +367,6 @@ async def enforce_key_rate(store: Store, key: ApiKey, *, now: float | None = Non
     if count > key.rate_per_minute:
         raise Locked(
             "Too many requests for this API key, slow down",
-            action="rate_limited",
+            action=Action.RATE_LIMITED,
             retry_after=max(1, int((window + 1) * 60 - moment)),
         )
-
-
-async def get_key_ring(request: Request) -> KeyRing:
-    """The app's KeyRing (usable as a FastAPI dependency): `app.state.key_ring` when the
-    lifespan set one, else built on first use from the runtime's API_KEYS_FILE."""
-    state = request.app.state
-    ring: KeyRing | None = getattr(state, "key_ring", None)
-    if ring is None:
-        ring = KeyRing(state.runtime.settings.API_KEYS_FILE)
-        state.key_ring = ring
-    return ring

@@ -7,8 +7,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Form, HTTPException, Request, status
 from pydantic import BaseModel
 
-from isp_gateway.services import AuthDep
+from isp_gateway.auth.service import AuthService
+from isp_gateway.web.deps import ServiceOf
 from isp_gateway.web.envelope import AuthError
+
+AuthDep = Annotated[AuthService, ServiceOf(AuthService)]
 
 router = APIRouter(prefix="/api/v1/auth", tags=["system"])
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hmac
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import anyio.to_thread
 
@@ -16,7 +17,11 @@ from isp_gateway.auth.passwords import dummy_hash, verify_password
 from isp_gateway.auth.tokens import issue_token
 from isp_gateway.kit.callers import Caller
 from isp_gateway.kit.throttle import FailureThrottle
-from isp_gateway.parts import Parts
+
+if TYPE_CHECKING:
+    from isp_gateway.kit.recorder import Recorder
+    from isp_gateway.kit.storage import Store
+    from isp_gateway.settings import Settings
 
 log = logging.getLogger("isp_gateway.auth")
 
@@ -36,16 +41,22 @@ class LoginOutcome:
 
 
 class AuthService:
-    def __init__(self, parts: Parts) -> None:
-        self._settings = settings = parts.settings
-        self._store = parts.store
-        self._audit = parts.audit
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        store: Store,
+        audit: Recorder,
+    ) -> None:
+        self._settings = settings = settings
+        self._store = store
+        self._audit = audit
         # Per username and address, and (CALLERS.md 2) per username from every address.
         self._pair_throttle = FailureThrottle(
-            parts.store, "login", settings.LOGIN_MAX_FAILURES, settings.LOGIN_LOCKOUT_SECONDS
+            store, "login", settings.LOGIN_MAX_FAILURES, settings.LOGIN_LOCKOUT_SECONDS
         )
         self._user_throttle = FailureThrottle(
-            parts.store,
+            store,
             "login",
             settings.LOGIN_USERNAME_MAX_FAILURES,
             settings.LOGIN_LOCKOUT_SECONDS,

@@ -21,17 +21,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from isp_gateway.auth.credentials import bearer, valid_end_user
+from isp_gateway.auth.credentials import Gatekeeper, bearer, valid_end_user
 from isp_gateway.auth.keys import CLIENTS_READ, KEY_PREFIX, enforce_key_rate
 from isp_gateway.kit.errors import Locked, StoreUnavailable
-from isp_gateway.observability import ROUTE_TEMPLATE
-from isp_gateway.runtime import Runtime
+from isp_gateway.web.route_table import ROUTE_TEMPLATE
 
 if TYPE_CHECKING:
+    from isp_gateway.clients.service import ClientService
     from isp_gateway.observability.metrics import Metrics
     from isp_gateway.web.logs import AccessLog
     from isp_gateway.web.middleware import RequestIds
@@ -92,8 +92,21 @@ def _lookup(scope: Scope) -> tuple[str, str, str | None, str | None, bytes | Non
     return kind, value, token, api_key, request_id
 
 
+class _WithClients(Protocol):
+    @property
+    def clients(self) -> ClientService: ...
+
+
+class EdgeRuntime(Gatekeeper, Protocol):
+    """What the edge reads of the running service (services.Runtime is one): the
+    credentials' parts and the client lookups."""
+
+    @property
+    def services(self) -> _WithClients: ...
+
+
 async def _hit(
-    runtime: Runtime, kind: str, value: str, token: str | None, api_key: str | None
+    runtime: EdgeRuntime, kind: str, value: str, token: str | None, api_key: str | None
 ) -> bytes | None:
     if api_key is not None:
         # A current key (the ring's cache: one dict access once the key has been seen)
@@ -128,7 +141,7 @@ class LookupEdge:
         self,
         app: ASGIApp,
         *,
-        runtime_getter: Callable[[], Runtime],
+        runtime_getter: Callable[[], EdgeRuntime],
         ids: RequestIds | None = None,
         access_log: AccessLog | None = None,
         metrics: Metrics | None = None,

@@ -20,6 +20,7 @@ from isp_gateway.clients.service import (
     client_not_found,
     unable_to_fetch,
 )
+from isp_gateway.kit.actions import Action
 from isp_gateway.kit.callers import current_caller
 from isp_gateway.kit.errors import (
     Conflict,
@@ -34,9 +35,11 @@ from isp_gateway.upstream.clients import Client
 
 if TYPE_CHECKING:
     from isp_gateway.clients.service import ClientService
+    from isp_gateway.kit.recorder import Recorder
+    from isp_gateway.kit.storage import Store
     from isp_gateway.kit.verifications import Verifications
-    from isp_gateway.parts import Parts
     from isp_gateway.plans.service import PlanService
+    from isp_gateway.settings import Settings
 
 log = logging.getLogger("isp_gateway.clients")
 
@@ -49,7 +52,7 @@ MSG_LOCKED = "Demasiados intentos de verificación fallidos; intente más tarde"
 
 
 def _locked(retry_after: int) -> Locked:
-    return Locked(MSG_LOCKED, retry_after=retry_after, action="client_verification_locked")
+    return Locked(MSG_LOCKED, retry_after=retry_after, action=Action.CLIENT_VERIFICATION_LOCKED)
 
 
 @dataclass(frozen=True)
@@ -62,14 +65,17 @@ class Verification:
 class IdentityService:
     def __init__(
         self,
-        parts: Parts,
+        *,
+        settings: Settings,
+        store: Store,
+        audit: Recorder,
         clients: ClientService,
         plans: PlanService,
         verifications: Verifications,
     ) -> None:
-        self.settings = settings = parts.settings
-        store = parts.store
-        self.audit = parts.audit
+        self.settings = settings = settings
+        store = store
+        self.audit = audit
         self.clients = clients
         self.plans = plans
         self.verifications = verifications
@@ -151,7 +157,7 @@ class IdentityService:
     def _require_fields(self, body: VerifyRequest) -> dict[str, Any]:
         given = self._provided(body)
         if len(given) < MIN_VERIFY_FIELDS:
-            raise InvalidInput(MSG_FEW_FIELDS, action="client_verification_failed")
+            raise InvalidInput(MSG_FEW_FIELDS, action=Action.CLIENT_VERIFICATION_FAILED)
         return given
 
     @staticmethod
@@ -203,7 +209,7 @@ class IdentityService:
             try:
                 found = await self.clients.by_service_id(service_id)
             except NotFound:
-                await self._audit("verify", "failed", service_id, reason="client_not_found")
+                await self._audit("verify", "failed", service_id, reason=Action.CLIENT_NOT_FOUND)
                 raise client_not_found(MSG_NOT_FOUND_ES) from None
             client = found.client
             matched, price = await self._match(
@@ -291,7 +297,7 @@ class IdentityService:
             raise _locked(wait)
         # Both 404 outcomes stay counted as failures (the reservation is kept).
         if not candidates:
-            await self._audit("resolve", "failed", None, reason="client_not_found")
+            await self._audit("resolve", "failed", None, reason=Action.CLIENT_NOT_FOUND)
             raise client_not_found(MSG_NOT_FOUND_ES)
         if not verified:
             await self._audit("resolve", "failed", None, reason="mismatch")
@@ -300,14 +306,14 @@ class IdentityService:
                 # that service too, so that rotating X-End-User-Id buys nothing. (Words
                 # naming several customers lock none of them for everyone.)
                 await self.service_throttle.failure(str(candidates[0]["service_id"]))
-            raise NotFound(MSG_MISMATCH, action="client_verification_failed")
+            raise NotFound(MSG_MISMATCH, action=Action.CLIENT_VERIFICATION_FAILED)
         if len(verified) > 1:
             # Never guess between two customers; neither a failure nor a success.
             await self._release(attempt)
             await self._audit("resolve", "failed", None, reason="ambiguous")
             raise Conflict(
                 "Varios clientes coinciden con los datos; se necesita un dato adicional",
-                action="client_ambiguous",
+                action=Action.CLIENT_AMBIGUOUS,
             )
         await self._release(attempt)
         service_id = verified[0]["service_id"]

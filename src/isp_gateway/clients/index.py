@@ -31,6 +31,7 @@ from typing import Any, cast
 
 from isp_gateway.clients.matching import address_tokens, strip_address_prefixes, tokens
 from isp_gateway.clients.phones import field_phones, normalize_phone
+from isp_gateway.kit.actions import Action
 from isp_gateway.upstream.clients import Client, ClientRecord
 from isp_gateway.web.envelope import encode, success
 
@@ -371,12 +372,6 @@ class ClientIndex:
         record = self.record(service_id)
         return None if record is None else record.get("plan_id")
 
-    def by_doc(self, document: str) -> Client | None:
-        return self._pick(_positions(self.by_document, document_key(document)))
-
-    def by_phone_number(self, number: str) -> Client | None:
-        return self._pick(_positions(self.by_phone, number))
-
     def _choose(self, positions: Sequence[int]) -> int | None:
         """The position of one client of several sharing a key: an active one first, then
         the lowest id. A key held by one client (nearly all) needs no decoding."""
@@ -455,7 +450,7 @@ class ClientIndex:
         body = cache.get(client["service_id"]) if others is None or memo else None
         if body is None:
             meta = None if others is None else {"other_service_ids": others}
-            body = encode(success("client_found", client, meta=meta))
+            body = encode(success(Action.CLIENT_FOUND, client, meta=meta))
             if others is None or memo:
                 if len(cache) >= _BODY_MEMO_SIZE:
                     cache.clear()

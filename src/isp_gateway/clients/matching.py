@@ -76,8 +76,3 @@ def price_matches(given: float | None, actual: float | None) -> bool:
     if given is None or actual is None:
         return False
     return abs(given - actual) <= PRICE_TOLERANCE
-
-
-def search_key(text: str | None, *, address: bool = False) -> str:
-    """The normalised form used as a throttle key for resolve."""
-    return " ".join(address_tokens(text) if address else tokens(text))

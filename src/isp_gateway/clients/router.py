@@ -10,7 +10,7 @@ from fastapi.responses import Response
 
 from isp_gateway.auth.dependencies import Scoped
 from isp_gateway.auth.keys import CLIENTS_READ, CLIENTS_VERIFY, CLIENTS_WRITE
-from isp_gateway.clients.identity import MSG_MISMATCH, MSG_VERIFIED
+from isp_gateway.clients.identity import MSG_MISMATCH, MSG_VERIFIED, IdentityService
 from isp_gateway.clients.schemas import (
     DOCUMENT_PATTERN,
     PHONE_PATTERN,
@@ -19,9 +19,11 @@ from isp_gateway.clients.schemas import (
     VerificationResult,
     VerifyRequest,
 )
-from isp_gateway.clients.service import Found
+from isp_gateway.clients.service import ClientService, Found
+from isp_gateway.clients.update import UpdateService
+from isp_gateway.kit.actions import Action
 from isp_gateway.kit.models import NON_BLANK
-from isp_gateway.services import ClientsDep, IdentityDep, UpdatesDep
+from isp_gateway.web.deps import ServiceOf
 from isp_gateway.web.envelope import (
     BackendResponse,
     encode,
@@ -31,13 +33,17 @@ from isp_gateway.web.envelope import (
 )
 from isp_gateway.web.params import VERIFICATION_ERRORS, VERIFIED, ServiceIdPath, parse_service_id
 
+ClientsDep = Annotated[ClientService, ServiceOf(ClientService)]
+IdentityDep = Annotated[IdentityService, ServiceOf(IdentityService)]
+UpdatesDep = Annotated[UpdateService, ServiceOf(UpdateService)]
+
 router = APIRouter(prefix="/api/v1/clients", tags=["Clients"])
 
 STALE = {"stale": True}
 
 # Our key refused upstream: spec 5.2's CLIENT_NOT_FOUND (502) on every client endpoint.
-UPSTREAM = ["upstream_unavailable", "CLIENT_NOT_FOUND"]
-NOT_FOUND = "client_not_found"
+UPSTREAM = [Action.UPSTREAM_UNAVAILABLE, Action.UPSTREAM_REFUSED_CLIENT_FETCH]
+NOT_FOUND = Action.CLIENT_NOT_FOUND
 Handler = Callable[..., Awaitable[Response]]
 
 
@@ -90,24 +96,24 @@ def _found(found: Found) -> Response:
     # the response_model still documents the shape. By document or phone, `meta` names the
     # other services sharing the value (the lookup edge renders the same bytes).
     if found.others is None:
-        return respond(200, success("client_found", found.client, meta=_meta(found.stale)))
+        return respond(200, success(Action.CLIENT_FOUND, found.client, meta=_meta(found.stale)))
     meta: dict[str, Any] = {"other_service_ids": found.others}
     if found.stale:
         meta["stale"] = True
-    return respond(200, success("client_found", found.client, meta=meta))
+    return respond(200, success(Action.CLIENT_FOUND, found.client, meta=meta))
 
 
 @router.get(
     "/",
     dependencies=[Scoped(CLIENTS_READ)],
     response_model=BackendResponse[list[ClientResponse]],
-    responses=error_responses(500, 502, 503, actions={502: "CLIENT_NOT_FOUND"}),
+    responses=error_responses(500, 502, 503, actions={502: Action.UPSTREAM_REFUSED_CLIENT_FETCH}),
 )
 async def list_clients(clients: ClientsDep) -> Response:
     """List every active client (served from the client cache)."""
     payload, stale = await clients.list_active()
     # The list is serialised once per cache generation; only the envelope is built here.
-    return _listed("clients_listed", payload, stale)
+    return _listed(Action.CLIENTS_LISTED, payload, stale)
 
 
 def _listed(
@@ -125,7 +131,7 @@ def _listed(
     "/search",
     dependencies=[Scoped(CLIENTS_READ)],
     response_model=BackendResponse[list[ClientResponse]],
-    responses=error_responses(400, 502, 503, actions={400: "error", 502: UPSTREAM}),
+    responses=error_responses(400, 502, 503, actions={400: Action.ERROR, 502: UPSTREAM}),
     openapi_extra={"parameters": [Q_PARAMETER]},
 )
 async def search_clients(
@@ -138,22 +144,24 @@ async def search_clients(
     payload, count, total, stale = await clients.search(q, limit)
     # CALLERS.md 2: how many match in all, and whether this page left some out.
     meta = {"total": total, "has_more": total > count}
-    return _listed("clients_listed" if count else "client_not_found", payload, stale, meta)
+    return _listed(
+        Action.CLIENTS_LISTED if count else Action.CLIENT_NOT_FOUND, payload, stale, meta
+    )
 
 
-@_lookup("/by-document/{document}", "invalid_document")
+@_lookup("/by-document/{document}", Action.INVALID_DOCUMENT)
 async def get_client_by_document(document: DocumentPath, clients: ClientsDep) -> Response:
     """Find a client by identity document."""
     return _found(await clients.by_document(document))
 
 
-@_lookup("/by-phone/{phone}", "invalid_phone")
+@_lookup("/by-phone/{phone}", Action.INVALID_PHONE)
 async def get_client_by_phone(phone: PhonePath, clients: ClientsDep) -> Response:
     """Find a client by phone number (country code and symbols are ignored; URL-encode '+')."""
     return _found(await clients.by_phone(phone))
 
 
-@_lookup("/by-service-id/{service_id}", "invalid_service_id")
+@_lookup("/by-service-id/{service_id}", Action.INVALID_SERVICE_ID)
 async def get_client_by_service_id(service_id: ServiceIdPath, clients: ClientsDep) -> Response:
     """Find a client by service id."""
     return _found(await clients.by_service_id_text(service_id))
@@ -171,10 +179,10 @@ async def get_client_by_service_id(service_id: ServiceIdPath, clients: ClientsDe
         502,
         503,
         actions={
-            400: "client_verification_failed",
-            404: [NOT_FOUND, "client_verification_failed"],
-            409: "client_ambiguous",
-            429: "client_verification_locked",
+            400: Action.CLIENT_VERIFICATION_FAILED,
+            404: [NOT_FOUND, Action.CLIENT_VERIFICATION_FAILED],
+            409: Action.CLIENT_AMBIGUOUS,
+            429: Action.CLIENT_VERIFICATION_LOCKED,
             502: UPSTREAM,
         },
     ),
@@ -184,7 +192,7 @@ async def resolve_client(body: VerifyRequest, identity: IdentityDep) -> Response
     found = await identity.resolve(body)
     message = "Cliente identificado y verificado"
     return respond(
-        200, success("client_verified", found.client, message=message, meta=_meta(found.stale))
+        200, success(Action.CLIENT_VERIFIED, found.client, message=message, meta=_meta(found.stale))
     )
 
 
@@ -199,9 +207,9 @@ async def resolve_client(body: VerifyRequest, identity: IdentityDep) -> Response
         502,
         503,
         actions={
-            400: ["client_verification_failed", "invalid_service_id"],
+            400: [Action.CLIENT_VERIFICATION_FAILED, Action.INVALID_SERVICE_ID],
             404: NOT_FOUND,
-            429: "client_verification_locked",
+            429: Action.CLIENT_VERIFICATION_LOCKED,
             502: UPSTREAM,
         },
     ),
@@ -216,9 +224,9 @@ async def verify_client(
         verification_id = await identity.rest_verification_id(parse_service_id(service_id))
         if verification_id is not None:
             data["verification_id"] = verification_id
-        return respond(200, success("client_verified", data, message=MSG_VERIFIED))
+        return respond(200, success(Action.CLIENT_VERIFIED, data, message=MSG_VERIFIED))
     data["debug"] = result.debug
-    return respond(200, success("client_verification_failed", data, message=MSG_MISMATCH))
+    return respond(200, success(Action.CLIENT_VERIFICATION_FAILED, data, message=MSG_MISMATCH))
 
 
 @router.put(
@@ -235,15 +243,15 @@ async def verify_client(
             503,
             actions={
                 400: [
-                    "client_update_failed",
-                    "invalid_document",
-                    "invalid_phone",
-                    "invalid_service_id",
+                    Action.CLIENT_UPDATE_FAILED,
+                    Action.INVALID_DOCUMENT,
+                    Action.INVALID_PHONE,
+                    Action.INVALID_SERVICE_ID,
                 ],
                 404: NOT_FOUND,
                 # Spec 4.6 rule 5: the upstream refused or failed the update.
-                500: "client_update_failed",
-                502: "CLIENT_NOT_FOUND",
+                500: Action.CLIENT_UPDATE_FAILED,
+                502: Action.UPSTREAM_REFUSED_CLIENT_FETCH,
             },
         ),
         **VERIFICATION_ERRORS,
@@ -254,4 +262,4 @@ async def update_client(
 ) -> dict[str, Any]:
     """Update a client's document and/or phone."""
     await updates.update(parse_service_id(service_id), body.document, body.phone)
-    return success("client_updated", None, message="Client updated successfully")
+    return success(Action.CLIENT_UPDATED, None, message="Client updated successfully")

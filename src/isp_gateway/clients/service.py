@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from isp_gateway.clients.index import ClientIndex, document_key, pack_lines, pack_records
 from isp_gateway.clients.phones import MIN_PHONE_DIGITS, field_phones, normalize_phone
+from isp_gateway.kit.actions import Action
 from isp_gateway.kit.cache import CachedResource
 from isp_gateway.kit.errors import (
     InvalidInput,
@@ -38,7 +39,10 @@ from isp_gateway.upstream.clients import Client, ClientRecord
 from isp_gateway.web.params import MAX_SERVICE_ID_DIGITS, parse_service_id
 
 if TYPE_CHECKING:
-    from isp_gateway.parts import Parts
+    from isp_gateway.kit.cache import Lists
+    from isp_gateway.kit.storage import Store
+    from isp_gateway.settings import Settings
+    from isp_gateway.upstream.gateway import UpstreamGateway
 
 log = logging.getLogger("isp_gateway.clients")
 
@@ -71,12 +75,14 @@ def _pack_page(records: list[ClientRecord]) -> str:
 
 
 def client_not_found(message: str = MSG_NOT_FOUND) -> NotFound:
-    return NotFound(message, action="client_not_found")
+    return NotFound(message, action=Action.CLIENT_NOT_FOUND)
 
 
 def unable_to_fetch() -> ServiceError:
     # Spec 5.2: our key was rejected; say nothing more (the details are in the log).
-    return ServiceError("Unable to fetch client data", action="CLIENT_NOT_FOUND", status_code=502)
+    return ServiceError(
+        "Unable to fetch client data", action=Action.UPSTREAM_REFUSED_CLIENT_FETCH, status_code=502
+    )
 
 
 def _alone(client: Client | None) -> tuple[Client, list[int] | None] | None:
@@ -99,11 +105,18 @@ CONFIRMED_STATES = frozenset({"suspended", "cancelled"})
 
 
 class ClientService:
-    def __init__(self, parts: Parts) -> None:
-        self.store = parts.store
-        self.settings = settings = parts.settings
-        self.gateway = parts.gateway
-        self.cache: CachedResource[ClientIndex] = parts.lists.resource(
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        store: Store,
+        gateway: UpstreamGateway,
+        lists: Lists,
+    ) -> None:
+        self.store = store
+        self.settings = settings = settings
+        self.gateway = gateway
+        self.cache: CachedResource[ClientIndex] = lists.resource(
             "clients", self._load, self._index, ttl=settings.CLIENT_CACHE_SECONDS, patch=self._patch
         )
         self._tasks: set[asyncio.Task[None]] = set()
@@ -302,7 +315,7 @@ class ClientService:
     async def by_document(self, document: str) -> Found:
         text = document.strip()
         if not DOCUMENT.fullmatch(text):
-            raise InvalidInput("Invalid document format", action="invalid_document")
+            raise InvalidInput("Invalid document format", action=Action.INVALID_DOCUMENT)
         key = document_key(text)
         return await self._lookup(
             "document",
@@ -316,7 +329,7 @@ class ClientService:
         s = self.settings
         number = normalize_phone(phone, s.PHONE_COUNTRY_CODE, s.PHONE_NATIONAL_LENGTH)
         if len(number) < MIN_PHONE_DIGITS:
-            raise InvalidInput("Invalid phone format", action="invalid_phone")
+            raise InvalidInput("Invalid phone format", action=Action.INVALID_PHONE)
         return number
 
     async def by_phone(self, phone: str) -> Found:

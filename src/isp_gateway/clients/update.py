@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from isp_gateway.clients.index import document_key
 from isp_gateway.clients.phones import is_update_phone, replace_first_phone
 from isp_gateway.clients.service import DOCUMENT, client_not_found, unable_to_fetch
+from isp_gateway.kit.actions import Action
 from isp_gateway.kit.errors import (
     InvalidInput,
     ServiceError,
@@ -28,7 +29,10 @@ from isp_gateway.upstream.clients import Client
 
 if TYPE_CHECKING:
     from isp_gateway.clients.service import ClientService
-    from isp_gateway.parts import Parts
+    from isp_gateway.kit.recorder import Recorder
+    from isp_gateway.kit.storage import Store
+    from isp_gateway.settings import Settings
+    from isp_gateway.upstream.gateway import UpstreamGateway
 
 
 @contextlib.contextmanager
@@ -44,16 +48,24 @@ def _update_errors() -> Iterator[None]:
         raise
     except UpstreamError:
         raise ServiceError(
-            "The client could not be updated upstream", action="client_update_failed"
+            "The client could not be updated upstream", action=Action.CLIENT_UPDATE_FAILED
         ) from None
 
 
 class UpdateService:
-    def __init__(self, parts: Parts, clients: ClientService) -> None:
-        self.settings = parts.settings
-        self.store = parts.store
-        self.gateway = parts.gateway
-        self.audit = parts.audit
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        store: Store,
+        gateway: UpstreamGateway,
+        audit: Recorder,
+        clients: ClientService,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.gateway = gateway
+        self.audit = audit
         self.clients = clients
 
     async def update(self, service_id: int, document: str | None, phone: str | None) -> None:
@@ -85,14 +97,14 @@ class UpdateService:
         new_phone = phone.strip() if phone and phone.strip() else None
         if new_document is None and new_phone is None:
             raise InvalidInput(
-                "Provide at least one of 'document' or 'phone'", action="client_update_failed"
+                "Provide at least one of 'document' or 'phone'", action=Action.CLIENT_UPDATE_FAILED
             )
         if new_document is not None and not DOCUMENT.fullmatch(new_document):
-            raise InvalidInput("Invalid document format", action="invalid_document")
+            raise InvalidInput("Invalid document format", action=Action.INVALID_DOCUMENT)
         phone_field = None
         if new_phone is not None:
             if not is_update_phone(new_phone):
-                raise InvalidInput("Invalid phone format", action="invalid_phone")
+                raise InvalidInput("Invalid phone format", action=Action.INVALID_PHONE)
             new_phone = self.clients.normalized_phone(new_phone)
             # CALLERS.md 2: the new number replaces the record's first; its others stay.
             phone_field = await self._phone_field_with(service_id, new_phone)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from fastapi import APIRouter
 from fastapi.responses import Response
 
 from isp_gateway.auth.dependencies import Scoped
 from isp_gateway.auth.keys import NETWORK_PING
 from isp_gateway.diagnose.schemas import DEFAULT_WAIT_SECONDS, DiagnoseRequest, DiagnoseResponse
-from isp_gateway.services import DiagnoseDep
+from isp_gateway.diagnose.service import DiagnoseService
+from isp_gateway.web.deps import ServiceOf
 from isp_gateway.web.envelope import BackendResponse, respond, view_envelope
 from isp_gateway.web.params import (
     SERVICE_ROUTE_ERRORS_VERIFIED,
@@ -17,6 +20,8 @@ from isp_gateway.web.params import (
     WaitQuery,
     parse_service_id,
 )
+
+DiagnoseDep = Annotated[DiagnoseService, ServiceOf(DiagnoseService)]
 
 router = APIRouter(prefix="/api/v1/clients", tags=["network"], dependencies=[Scoped(NETWORK_PING)])
 

@@ -23,13 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 from isp_gateway.accounts.service import AccountService
 from isp_gateway.clients.service import ClientService
+from isp_gateway.kit.actions import Action
 from isp_gateway.kit.errors import ServiceError, StoreUnavailable
 from isp_gateway.network.service import PingFailed, PingService, PingView
 from isp_gateway.outages.service import OutageService
 from isp_gateway.tickets.service import TicketService
 
 if TYPE_CHECKING:
-    from isp_gateway.audit.service import AuditLog
+    from isp_gateway.kit.recorder import Recorder
 
 MSG_CANCELLED = "El servicio está cancelado."
 MSG_SUSPENDED = "El servicio está suspendido por saldo pendiente."
@@ -57,7 +58,7 @@ class DiagnoseService:
     tickets: TicketService
     outages: OutageService
     pings: PingService
-    audit: AuditLog
+    audit: Recorder
 
     async def diagnose(self, service_id: int, pings: int, wait: float) -> Diagnosis:
         """The answer, audited with its action (or the action of the error it raises)."""
@@ -96,7 +97,7 @@ class DiagnoseService:
             return Diagnosis(PingView(True, "info", action, data, message), stale)
 
         if state == "cancelled":
-            return info("service_cancelled", MSG_CANCELLED)
+            return info(Action.SERVICE_CANCELLED, MSG_CANCELLED)
         if state == "suspended":
             invoices, _, invoices_stale = await self.accounts.pending_of(record["username"])
             stale = stale or invoices_stale
@@ -107,14 +108,14 @@ class DiagnoseService:
             # What the bot offers next: paying what is owed, else a reconnection.
             if data["total_due"] > 0:
                 data["next_step"] = "pay"
-                return info("service_suspended", MSG_SUSPENDED)
+                return info(Action.SERVICE_SUSPENDED, MSG_SUSPENDED)
             data["next_step"] = "reconnect"
-            return info("service_suspended", MSG_SUSPENDED_RECONNECT)
+            return info(Action.SERVICE_SUSPENDED, MSG_SUSPENDED_RECONNECT)
         router_id = await self.outages.router_of(service_id, record["router_id"])
         router = await self.outages.router(router_id) if router_id is not None else None
         if router is not None and router.outage:
             data["outage_description"] = router.outage_description
-            return info("zone_outage", MSG_OUTAGE)
+            return info(Action.ZONE_OUTAGE, MSG_OUTAGE)
         return await self._ping(data, service_id, pings, wait, stale)
 
     async def _ping(

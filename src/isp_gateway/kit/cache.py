@@ -28,17 +28,13 @@ import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from isp_gateway.kit import deadline
+from isp_gateway.kit.calls import counting_calls
 from isp_gateway.kit.errors import StoreUnavailable, UpstreamError
+from isp_gateway.kit.storage import Store
 from isp_gateway.kit.trim import release_free_memory
-from isp_gateway.store import Store
-from isp_gateway.upstream.gateway import counting_calls
-from isp_gateway.upstream.planner import DEFAULT_REFRESH_RATIO, RefreshPlanner
-
-if TYPE_CHECKING:
-    from isp_gateway.observability.metrics import Metrics
 
 log = logging.getLogger("isp_gateway.cache")
 
@@ -50,6 +46,31 @@ STORE_AWAY_SECONDS = 1.0
 
 Stamp = tuple[float | None, int]  # (base load time or None when nothing is cached, revision)
 
+# A refresh starts at this fraction of a list's lifetime, unless its planner says otherwise.
+DEFAULT_REFRESH_RATIO = 0.8
+
+
+class Planner(Protocol):
+    """The refresh plan a list follows (upstream/planner.py): its lifetime and refresh point
+    from its measured size and the upstream budget."""
+
+    def register(self, resource: str, lifetime: float, *, refresh_ratio: float = ...) -> None: ...
+    def measured(self, resource: str, pages: int) -> None: ...
+    def load_allowance(self, resource: str) -> float: ...
+    def is_large(self, resource: str) -> bool: ...
+    def lifetime(self, resource: str) -> float: ...
+    def refresh_every(self, resource: str) -> float: ...
+
+
+class Watcher(Protocol):
+    """What the metrics see of the lists (observability/metrics.py): each list once, and
+    every answer served stale."""
+
+    def watch_cache(self, resource: CachedResource[Any]) -> None: ...
+    def stale(
+        self, key: str
+    ) -> None: ...  # (base load time or None when nothing is cached, revision)
+
 
 @dataclass(frozen=True, slots=True)
 class Lists:
@@ -59,8 +80,8 @@ class Lists:
 
     store: Store
     stale_ttl: float
-    metrics: Metrics | None = None
-    planner: RefreshPlanner | None = None
+    metrics: Watcher | None = None
+    planner: Planner | None = None
 
     def resource(
         self,
@@ -130,8 +151,8 @@ class CachedResource(Generic[D]):
         stale_ttl: float,
         refresh_ratio: float = DEFAULT_REFRESH_RATIO,
         patch: Callable[[D, Any], D] | None = None,
-        metrics: Metrics | None = None,
-        planner: RefreshPlanner | None = None,
+        metrics: Watcher | None = None,
+        planner: Planner | None = None,
     ) -> None:
         self.name = key
         self._store = store

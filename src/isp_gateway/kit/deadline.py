@@ -1,11 +1,12 @@
 """The request's deadline: every answer comes within UPSTREAM_TIMEOUT_SECONDS + 2 s.
 
-A request sets its deadline when it starts (`start`, from the runtime dependency). A request
-that waits on work it does not own (a whole-list load shared with other requests and the
-background schedule, which may be paused for the budget or a Retry-After, or held by another
-worker's lock) waits only while time is left (`bounded`): past it, or at once when the
-upstream asked us to wait longer than the time left, it answers with the upstream's failure
-while the load goes on for the next caller. Background work has no deadline (`clear`).
+A request sets its deadline when it starts (`start`, in the request middleware,
+web/middleware.py). A request that waits on work it does not own (a whole-list load shared
+with other requests and the background schedule, which may be paused for the budget or a
+Retry-After, or held by another worker's lock) waits only while time is left (`bounded`):
+past it, or at once when the upstream asked us to wait longer than the time left, it answers
+with the upstream's failure while the load goes on for the next caller. Background work has
+no deadline (`clear`).
 """
 
 from __future__ import annotations
@@ -14,14 +15,19 @@ import asyncio
 import time
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import Protocol, TypeVar
 
 from isp_gateway.kit.errors import UpstreamRateLimited, UpstreamUnavailable
 
-if TYPE_CHECKING:
-    from isp_gateway.upstream.gateway import UpstreamGateway
-
 T = TypeVar("T")
+
+
+class RateLimitView(Protocol):
+    """What a waiting request reads of the upstream gateway: how long the upstream asked us
+    to wait (its Retry-After), 0 when it did not."""
+
+    def rate_limited_for(self) -> float: ...
+
 
 # How often a waiting request looks again at a Retry-After the upstream sent meanwhile.
 POLL_SECONDS = 0.2
@@ -30,7 +36,7 @@ POLL_SECONDS = 0.2
 @dataclass(frozen=True)
 class Deadline:
     at: float  # time.monotonic()
-    gateway: UpstreamGateway | None = None
+    gateway: RateLimitView | None = None
 
     def left(self) -> float:
         return self.at - time.monotonic()
@@ -39,11 +45,17 @@ class Deadline:
 _deadline: ContextVar[Deadline | None] = ContextVar("request_deadline", default=None)
 
 
-def start(seconds: float, gateway: UpstreamGateway | None = None) -> None:
+def start(seconds: float, gateway: RateLimitView | None = None) -> None:
     """This request answers within `seconds` from now. Set afresh each time: a context
     that outlived its request (a server reusing one for the next) never hands its
-    expired deadline on. FastAPI resolves the runtime dependency once per request."""
+    expired deadline on."""
     _deadline.set(Deadline(time.monotonic() + seconds, gateway))
+
+
+def adopt(deadline: Deadline | None) -> None:
+    """Carry a request's deadline into work done for it in another context (the MCP SDK
+    runs a tool call in a task of its own, which does not inherit the request's context)."""
+    _deadline.set(deadline)
 
 
 def clear() -> None:

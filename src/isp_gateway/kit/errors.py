@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from isp_gateway.kit.actions import Action
+
 
 class ServiceError(Exception):
     """A business outcome that ends the request with an error envelope."""
 
     status_code = 500
-    action = "error"
+    action: str = Action.ERROR
     type: Literal["success", "error", "info"] = "error"
     default_message = "Internal error"
 
@@ -69,7 +71,7 @@ class UpstreamError(ServiceError):
     """The upstream could not give a usable answer. The base of what the gateway raises."""
 
     status_code = 502
-    action = "upstream_unavailable"
+    action = Action.UPSTREAM_UNAVAILABLE
     default_message = "The ISP backend is not available right now, try again shortly"
 
 
@@ -80,13 +82,13 @@ class UpstreamUnavailable(UpstreamError):
 class UpstreamUnauthorized(UpstreamError):
     """The upstream rejected our key (401/403)."""
 
-    action = "upstream_unauthorized"
+    action = Action.UPSTREAM_UNAUTHORIZED
     default_message = "The ISP backend refused the service's credentials"
 
 
 class UpstreamRateLimited(UpstreamError):
     status_code = 503
-    action = "upstream_rate_limited"
+    action = Action.UPSTREAM_RATE_LIMITED
     default_message = "The ISP backend is rate limiting requests, try again shortly"
 
     def __init__(self, retry_after: float, message: str | None = None) -> None:
@@ -108,7 +110,7 @@ class StoreUnavailable(ServiceError):
     request that needs it is refused rather than served without those guards."""
 
     status_code = 503
-    action = "store_unavailable"
+    action = Action.STORE_UNAVAILABLE
     default_message = "The service's shared store is not available right now, try again shortly"
 
     def __init__(self, message: str | None = None) -> None:

@@ -3,7 +3,7 @@
 A write endpoint that takes an `Idempotency-Key` runs its work through `Idempotency.run`:
 
     answer = await idempotency.run(key, fingerprint, produce, final=(ZoneLimitReached,))
-    return answer.response()
+    return render(answer)
 
 - The key is bound to the fingerprint of the request (a hash of its canonical body) from its
   first use, whatever the outcome: the same key with another body is a 422
@@ -27,41 +27,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-from fastapi.responses import JSONResponse
-
+from isp_gateway.kit.actions import Action
+from isp_gateway.kit.answers import Answer
 from isp_gateway.kit.errors import ServiceError
-from isp_gateway.store import LockTimeout, Store
-from isp_gateway.web.envelope import envelope
+from isp_gateway.kit.storage import LockTimeout, Store
 
 REPLAYED = "Idempotent-Replayed"
-
-
-@dataclass(frozen=True, slots=True)
-class Answer:
-    """A rendered answer: its status, envelope and headers."""
-
-    status_code: int
-    body: dict[str, Any]
-    headers: dict[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def of_error(cls, error: ServiceError) -> Answer:
-        """A refusal as the error handler renders it."""
-        body = envelope(
-            ok=False,
-            type=error.type,
-            action=error.action,
-            data=error.data,
-            message=error.message,
-            meta=error.meta,
-        )
-        return cls(error.status_code, body, dict(error.headers))
-
-    def response(self) -> JSONResponse:
-        return JSONResponse(self.body, status_code=self.status_code, headers=self.headers)
 
 
 def fingerprint(value: Any) -> str:
@@ -72,13 +45,13 @@ def fingerprint(value: Any) -> str:
 
 class KeyReused(ServiceError):
     status_code = 422
-    action = "idempotency_key_reused"
+    action = Action.IDEMPOTENCY_KEY_REUSED
     default_message = "This Idempotency-Key was already used with a different request body"
 
 
 class KeyInProgress(ServiceError):
     status_code = 409
-    action = "idempotency_key_in_progress"
+    action = Action.IDEMPOTENCY_KEY_IN_PROGRESS
     default_message = "A request with this Idempotency-Key is still being processed; retry shortly"
 
     def __init__(self, message: str | None = None) -> None:
@@ -117,7 +90,10 @@ class Idempotency:
         final: tuple[type[ServiceError], ...] = (),
     ) -> Answer:
         if not key:
-            return await produce()
+            try:
+                return await produce()
+            except final as refusal:
+                return Answer.of_error(refusal)
         record_key = self.record_key(key)
         try:
             async with self.store.lock(

@@ -10,7 +10,7 @@ the first ones are still being checked (`retry_after` + `failure` leave that win
 
 from __future__ import annotations
 
-from isp_gateway.store import Store
+from isp_gateway.kit.storage import Store
 
 
 class FailureThrottle:

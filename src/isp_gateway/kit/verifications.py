@@ -19,11 +19,12 @@ import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from isp_gateway.kit.actions import Action
 from isp_gateway.kit.callers import Caller
 from isp_gateway.kit.errors import ServiceError
 
 if TYPE_CHECKING:
-    from isp_gateway.store import Store
+    from isp_gateway.kit.storage import Store
 
 PREFIX = "ver_"
 # An id far longer than any real one is refused before it is hashed.
@@ -36,7 +37,7 @@ MSG_VERIFY_FIRST = (
 
 class VerificationRequired(ServiceError):
     status_code = 403
-    action = "verification_required"
+    action = Action.VERIFICATION_REQUIRED
     default_message = MSG_VERIFY_FIRST
 
 

@@ -16,7 +16,7 @@ from isp_gateway.kit.callers import Caller
 if TYPE_CHECKING:
     from starlette.types import Scope
 
-    from isp_gateway.runtime import Runtime
+    from isp_gateway.services import Runtime
 
 __all__ = ["BadEndUser", "Unauthenticated", "allows", "authenticate", "scopes_of"]
 

@@ -31,7 +31,8 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from isp_gateway.auth.dependencies import CREDENTIALS_ERROR
-from isp_gateway.kit import deadline
+from isp_gateway.kit import deadline, messages
+from isp_gateway.kit.actions import Action
 from isp_gateway.kit.callers import Caller, set_current_caller
 from isp_gateway.kit.errors import Locked, ServiceError
 from isp_gateway.kit.verifications import VerificationRequired
@@ -40,7 +41,7 @@ from isp_gateway.mcp.tools import BY_NAME, TOOLS, Call, Outcome, ToolFailure, ru
 from isp_gateway.web.envelope import error_response
 
 if TYPE_CHECKING:
-    from isp_gateway.runtime import Runtime
+    from isp_gateway.services import Runtime
 
 log = logging.getLogger("isp_gateway.mcp")
 
@@ -60,29 +61,7 @@ MSG_VERIFY_FIRST = (
     "Primero verifique la identidad del titular: find_customer, luego verify_customer, y use "
     "el verification_id que devuelve (vale solo para ese servicio y esta conversación)."
 )
-MSG_UNAVAILABLE = "El sistema del proveedor no responde ahora; intente de nuevo en un momento."
 MSG_INTERNAL = "Ocurrió un error interno; intente de nuevo en un momento."
-
-# Spanish sentences for the services' error actions; anything else says the service's own
-# message (none of them names a customer).
-_ERRORS = {
-    "client_not_found": "No encontré ningún cliente con ese dato.",
-    "invalid_phone": "El teléfono no es válido.",
-    "invalid_document": "El documento no es válido (3 a 20 letras o dígitos).",
-    "invalid_service_id": "El número de servicio no es válido.",
-    "client_verification_failed": (
-        "Se necesitan al menos 3 de: nombre, dirección, nombre del plan y precio del plan."
-    ),
-    "client_verification_locked": (
-        "Demasiados intentos de verificación fallidos; intente más tarde."
-    ),
-    "client_update_failed": "No se pudieron actualizar los datos de contacto.",
-    "upstream_unavailable": MSG_UNAVAILABLE,
-    "upstream_unauthorized": MSG_UNAVAILABLE,
-    "upstream_rate_limited": MSG_UNAVAILABLE,
-    "CLIENT_NOT_FOUND": MSG_UNAVAILABLE,
-    "store_unavailable": MSG_UNAVAILABLE,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +71,8 @@ class McpRequest:
     caller: Caller
     scopes: frozenset[str]
     runtime: Runtime
+    # The request's deadline, started at the edge (web/middleware.py), for the tool call.
+    deadline: deadline.Deadline | None = None
 
 
 def _request_of(ctx: ServerRequestContext[Any, Any]) -> McpRequest:
@@ -118,7 +99,8 @@ def _failure(code: str, sentence: str, **extra: Any) -> types.CallToolResult:
 
 
 def _service_failure(exc: ServiceError) -> types.CallToolResult:
-    sentence = _ERRORS.get(exc.action, exc.message)
+    # The catalogue's customer sentence (kit/messages.py); none of them names a customer.
+    sentence = messages.sentence(exc.action, exc.message)
     if isinstance(exc, Locked):
         return _failure(exc.action, sentence, retry_after=exc.retry_after)
     return _failure(exc.action, sentence)
@@ -166,8 +148,8 @@ async def call_tool(
         details["error"] = code
     audit = request.runtime.audit
     try:
-        if code == "verification_required":
-            await audit.record("verification_required", "refused", details={"tool": tool})
+        if code == Action.VERIFICATION_REQUIRED:
+            await audit.record(Action.VERIFICATION_REQUIRED, "refused", details={"tool": tool})
         await audit.record("mcp_tool", "error" if result.is_error else "ok", details=details)
     except ServiceError as exc:
         # The store is away (the log line was written): the agent still gets its answer.
@@ -193,7 +175,7 @@ async def _call_tool(
     runtime = request.runtime
     settings = runtime.settings
     # Every answer within UPSTREAM_TIMEOUT_SECONDS + 2 s, as on REST (CALLERS.md 2).
-    deadline.start(settings.UPSTREAM_TIMEOUT_SECONDS, runtime.gateway)
+    deadline.adopt(request.deadline)
     call = Call(
         services=runtime.services,
         verifications=runtime.services.verifications,
@@ -203,7 +185,7 @@ async def _call_tool(
     try:
         outcome: Outcome = await run(spec, call, args)
     except VerificationRequired:
-        return _failure("verification_required", MSG_VERIFY_FIRST)
+        return _failure(Action.VERIFICATION_REQUIRED, MSG_VERIFY_FIRST)
     except ToolFailure as failure:
         return _failure(failure.code, failure.sentence)
     except ServiceError as exc:
@@ -247,7 +229,7 @@ class McpEndpoint:
         except BadEndUser:
             refusal = error_response(
                 422,
-                "validation_error",
+                Action.VALIDATION_ERROR,
                 "X-End-User-Id must be 1 to 128 printable ASCII characters",
             )
             await refusal(scope, receive, send)
@@ -258,7 +240,7 @@ class McpEndpoint:
             )
             await refused(scope, receive, send)
             return
-        scope[SCOPE_KEY] = McpRequest(caller, scopes_of(caller), runtime)
+        scope[SCOPE_KEY] = McpRequest(caller, scopes_of(caller), runtime, deadline.current())
         set_current_caller(caller)
         await manager.handle_request(scope, receive, send)
 

@@ -20,9 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from isp_gateway.clients.schemas import VerifyRequest
 from isp_gateway.diagnose.schemas import DEFAULT_PINGS
-from isp_gateway.tickets.schemas import CreateTicketRequest
-from isp_gateway.tickets.service import TicketAlreadyOpen, ZoneLimitReached
-from isp_gateway.tickets.views import ticket_answer
+from isp_gateway.kit import messages
+from isp_gateway.kit.actions import Action
+from isp_gateway.tickets.errors import TicketCreationFailed
 
 if TYPE_CHECKING:
     from isp_gateway.kit.callers import Caller
@@ -215,23 +215,12 @@ async def customer_account(call: Call, service_id: int) -> Outcome:
     return Outcome(data, sentence)
 
 
-_DIAGNOSIS = {
-    "service_cancelled": "El servicio está cancelado.",
-    "service_suspended": "El servicio está suspendido por saldo pendiente.",
-    "zone_outage": "Hay una falla general en la zona; no hace falta abrir un ticket.",
-    "stable_connection": "La conexión responde bien.",
-    "intermittent_connection": "La conexión es intermitente; puede abrir un ticket.",
-    "no_internet": "La antena no responde; puede abrir un ticket.",
-    "ping_pending": "La prueba de conexión sigue en curso; vuelva a consultar en un momento.",
-}
-
-
 async def diagnose_connection(call: Call, service_id: int, args: BaseModel) -> Outcome:
     assert isinstance(args, DiagnoseArgs)
     result = await call.services.diagnose.diagnose(service_id, DEFAULT_PINGS, args.wait)
     view = result.view
     data = {"action": view.action, **view.data}
-    sentence = _DIAGNOSIS.get(view.action, "No se pudo completar la prueba de conexión.")
+    sentence = messages.sentence(view.action, "No se pudo completar la prueba de conexión.")
     return Outcome(data, sentence)
 
 
@@ -243,49 +232,47 @@ async def customer_tickets(call: Call, service_id: int) -> Outcome:
 
 async def open_ticket(call: Call, service_id: int, args: BaseModel) -> Outcome:
     assert isinstance(args, TicketArgs)
-    record, _, _ = await call.services.clients.find_record(service_id)
-    client = record["client"]
-    zone_id = client["zone_id"]
-    technician_id = client["technician_id"] or call.settings.DEFAULT_TECHNICIAN_ID
-    if zone_id is None:
-        raise ToolFailure(
-            "ticket_creation_failed",
-            "El servicio no tiene zona asignada; no se puede abrir un ticket desde aquí.",
-        )
-    if technician_id is None:
-        raise ToolFailure(
-            "ticket_creation_failed",
-            "El servicio no tiene técnico asignado y no hay uno por defecto configurado.",
-        )
+    tickets = call.services.tickets
     try:
-        request = CreateTicketRequest(
-            service_id=service_id,
-            subject=args.subject,
-            description=args.description,
-            technician_id=technician_id,
-            zone_id=zone_id,
-        )
+        # The REST write path (tickets/service.py): the zone cap, the duplicate guard and the
+        # lock, with the zone and the technician of the client record.
+        order = await tickets.order_for_service(service_id, args.subject, args.description)
+        answer = await tickets.create(order)
     except ValueError:
-        sentence = "El asunto o la descripción no son válidos."
-        raise ToolFailure("invalid_arguments", sentence) from None
-    try:
-        created = await call.services.tickets.create(request)
-    except ZoneLimitReached as full:
-        data = {"outcome": full.action, **(full.data or {})}
+        raise ToolFailure(
+            "invalid_arguments", "El asunto o la descripción no son válidos."
+        ) from None
+    except TicketCreationFailed as failed:
+        sentence = _NO_TICKET.get((failed.meta or {}).get("reason", ""))
+        if sentence is None:
+            raise
+        raise ToolFailure(Action.TICKET_CREATION_FAILED, sentence) from None
+    body = answer.body
+    if body["action"] == Action.ZONE_TICKET_LIMIT_REACHED:
         return Outcome(
-            data,
+            {"outcome": body["action"], **(body["data"] or {})},
             "La zona ya tiene el máximo de tickets abiertos; no se puede abrir otro hasta que "
             "se resuelva uno.",
         )
-    except TicketAlreadyOpen as open_:
-        data = {"outcome": open_.action, "ticket": open_.data}
-        number = (open_.data or {}).get("ticket_id")
-        return Outcome(data, f"Ya hay un ticket abierto por ese motivo (número {number}).")
-    ticket = ticket_answer(created)
+    if body["action"] == Action.TICKET_ALREADY_OPEN:
+        number = (body["data"] or {}).get("ticket_id")
+        return Outcome(
+            {"outcome": body["action"], "ticket": body["data"]},
+            f"Ya hay un ticket abierto por ese motivo (número {number}).",
+        )
+    ticket = body["data"]
     sentence = f"Se abrió el ticket número {ticket.get('ticket_id')}"
     if ticket.get("end_date"):
         sentence += f"; se atenderá a más tardar el {ticket['end_date']}"
-    return Outcome({"outcome": "ticket_created", "ticket": ticket}, sentence + ".")
+    return Outcome({"outcome": Action.TICKET_CREATED, "ticket": ticket}, sentence + ".")
+
+
+_NO_TICKET = {
+    "no_zone": "El servicio no tiene zona asignada; no se puede abrir un ticket desde aquí.",
+    "no_technician": (
+        "El servicio no tiene técnico asignado y no hay uno por defecto configurado."
+    ),
+}
 
 
 async def update_contact(call: Call, service_id: int, args: BaseModel) -> Outcome:
@@ -334,10 +321,6 @@ class ToolSpec:
     plain: Plain | None = None
     on_service: OnService | None = None
     on_service_args: OnServiceArgs | None = None
-
-    @property
-    def needs_verification(self) -> bool:
-        return self.plain is None
 
     def input_schema(self) -> dict[str, Any]:
         return self.args.model_json_schema()

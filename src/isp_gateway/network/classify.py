@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from isp_gateway.kit.actions import Action
 from isp_gateway.upstream.ping import PingResult
 
-STABLE = "stable_connection"
-INTERMITTENT = "intermittent_connection"
-NO_INTERNET = "no_internet"
-FAILED = "ping_failed"
+STABLE = Action.STABLE_CONNECTION
+INTERMITTENT = Action.INTERMITTENT_CONNECTION
+NO_INTERNET = Action.NO_INTERNET
+FAILED = Action.PING_FAILED
 
 # Loss at or below this is a stable connection (DECISIONS.md).
 STABLE_MAX_LOSS_PERCENT = 20.0
 
-MESSAGES = {
+MESSAGES: dict[str, str] = {
     STABLE: "Conexión estable.",
     INTERMITTENT: "Conexión intermitente: se perdieron paquetes.",
     NO_INTERNET: "Sin conexión: el equipo no respondió a ningún ping.",

@@ -24,6 +24,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from isp_gateway.kit.actions import Action
 from isp_gateway.kit.errors import (
     NotFound,
     ServiceError,
@@ -45,7 +46,11 @@ from isp_gateway.web.params import MAX_WAIT_SECONDS
 
 if TYPE_CHECKING:
     from isp_gateway.clients.service import ClientService
-    from isp_gateway.parts import Parts
+    from isp_gateway.kit.recorder import Recorder
+    from isp_gateway.kit.stopping import Stopping
+    from isp_gateway.kit.storage import Store
+    from isp_gateway.settings import Settings
+    from isp_gateway.upstream.gateway import UpstreamGateway
 
 log = logging.getLogger("isp_gateway.network")
 
@@ -64,7 +69,7 @@ class PingFailed(ServiceError):
     """The upstream refused or could not run the ping (spec 4.12 `ping_failed`)."""
 
     status_code = 502
-    action = "ping_failed"
+    action = Action.PING_FAILED
     default_message = "The ISP backend did not accept the ping request"
 
 
@@ -88,9 +93,18 @@ def _service_key(service_id: int) -> str:
 
 
 class PingService:
-    def __init__(self, parts: Parts, clients: ClientService) -> None:
-        self.settings, self.store, self.gateway = parts.settings, parts.store, parts.gateway
-        self.audit, self.stopping = parts.audit, parts.stopping
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        store: Store,
+        gateway: UpstreamGateway,
+        audit: Recorder,
+        stopping: Stopping,
+        clients: ClientService,
+    ) -> None:
+        self.settings, self.store, self.gateway = settings, store, gateway
+        self.audit, self.stopping = audit, stopping
         self.clients = clients
         # A holder of the create/check locks is inside one upstream call at most.
         self._lock_timeout = self.settings.UPSTREAM_TIMEOUT_SECONDS + 5.0
@@ -120,12 +134,12 @@ class PingService:
             raise
         # No task id in details: the audit masks its digit runs (CALLERS.md 4), so it would
         # not name the task anyway; the service and the time do.
-        await self.audit.record("ping", "ping_created", service_id=service_id)
+        await self.audit.record("ping", Action.PING_CREATED, service_id=service_id)
         return task_id
 
     async def _create(self, service_id: int, pings: int) -> str:
         if service_id < 1:
-            raise NotFound("Client not found", action="client_not_found")
+            raise NotFound("Client not found", action=Action.CLIENT_NOT_FOUND)
         coalesce = self.settings.PING_COALESCE_SECONDS > 0
         if coalesce:
             shared = await self._shared_task(service_id)
@@ -186,13 +200,13 @@ class PingService:
             log.info("client check for service %d unavailable (%s)", service_id, exc.action)
             return
         if client is None:
-            raise NotFound("Client not found", action="client_not_found")
+            raise NotFound("Client not found", action=Action.CLIENT_NOT_FOUND)
 
     async def _start_upstream(self, service_id: int, pings: int) -> str:
         try:
             return await create_ping(self.gateway, service_id, pings)
         except PingServiceUnknown:
-            raise NotFound("Client not found", action="client_not_found") from None
+            raise NotFound("Client not found", action=Action.CLIENT_NOT_FOUND) from None
         except PingRefused:
             # Logged with the upstream's answer where it was read (upstream/ping.py).
             raise PingFailed() from None
@@ -263,7 +277,7 @@ class PingService:
         return PingView(
             ok=True,
             type="info",
-            action="ping_pending",
+            action=Action.PING_PENDING,
             data={"task_id": task_id, "status": "pending"},
             message=PENDING_MESSAGE,
         )

@@ -21,7 +21,6 @@ import os
 import re
 import time
 from bisect import bisect_left
-from collections.abc import Awaitable, Callable
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -38,10 +37,10 @@ from prometheus_client import (
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from isp_gateway.kit.actions import Action
 from isp_gateway.kit.errors import StoreUnavailable
-from isp_gateway.observability import ROUTE_TEMPLATE, UNMATCHED
 from isp_gateway.observability.workers import multiprocess_dir
-from isp_gateway.web.route_table import RouteTable
+from isp_gateway.web.route_table import ROUTE_TEMPLATE, UNMATCHED, RouteTable
 
 if TYPE_CHECKING:
     from isp_gateway.kit.cache import CachedResource
@@ -60,7 +59,7 @@ UPSTREAM_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0
 # (and before each scrape): its per-call locking cost more than a fast-path lookup's share.
 FLUSH_SECONDS = 1.0
 # The outcomes of a ticket creation, as the ticket service decides them.
-TICKET_OUTCOMES = ("created", "duplicate", "failed", "zone_limit", "zone_mismatch")
+TICKET_OUTCOMES = ("created", "duplicate", "failed", "zone_limit", Action.ZONE_MISMATCH)
 # A 429 from a route is that route's failure throttle; one answered before routing is the
 # service's own rate limit (RateLimitMiddleware).
 THROTTLE_KINDS = {
@@ -178,7 +177,6 @@ class Metrics:
         self._caches: list[CachedResource[Any]] = []
         self._budgets: list[RateBudget] = []
         self._planners: list[RefreshPlanner] = []
-        self._scrape_hooks: list[Callable[[], Awaitable[None]]] = []
 
     # -- recording -------------------------------------------------------------------
 
@@ -243,10 +241,6 @@ class Metrics:
     def watch_planner(self, planner: RefreshPlanner) -> None:
         self._planners.append(planner)
 
-    def on_scrape(self, hook: Callable[[], Awaitable[None]]) -> None:
-        """Run `hook` before each scrape is rendered (to set gauges read from shared state)."""
-        self._scrape_hooks.append(hook)
-
     async def _update_gauges(self) -> None:
         now = time.time()
         ages: dict[str, float] = {}
@@ -267,7 +261,7 @@ class Metrics:
 
     async def render(self) -> bytes:
         self.flush()
-        for hook in (self._update_gauges, *self._scrape_hooks):
+        for hook in (self._update_gauges,):
             try:
                 await hook()
             except StoreUnavailable:

@@ -19,7 +19,10 @@ from isp_gateway.kit.cache import CachedResource
 from isp_gateway.upstream.routers import Router, fetch_client_router, fetch_routers
 
 if TYPE_CHECKING:
-    from isp_gateway.parts import Parts
+    from isp_gateway.kit.cache import Lists
+    from isp_gateway.kit.storage import Store
+    from isp_gateway.settings import Settings
+    from isp_gateway.upstream.gateway import UpstreamGateway
 
     pass
 
@@ -30,10 +33,17 @@ def _index(value: Any) -> dict[int, Router]:
 
 
 class OutageService:
-    def __init__(self, parts: Parts) -> None:
-        self.settings, self.store, self.gateway = parts.settings, parts.store, parts.gateway
-        self.ttl = float(parts.settings.OUTAGE_CACHE_SECONDS)
-        self.catalogue: CachedResource[dict[int, Router]] = parts.lists.resource(
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        store: Store,
+        gateway: UpstreamGateway,
+        lists: Lists,
+    ) -> None:
+        self.settings, self.store, self.gateway = settings, store, gateway
+        self.ttl = float(settings.OUTAGE_CACHE_SECONDS)
+        self.catalogue: CachedResource[dict[int, Router]] = lists.resource(
             "routers",
             self._load,
             _index,

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from isp_gateway.kit.actions import Action
 from isp_gateway.kit.cache import CachedResource
 from isp_gateway.kit.errors import NotFound
 from isp_gateway.upstream.plans import (
@@ -25,7 +26,10 @@ from isp_gateway.upstream.plans import (
 )
 
 if TYPE_CHECKING:
-    from isp_gateway.parts import Parts
+    from isp_gateway.kit.cache import Lists
+    from isp_gateway.kit.storage import Store
+    from isp_gateway.settings import Settings
+    from isp_gateway.upstream.gateway import UpstreamGateway
 
 PLAN_NOT_FOUND = "Internet plan not found"
 PCQ_MESSAGE = "The ISP backend has no detail for PCQ plans; only basic information is available."
@@ -68,9 +72,16 @@ class PlanInfo:
 
 
 class PlanService:
-    def __init__(self, parts: Parts) -> None:
-        self.store, self.gateway, self.lists = parts.store, parts.gateway, parts.lists
-        self.settings = settings = parts.settings
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        store: Store,
+        gateway: UpstreamGateway,
+        lists: Lists,
+    ) -> None:
+        self.store, self.gateway, self.lists = store, gateway, lists
+        self.settings = settings = settings
         self._ttl = float(settings.PLAN_CACHE_SECONDS)
         self.catalogue: CachedResource[PlanIndex] = self.lists.resource(
             "plans:list", self._load_list, _index, ttl=self._ttl
@@ -128,7 +139,7 @@ class PlanService:
         """One plan with price and speeds (PPPOE, SIMPLE QUEUE); basic fields for PCQ."""
         plan, stale = await self._find(plan_id)
         if plan is None:
-            raise NotFound(PLAN_NOT_FOUND, action="internet_plan_not_found")
+            raise NotFound(PLAN_NOT_FOUND, action=Action.INTERNET_PLAN_NOT_FOUND)
         if not has_detail(plan):
             basic = PlanDetail(
                 plan_id=plan.plan_id,
@@ -141,7 +152,7 @@ class PlanService:
             return PlanInfo(basic, stale, PCQ_MESSAGE)
         snapshot = await self._detail_resource(plan).get()
         if snapshot.value is None:
-            raise NotFound(PLAN_NOT_FOUND, action="internet_plan_not_found")
+            raise NotFound(PLAN_NOT_FOUND, action=Action.INTERNET_PLAN_NOT_FOUND)
         return PlanInfo(snapshot.value, stale or snapshot.stale)
 
     async def price_for(self, plan_id: int | None, plan_name: str | None) -> float | None:

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from isp_gateway.store.base import LockTimeout
+from isp_gateway.kit.storage import LockTimeout
 
 # Expired entries are dropped lazily on access, plus a sweep every this many writes, so
 # the dict cannot grow without bound under a stream of one-off keys.

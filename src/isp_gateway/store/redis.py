@@ -33,7 +33,7 @@ from redis.exceptions import LockError, ReadOnlyError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from isp_gateway.kit.errors import StoreUnavailable
-from isp_gateway.store.base import LockTimeout
+from isp_gateway.kit.storage import LockTimeout
 
 log = logging.getLogger("isp_gateway.store")
 

@@ -7,7 +7,8 @@ from fastapi.responses import Response
 
 from isp_gateway.auth.dependencies import Scoped
 from isp_gateway.auth.keys import TICKETS_READ
-from isp_gateway.services import TicketsDep
+from isp_gateway.kit.actions import Action
+from isp_gateway.tickets.router import TicketsDep
 from isp_gateway.tickets.schemas import OpenTicketResponse
 from isp_gateway.web.envelope import BackendResponse, respond, success
 from isp_gateway.web.params import (
@@ -30,4 +31,4 @@ async def list_client_tickets(service_id: ServiceIdPath, tickets: TicketsDep) ->
     """The client's active tickets, newest first (served from the cached ticket sweep)."""
     listed, stale = await tickets.client_tickets(parse_service_id(service_id))
     meta = {"stale": True} if stale else None
-    return respond(200, success("tickets_listed", listed, meta=meta))
+    return respond(200, success(Action.TICKETS_LISTED, listed, meta=meta))

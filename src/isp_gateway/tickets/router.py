@@ -13,8 +13,7 @@ from fastapi.responses import JSONResponse
 
 from isp_gateway.auth.dependencies import Scoped
 from isp_gateway.auth.keys import TICKETS_READ, TICKETS_WRITE
-from isp_gateway.kit.idempotency import Answer
-from isp_gateway.services import TicketsDep
+from isp_gateway.kit.actions import Action
 from isp_gateway.tickets.schemas import (
     CreateTicketRequest,
     OpenTicketResponse,
@@ -24,10 +23,12 @@ from isp_gateway.tickets.schemas import (
     ZoneLimitData,
     ZoneStatusResponse,
 )
-from isp_gateway.tickets.service import FINAL_REFUSALS
-from isp_gateway.tickets.views import ticket_answer
-from isp_gateway.web.envelope import BackendResponse, error_responses, success
+from isp_gateway.tickets.service import TicketService
+from isp_gateway.web.deps import ServiceOf
+from isp_gateway.web.envelope import BackendResponse, error_responses, render, success
 from isp_gateway.web.params import VERIFICATION_ERRORS, VerificationIdHeader, require_verification
+
+TicketsDep = Annotated[TicketService, ServiceOf(TicketService)]
 
 router = APIRouter(prefix="/api/v1/tickets", tags=["tickets"])
 
@@ -49,16 +50,16 @@ _CREATE_RESPONSES = (
         502,
         503,
         actions={
-            400: "ticket_creation_failed",
-            404: "client_not_found",
+            400: Action.TICKET_CREATION_FAILED,
+            404: Action.CLIENT_NOT_FOUND,
             409: [
-                "zone_ticket_limit_reached",
-                "ticket_already_open",
-                "idempotency_key_in_progress",
+                Action.ZONE_TICKET_LIMIT_REACHED,
+                Action.TICKET_ALREADY_OPEN,
+                Action.IDEMPOTENCY_KEY_IN_PROGRESS,
             ],
-            422: ["validation_error", "zone_mismatch", "idempotency_key_reused"],
-            502: "ticket_creation_failed",
-            503: "ticket_creation_failed",
+            422: [Action.VALIDATION_ERROR, Action.ZONE_MISMATCH, Action.IDEMPOTENCY_KEY_REUSED],
+            502: Action.TICKET_CREATION_FAILED,
+            503: Action.TICKET_CREATION_FAILED,
         },
         # The zone cap's 409 carries the counts; the duplicate guard's the open ticket.
         models={409: BackendResponse[ZoneLimitData | OpenTicketResponse]},
@@ -84,7 +85,7 @@ _CREATE_RESPONSES[503]["description"] = (
 @router.get("/subjects/", dependencies=[Scoped(TICKETS_READ)], include_in_schema=False)
 async def list_ticket_subjects(tickets: TicketsDep) -> dict[str, Any]:
     """Valid ticket subjects, grouped by priority and as one flat list."""
-    return success("ticket_subjects_listed", tickets.subjects())
+    return success(Action.TICKET_SUBJECTS_LISTED, tickets.subjects())
 
 
 @router.get(
@@ -98,7 +99,7 @@ async def list_ticket_subjects(tickets: TicketsDep) -> dict[str, Any]:
 )
 async def get_zone_status(zone_id: int, tickets: TicketsDep) -> dict[str, Any]:
     """Whether a zone has reached its cap of active tickets."""
-    return success("ticket_found", await tickets.zone_status(zone_id))
+    return success(Action.TICKET_FOUND, await tickets.zone_status(zone_id))
 
 
 @router.post(
@@ -120,24 +121,16 @@ async def create_ticket(
     # With REQUIRE_VERIFICATION, only for a service this caller and end user verified.
     await require_verification(request, body.service_id)
     order = await tickets.order(body)
-
-    async def created() -> Answer:
-        ticket = await tickets.create(order)
-        return Answer(201, success("ticket_created", ticket_answer(ticket)))
-
-    answer = await tickets.idempotency.run(
-        idempotency_key, order.fingerprint, created, final=FINAL_REFUSALS
-    )
-    return answer.response()
+    return render(await tickets.create(order, idempotency_key))
 
 
 @router.get(
     "/{ticket_id}",
     dependencies=[Scoped(TICKETS_READ)],
     response_model=BackendResponse[TicketDetailResponse],
-    responses=error_responses(404, 502, 503, actions={404: "ticket_not_found"}),
+    responses=error_responses(404, 502, 503, actions={404: Action.TICKET_NOT_FOUND}),
 )
 @router.get("/{ticket_id}/", dependencies=[Scoped(TICKETS_READ)], include_in_schema=False)
 async def get_ticket(ticket_id: int, tickets: TicketsDep) -> dict[str, Any]:
     """One ticket with its latest answer."""
-    return success("ticket_found", await tickets.get(ticket_id))
+    return success(Action.TICKET_FOUND, await tickets.get(ticket_id))

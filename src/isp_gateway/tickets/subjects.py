@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from isp_gateway.kit.text import fold
-from isp_gateway.settings import ConfigurationError
+from isp_gateway.settings import ConfigurationError, Settings
 
 PRIORITY_NAMES = {1: "low", 2: "normal", 3: "high", 4: "very_high"}
 
@@ -87,3 +87,18 @@ def _validate(raw: Any, source: str) -> dict[int, list[str]]:
             seen.add(name)
         out[level] = list(names)
     return out
+
+
+def document_subjects(settings: Settings, components: dict[str, Any]) -> None:
+    """The subjects a ticket may have, from the catalogue this deployment loads, as the
+    enum of the creation body's `subject` in the OpenAPI document."""
+    try:
+        catalogue = SubjectCatalogue.load(settings.TICKET_SUBJECTS_FILE)
+    except ConfigurationError:
+        return  # the lifespan stops start-up with the message
+    subject = components.get("CreateTicketRequest", {}).get("properties", {}).get("subject")
+    if subject is not None:
+        subject["enum"] = catalogue.as_data()["all"]
+        subject["description"] = (
+            subject.get("description", "") + " (the `all` list of GET /api/v1/tickets/subjects)"
+        ).strip()

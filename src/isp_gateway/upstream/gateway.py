@@ -11,14 +11,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 import httpx
 
+from isp_gateway.kit.actions import Action
+from isp_gateway.kit.calls import count_call
 from isp_gateway.kit.errors import (
     UpstreamRateLimited,
     UpstreamRejected,
@@ -27,9 +26,6 @@ from isp_gateway.kit.errors import (
 )
 from isp_gateway.settings import Settings
 from isp_gateway.upstream.budget import RateBudget
-
-if TYPE_CHECKING:
-    from isp_gateway.observability.metrics import Metrics
 
 log = logging.getLogger("isp_gateway.upstream")
 
@@ -40,24 +36,10 @@ T = TypeVar("T")
 PAGE_ATTEMPTS = 4
 
 
-@dataclass
-class CallCount:
-    count: int = 0
+class Observer(Protocol):
+    """Where each upstream answer is counted (observability/metrics.py)."""
 
-
-_calls: ContextVar[CallCount | None] = ContextVar("upstream_calls", default=None)
-
-
-@contextmanager
-def counting_calls() -> Iterator[CallCount]:
-    """Count the upstream calls made in this context (tasks it starts included): a cached
-    list's load measures its pages this way, whatever the resource."""
-    counter = CallCount()
-    token = _calls.set(counter)
-    try:
-        yield counter
-    finally:
-        _calls.reset(token)
+    def observe_upstream(self, method: str, path: str, outcome: str, seconds: float) -> None: ...
 
 
 def build_http_client(settings: Settings) -> httpx.AsyncClient:
@@ -88,7 +70,7 @@ def _outcome(status: int) -> str:
     if status in (401, 403):
         return "unauthorized"
     if status == 429:
-        return "rate_limited"
+        return Action.RATE_LIMITED
     return "error"
 
 
@@ -98,7 +80,7 @@ class UpstreamGateway:
         settings: Settings,
         http: httpx.AsyncClient,
         budget: RateBudget,
-        metrics: Metrics | None = None,
+        metrics: Observer | None = None,
     ) -> None:
         self.settings = settings
         self.http = http
@@ -151,9 +133,7 @@ class UpstreamGateway:
         for attempt in range(attempts):
             await self.budget.acquire(background=background)
             started = time.perf_counter()
-            counter = _calls.get()
-            if counter is not None:
-                counter.count += 1
+            count_call()
             try:
                 response = await self.http.request(
                     method,

@@ -19,11 +19,10 @@ import logging
 import math
 from dataclasses import dataclass
 
+from isp_gateway.kit.cache import DEFAULT_REFRESH_RATIO
 from isp_gateway.upstream.budget import BUCKETS, RateBudget
 
 log = logging.getLogger("isp_gateway.planner")
-
-DEFAULT_REFRESH_RATIO = 0.8
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,11 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+# Re-exported: routers build their success envelopes from the edge's one module.
+from isp_gateway.kit.actions import Action
+from isp_gateway.kit.answers import Answer
+from isp_gateway.kit.answers import envelope as envelope
+from isp_gateway.kit.answers import success as success
 from isp_gateway.kit.errors import ServiceError
 from isp_gateway.web.methods import allowed_methods
 
@@ -55,7 +60,7 @@ class AuthError(BaseModel):
 
 Responses = dict[int | str, dict[str, Any]]
 
-PAYLOAD_TOO_LARGE = "payload_too_large"
+PAYLOAD_TOO_LARGE = Action.PAYLOAD_TOO_LARGE
 _RETRY_AFTER = {"description": "Seconds to wait before trying again", "schema": {"type": "integer"}}
 _ALLOW = {"description": "The methods this path supports", "schema": {"type": "string"}}
 
@@ -72,26 +77,26 @@ class _Status:
 STATUSES: dict[int, _Status] = {
     400: _Status("The request is well formed but its values are not acceptable"),
     404: _Status("Not found"),
-    405: _Status("Method not allowed for this path", ("error",), (("Allow", _ALLOW),)),
+    405: _Status("Method not allowed for this path", (Action.ERROR,), (("Allow", _ALLOW),)),
     409: _Status("Conflict with the current state"),
     413: _Status("Request body too large (MAX_BODY_BYTES)", (PAYLOAD_TOO_LARGE,)),
     422: _Status(
-        "Malformed request: `meta.errors` lists `{field, message}`", ("validation_error",)
+        "Malformed request: `meta.errors` lists `{field, message}`", (Action.VALIDATION_ERROR,)
     ),
     429: _Status("Too many requests", (), (("Retry-After", _RETRY_AFTER),)),
-    500: _Status("The service failed", ("error",)),
+    500: _Status("The service failed", (Action.ERROR,)),
     502: _Status(
         "The ISP backend is down, timed out, answered an error, or refused the service's key",
-        ("upstream_unavailable", "upstream_unauthorized"),
+        (Action.UPSTREAM_UNAVAILABLE, Action.UPSTREAM_UNAUTHORIZED),
     ),
     503: _Status(
         "The ISP backend is rate limiting the service; retry after `Retry-After`",
-        ("upstream_rate_limited",),
+        (Action.UPSTREAM_RATE_LIMITED,),
         (("Retry-After", _RETRY_AFTER),),
     ),
 }
 # Appended to whatever a route lists for the status.
-ALWAYS: dict[int, tuple[str, ...]] = {429: ("rate_limited",)}
+ALWAYS: dict[int, tuple[str, ...]] = {429: (Action.RATE_LIMITED,)}
 
 
 def error_response_doc(
@@ -135,25 +140,6 @@ def error_responses(
         values = [given] if isinstance(given, str) else given
         out[status] = error_response_doc(status, values, (models or {}).get(status, ErrorResponse))
     return out
-
-
-def envelope(
-    *,
-    ok: bool = True,
-    type: Literal["success", "error", "info"] = "success",
-    action: str | None = None,
-    data: Any = None,
-    message: str | None = None,
-    meta: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    return {
-        "ok": ok,
-        "type": type,
-        "action": action,
-        "data": data,
-        "message": message,
-        "meta": meta,
-    }
 
 
 class View(Protocol):
@@ -214,14 +200,9 @@ class EnvelopeResponse(JSONResponse):
         return encode(content)
 
 
-def success(
-    action: str | None,
-    data: Any = None,
-    *,
-    message: str | None = None,
-    meta: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    return envelope(action=action, data=data, message=message, meta=meta)
+def render(answer: Answer) -> JSONResponse:
+    """A decided answer (kit/answers.py) as the HTTP response."""
+    return EnvelopeResponse(answer.body, status_code=answer.status_code, headers=answer.headers)
 
 
 def respond(
@@ -299,7 +280,7 @@ async def handle_validation_error(request: Request, exc: Exception) -> JSONRespo
     message = f"Invalid request: {first['field']}: {first['message']}"
     if len(errors) > 1:
         message += f" (and {len(errors) - 1} more)"
-    return error_response(422, "validation_error", message, meta={"errors": errors})
+    return error_response(422, Action.VALIDATION_ERROR, message, meta={"errors": errors})
 
 
 async def handle_http_error(request: Request, exc: Exception) -> JSONResponse:
@@ -315,11 +296,11 @@ async def handle_http_error(request: Request, exc: Exception) -> JSONResponse:
         error = {"field": "body", "message": MALFORMED_JSON}
         return error_response(
             422,
-            "validation_error",
+            Action.VALIDATION_ERROR,
             f"Invalid request: body: {MALFORMED_JSON}",
             meta={"errors": [error]},
         )
-    action = "error"
+    action: str = Action.ERROR
     headers = dict(exc.headers or {})
     if exc.status_code == 404:
         message = "Not found"
@@ -338,7 +319,7 @@ async def handle_http_error(request: Request, exc: Exception) -> JSONResponse:
 async def handle_unexpected(request: Request, exc: Exception) -> JSONResponse:
     # Log the traceback server-side only; the client gets a generic envelope.
     log.exception("unhandled error on %s %s", request.method, request.url.path)
-    return error_response(500, "error", "Internal server error")
+    return error_response(500, Action.ERROR, "Internal server error")
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -10,9 +10,10 @@ from __future__ import annotations
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from isp_gateway.kit.actions import Action
 from isp_gateway.web.middleware import answer_errors, send_error_envelope
 
-ACTION = "payload_too_large"
+ACTION = Action.PAYLOAD_TOO_LARGE
 
 
 class PayloadTooLarge(HTTPException):

@@ -8,18 +8,19 @@ import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from starlette.middleware.cors import CORSMiddleware
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from isp_gateway.auth.credentials import jwt_subject
-from isp_gateway.observability import ROUTE_TEMPLATE, UNMATCHED
+from isp_gateway.kit import deadline
+from isp_gateway.kit.actions import Action
+from isp_gateway.kit.errors import StoreUnavailable
+from isp_gateway.kit.storage import Store
 from isp_gateway.web.envelope import encode, envelope
 from isp_gateway.web.logs import AccessLog, mask_path, mask_unknown_path, request_id_var
-
-if TYPE_CHECKING:
-    from isp_gateway.runtime import Runtime
+from isp_gateway.web.route_table import ROUTE_TEMPLATE, UNMATCHED
 
 error_log = logging.getLogger("isp_gateway")
 
@@ -78,16 +79,30 @@ class RequestIds:
 
 
 class RequestContextMiddleware:
-    """Gives every request an id (kept from `X-Request-ID` when sane), echoes it, and logs
-    one access line. Query strings are not logged: they can hold documents and phones.
+    """Gives every request an id (kept from `X-Request-ID` when sane), echoes it, logs one
+    access line, and starts the request's deadline: every answer comes within
+    UPSTREAM_TIMEOUT_SECONDS + 2 s (CALLERS.md 2; kit/deadline.py). The one place a deadline
+    starts: what runs below (routes, MCP tools, shared loads) reads it.
+    Query strings are not logged: they can hold documents and phones.
     `access_log=None` (ACCESS_LOG=false) turns the access line off."""
 
     def __init__(
-        self, app: ASGIApp, *, ids: RequestIds, access_log: AccessLog | None = None
+        self,
+        app: ASGIApp,
+        *,
+        ids: RequestIds,
+        access_log: AccessLog | None = None,
+        deadline_seconds: float | None = None,
+        rate_limits: Callable[[], deadline.RateLimitView | None] = lambda: None,
     ) -> None:
         self.app = app
         self.ids = ids
         self.access_log = access_log
+        # The margin of the 2 s is for the answer itself: shared loads are waited for only
+        # until the upstream's timeout. `rate_limits` is the upstream gateway, whose
+        # Retry-After a waiting request reads.
+        self.deadline_seconds = deadline_seconds
+        self.rate_limits = rate_limits
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -104,6 +119,8 @@ class RequestContextMiddleware:
         request_id = self.ids.pick(incoming)
         scope.setdefault("state", {})["request_id"] = request_id
         request_id_var.set(request_id)
+        if self.deadline_seconds is not None:
+            deadline.start(self.deadline_seconds, self.rate_limits())
         started = time.perf_counter()
         status_holder: dict[str, int] = {"status": 500}
 
@@ -246,19 +263,23 @@ class RateLimitMiddleware:
         self,
         app: ASGIApp,
         *,
-        runtime_getter: Callable[[], Runtime],
+        store: Callable[[], Store],
+        subject_of: Callable[[str], str | None],
         per_address: int,
         per_subject: int,
     ) -> None:
         self.app = app
-        self.runtime_getter = runtime_getter
+        self.store = store
+        # The subject of a valid Bearer token in an Authorization header, else None
+        # (auth/credentials.py's jwt_subject: no 401 here, the auth check answers that).
+        self.subject_of = subject_of
         self.per_address = per_address
         self.per_subject = per_subject
 
-    def _subject(self, scope: Scope, runtime: Runtime) -> str | None:
+    def _subject(self, scope: Scope) -> str | None:
         for name, value in scope["headers"]:
             if name == b"authorization":
-                return jwt_subject(runtime, value.decode("latin-1"))
+                return self.subject_of(value.decode("latin-1"))
         return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -270,7 +291,6 @@ class RateLimitMiddleware:
         ):
             await self.app(scope, receive, send)
             return
-        runtime = self.runtime_getter()
         now = time.time()
         window = int(now // 60)
         keys: list[tuple[str, int]] = []
@@ -278,18 +298,43 @@ class RateLimitMiddleware:
             client = scope.get("client")
             keys.append((f"ratelimit:addr:{client[0] if client else 'unknown'}", self.per_address))
         if self.per_subject > 0:
-            subject = self._subject(scope, runtime)
+            subject = self._subject(scope)
             if subject is not None:
                 keys.append((f"ratelimit:sub:{subject}", self.per_subject))
         for key, limit in keys:
-            if await runtime.store.incr(f"{key}:{window}", 1, ttl=65) > limit:
+            if await self.store().incr(f"{key}:{window}", 1, ttl=65) > limit:
                 retry_after = [(b"retry-after", str(max(1, int((window + 1) * 60 - now))).encode())]
                 if scope["path"].startswith("/api/v1/auth/"):
                     # The token endpoint answers OAuth2-style, outside the envelope.
                     await send_json(send, 429, {"detail": "Too many requests."}, retry_after)
                 else:
                     await send_error_envelope(
-                        send, 429, "rate_limited", "Too many requests, slow down", retry_after
+                        send, 429, Action.RATE_LIMITED, "Too many requests, slow down", retry_after
                     )
                 return
         await self.app(scope, receive, send)
+
+
+class StoreUnavailableMiddleware:
+    """The clear answer for a store failure raised outside FastAPI's handlers (the rate
+    limiter, the lookup fast path): 503 `store_unavailable`, in the token endpoint's
+    `{"detail": ...}` shape there, instead of a traceback. Inside the routes the service
+    error handler renders it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def answer(exc: StoreUnavailable) -> None:
+            if scope["path"].startswith("/api/v1/auth/"):
+                body: dict[str, Any] = {"detail": exc.message}
+            else:
+                body = envelope(ok=False, type="error", action=exc.action, message=exc.message)
+            response = JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+            await response(scope, receive, send)
+
+        await answer_errors(self.app, scope, receive, send, StoreUnavailable, answer)

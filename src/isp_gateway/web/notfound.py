@@ -11,9 +11,8 @@ import re
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from isp_gateway.observability import ROUTE_TEMPLATE, UNMATCHED
 from isp_gateway.web.envelope import error_response
-from isp_gateway.web.route_table import RouteTable, route_path
+from isp_gateway.web.route_table import ROUTE_TEMPLATE, UNMATCHED, RouteTable, route_path
 
 # A route regex's named groups: dropped when the regexes are joined into one.
 _NAMED_GROUP = re.compile(r"\(\?P<[^>]+>")

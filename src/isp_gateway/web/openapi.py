@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fastapi import FastAPI
 from pydantic import BaseModel
 
-from isp_gateway.settings import ConfigurationError, Settings
-from isp_gateway.tickets.subjects import SubjectCatalogue
+from isp_gateway.kit.actions import Action
+from isp_gateway.settings import Settings
 from isp_gateway.web.envelope import AuthError, ErrorResponse, error_response_doc
 
 TOKEN_PATH = "/api/v1/auth/token"  # noqa: S105 - a path, not a secret
@@ -43,45 +44,48 @@ AUTH_401 = {
 # read from the handlers and the services they call. A route missing here fails the
 # contract test, so a new route cannot leave its outcomes undocumented.
 _PING_OUTCOMES = (
-    "stable_connection",
-    "intermittent_connection",
-    "no_internet",
-    "ping_failed",
-    "ping_pending",
+    Action.STABLE_CONNECTION,
+    Action.INTERMITTENT_CONNECTION,
+    Action.NO_INTERNET,
+    Action.PING_FAILED,
+    Action.PING_PENDING,
 )
 SUCCESS_ACTIONS: dict[tuple[str, str], tuple[str | None, ...]] = {
     ("get", "/health"): (None,),
-    ("get", "/api/v1/clients/"): ("clients_listed",),
-    ("get", "/api/v1/clients/search"): ("clients_listed", "client_not_found"),
-    ("get", "/api/v1/clients/by-document/{document}"): ("client_found",),
-    ("get", "/api/v1/clients/by-phone/{phone}"): ("client_found",),
-    ("get", "/api/v1/clients/by-service-id/{service_id}"): ("client_found",),
-    ("post", "/api/v1/clients/resolve"): ("client_verified",),
+    ("get", "/api/v1/clients/"): (Action.CLIENTS_LISTED,),
+    ("get", "/api/v1/clients/search"): (Action.CLIENTS_LISTED, Action.CLIENT_NOT_FOUND),
+    ("get", "/api/v1/clients/by-document/{document}"): (Action.CLIENT_FOUND,),
+    ("get", "/api/v1/clients/by-phone/{phone}"): (Action.CLIENT_FOUND,),
+    ("get", "/api/v1/clients/by-service-id/{service_id}"): (Action.CLIENT_FOUND,),
+    ("post", "/api/v1/clients/resolve"): (Action.CLIENT_VERIFIED,),
     ("post", "/api/v1/clients/{service_id}/verify"): (
-        "client_verified",
-        "client_verification_failed",
+        Action.CLIENT_VERIFIED,
+        Action.CLIENT_VERIFICATION_FAILED,
     ),
-    ("put", "/api/v1/clients/{service_id}"): ("client_updated",),
-    ("get", "/api/v1/tickets/subjects"): ("ticket_subjects_listed",),
-    ("get", "/api/v1/tickets/zone-blocked/{zone_id}"): ("ticket_found",),
-    ("post", "/api/v1/tickets"): ("ticket_created",),
-    ("get", "/api/v1/tickets/{ticket_id}"): ("ticket_found",),
-    ("post", "/api/v1/{service_id}/ping/"): ("ping_created",),
+    ("put", "/api/v1/clients/{service_id}"): (Action.CLIENT_UPDATED,),
+    ("get", "/api/v1/tickets/subjects"): (Action.TICKET_SUBJECTS_LISTED,),
+    ("get", "/api/v1/tickets/zone-blocked/{zone_id}"): (Action.TICKET_FOUND,),
+    ("post", "/api/v1/tickets"): (Action.TICKET_CREATED,),
+    ("get", "/api/v1/tickets/{ticket_id}"): (Action.TICKET_FOUND,),
+    ("post", "/api/v1/{service_id}/ping/"): (Action.PING_CREATED,),
     ("get", "/api/v1/ping/{task_id}/"): _PING_OUTCOMES,
-    ("get", "/api/v1/internet-plans/"): ("internet_plans_listed", "internet_plan_not_found"),
-    ("get", "/api/v1/internet-plans/{plan_id}"): ("internet_plan_found",),
-    ("get", "/api/v1/clients/{service_id}/account"): ("account_found",),
-    ("get", "/api/v1/payment-methods"): ("payment_methods_listed",),
-    ("get", "/api/v1/clients/{service_id}/tickets"): ("tickets_listed",),
+    ("get", "/api/v1/internet-plans/"): (
+        Action.INTERNET_PLANS_LISTED,
+        Action.INTERNET_PLAN_NOT_FOUND,
+    ),
+    ("get", "/api/v1/internet-plans/{plan_id}"): (Action.INTERNET_PLAN_FOUND,),
+    ("get", "/api/v1/clients/{service_id}/account"): (Action.ACCOUNT_FOUND,),
+    ("get", "/api/v1/payment-methods"): (Action.PAYMENT_METHODS_LISTED,),
+    ("get", "/api/v1/clients/{service_id}/tickets"): (Action.TICKETS_LISTED,),
     ("post", "/api/v1/clients/{service_id}/diagnose"): (
-        "service_cancelled",
-        "service_suspended",
-        "zone_outage",
+        Action.SERVICE_CANCELLED,
+        Action.SERVICE_SUSPENDED,
+        Action.ZONE_OUTAGE,
         *_PING_OUTCOMES,
     ),
-    ("get", "/api/v1/audit"): ("audit_listed",),
+    ("get", "/api/v1/audit"): (Action.AUDIT_LISTED,),
 }
-STORE_UNAVAILABLE = "store_unavailable"
+STORE_UNAVAILABLE = Action.STORE_UNAVAILABLE
 _STORE_503 = (
     "The service's shared store (Redis, with REDIS_URL or REDIS_SENTINELS set) does not "
     "answer; retry after `Retry-After`"
@@ -147,7 +151,7 @@ def _scope_403(security: list[dict[str, list[str]]]) -> dict[str, Any]:
     scopes = sorted(
         {scope for requirement in security for scope in next(iter(requirement.values()), [])}
     )
-    doc = response_object(403, ["insufficient_scope"])
+    doc = response_object(403, [Action.INSUFFICIENT_SCOPE])
     named = ", ".join(f"`{scope}`" for scope in scopes) or "its scope"
     doc["description"] = (
         f"The API key lacks the scope {named} (`data.required` names it). "
@@ -165,12 +169,16 @@ def _add_scope_403(responses: dict[str, Any], security: list[dict[str, list[str]
         return
     schema = own.get("content", {}).get("application/json", {}).get("schema", {})
     action = schema.get("properties", {}).get("action", {})
-    if "enum" in action and "insufficient_scope" not in action["enum"]:
-        action["enum"] = ["insufficient_scope", *action["enum"]]
+    if "enum" in action and Action.INSUFFICIENT_SCOPE not in action["enum"]:
+        action["enum"] = [Action.INSUFFICIENT_SCOPE, *action["enum"]]
     own["description"] = scope_403["description"] + " Or: " + own.get("description", "")
 
 
-def _complete(schema: dict[str, Any], settings: Settings) -> None:
+def _complete(
+    schema: dict[str, Any],
+    settings: Settings,
+    completions: Sequence[Callable[[dict[str, Any]], None]],
+) -> None:
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     for model in (ErrorResponse, AuthError):
         components.setdefault(model.__name__, model.model_json_schema(ref_template=_REF))
@@ -197,30 +205,23 @@ def _complete(schema: dict[str, Any], settings: Settings) -> None:
     if '/HTTPValidationError"' not in json.dumps(schema["paths"]):
         for name in _FASTAPI_422:
             components.pop(name, None)
-    _subject_enum(components, settings)
+    for complete in completions:
+        complete(components)
 
 
-def _subject_enum(components: dict[str, Any], settings: Settings) -> None:
-    """The subjects a ticket may have, from the catalogue this deployment loads."""
-    try:
-        catalogue = SubjectCatalogue.load(settings.TICKET_SUBJECTS_FILE)
-    except ConfigurationError:
-        return  # the lifespan stops start-up with the message
-    subject = components.get("CreateTicketRequest", {}).get("properties", {}).get("subject")
-    if subject is not None:
-        subject["enum"] = catalogue.as_data()["all"]
-        subject["description"] = (
-            subject.get("description", "") + " (the `all` list of GET /api/v1/tickets/subjects)"
-        ).strip()
-
-
-def install_openapi(app: FastAPI, settings: Settings) -> None:
-    """Make `app.openapi()` build the completed document (once; FastAPI caches it)."""
+def install_openapi(
+    app: FastAPI,
+    settings: Settings,
+    completions: Sequence[Callable[[dict[str, Any]], None]] = (),
+) -> None:
+    """Make `app.openapi()` build the completed document (once; FastAPI caches it).
+    `completions` are what features add to the document's components (the ticket
+    subjects this deployment loads)."""
     build = app.openapi
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            _complete(build(), settings)
+            _complete(build(), settings, completions)
         assert app.openapi_schema is not None
         return app.openapi_schema
 

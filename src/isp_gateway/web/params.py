@@ -8,6 +8,7 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Path, Query, Request
 
+from isp_gateway.kit.actions import Action
 from isp_gateway.kit.callers import current_caller
 from isp_gateway.kit.errors import InvalidInput
 from isp_gateway.kit.verifications import VerificationRequired
@@ -32,7 +33,7 @@ def parse_service_id(raw: str) -> int:
         or len(text) > MAX_SERVICE_ID_DIGITS
         or int(text) == 0
     ):
-        raise InvalidInput("Invalid service id", action="invalid_service_id")
+        raise InvalidInput("Invalid service id", action=Action.INVALID_SERVICE_ID)
     return int(text)
 
 
@@ -54,14 +55,22 @@ def service_route_errors(upstream_actions: list[str]) -> Responses:
         404,
         502,
         503,
-        actions={400: "invalid_service_id", 404: "client_not_found", 502: upstream_actions},
+        actions={
+            400: Action.INVALID_SERVICE_ID,
+            404: Action.CLIENT_NOT_FOUND,
+            502: upstream_actions,
+        },
     )
 
 
 # The errors of a route about one service (account, tickets, diagnose): a bad or unknown id,
 # and the upstream's (our key refused on the client read is spec 5.2's CLIENT_NOT_FOUND).
 SERVICE_ROUTE_ERRORS = service_route_errors(
-    ["upstream_unavailable", "upstream_unauthorized", "CLIENT_NOT_FOUND"]
+    [
+        Action.UPSTREAM_UNAVAILABLE,
+        Action.UPSTREAM_UNAUTHORIZED,
+        Action.UPSTREAM_REFUSED_CLIENT_FETCH,
+    ]
 )
 
 WaitQuery = Annotated[
@@ -84,7 +93,7 @@ MSG_VERIFY_FIRST = (
 )
 
 # The 403 of a guarded route, beside the route's other errors.
-VERIFICATION_ERRORS: Responses = error_responses(403, actions={403: "verification_required"})
+VERIFICATION_ERRORS: Responses = error_responses(403, actions={403: Action.VERIFICATION_REQUIRED})
 VERIFICATION_ERRORS[403]["description"] = (
     "With REQUIRE_VERIFICATION: no `X-Verification-Id`, or one that is unknown, expired, "
     "of another service or of another caller or end user. `action`: `verification_required`."
@@ -117,7 +126,7 @@ async def require_verification(request: Request, service_id: int) -> None:
         if verified != service_id:
             raise VerificationRequired(MSG_VERIFY_FIRST)
     except VerificationRequired:
-        await runtime.audit.record("verification_required", "refused", service_id=service_id)
+        await runtime.audit.record(Action.VERIFICATION_REQUIRED, "refused", service_id=service_id)
         raise
 
 

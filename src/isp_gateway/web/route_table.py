@@ -16,6 +16,12 @@ from fastapi.routing import RouteContext, iter_route_contexts
 from starlette.routing import BaseRoute
 from starlette.types import Scope
 
+# The scope key an ASGI layer that answers before routing (the lookup fast path) sets to the
+# route template it served, so request metrics label it like the routed request.
+ROUTE_TEMPLATE = "isp_gateway.route_template"
+# The route label of an answer no route served (a 404 for an unknown path).
+UNMATCHED = "unmatched"
+
 
 class RouteTable:
     """Every route in the order the router tries them, each as FastAPI's routing sees it

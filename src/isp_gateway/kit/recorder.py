@@ -1,0 +1,26 @@
+"""The audit as the features see it: somewhere to record who did what (CALLERS.md 4).
+
+A service records an event where it decides the outcome; the audit package (audit/service.py,
+`AuditLog`) is the one implementation, built by the lifespan. Features depend on this
+protocol only, so the audit's own routes may sit above them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from isp_gateway.kit.callers import Caller
+
+
+class Recorder(Protocol):
+    async def record(
+        self,
+        event: str,
+        outcome: str,
+        *,
+        service_id: int | str | None = None,
+        details: Mapping[str, Any] | None = None,
+        caller: Caller | None = None,
+        request_id: str | None = None,
+    ) -> dict[str, Any]: ...
