@@ -53,7 +53,7 @@ def _upstream_check(runtime: Runtime) -> str:
     return "unauthorized" if runtime.gateway.key_refused else "ok"
 
 
-# Operating endpoints stay out of the integrators' OpenAPI; README's "Operating it" has them.
+# Operating endpoints stay out of the integrators' OpenAPI; docs/operations.md has them.
 @router.get("/ready", include_in_schema=False)
 async def ready(runtime: RuntimeDep) -> JSONResponse:
     """Readiness for load balancers: 200 when the store answers, the client list has
