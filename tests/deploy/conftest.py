@@ -25,7 +25,7 @@ from tests.support import free_port, server_process, wait_ready
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 UNIT = "isp-gateway@.service"
-# The unit's ExecStart binary where README's recipe installs it.
+# The unit's ExecStart binary where docs/deployment.md's recipe installs it.
 SHIPPED_BINARY = "/opt/isp-gateway/bin/isp-gateway"
 # All of 127.0.0.0/8 is loopback on Linux: callers with addresses of their own.
 MONITOR = "127.0.0.2"  # the allow-listed monitoring network, for the test

@@ -1,5 +1,5 @@
-"""deploy/prometheus.yml and deploy/alerts.yml (and the rules README shows) name only metrics
-the gateway exports: a real gateway is scraped, and every series name in the rules'
+"""deploy/prometheus.yml and deploy/alerts.yml (and the rules docs/operations.md shows) name
+only metrics the gateway exports: a real gateway is scraped, and every series name in the rules'
 expressions must be among what it exports (or `up`, which Prometheus adds to each target)."""
 
 from __future__ import annotations
@@ -62,14 +62,17 @@ def rule_expressions(rules_file: Any) -> dict[str, str]:
     }
 
 
-def readme_rules() -> dict[str, str]:
-    """The alert rules README shows, from its YAML blocks that hold rule groups."""
-    readme = (DEPLOY.parent / "README.md").read_text()
+def documented_rules() -> dict[str, str]:
+    """The alert rules the documentation shows (docs/operations.md, "Alert rules"), from the
+    YAML blocks that hold rule groups in README.md and docs/*.md."""
+    root = DEPLOY.parent
     found: dict[str, str] = {}
-    for block in re.findall(r"```yaml\n(.*?)```", readme, re.S):
-        parsed = yaml.safe_load(block)
-        if isinstance(parsed, dict) and "groups" in parsed:
-            found |= {f"README {k}": v for k, v in rule_expressions(parsed).items()}
+    for page in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        for block in re.findall(r"```yaml\n(.*?)```", page.read_text(), re.S):
+            parsed = yaml.safe_load(block)
+            if isinstance(parsed, dict) and "groups" in parsed:
+                name = page.relative_to(root)
+                found |= {f"{name} {k}": v for k, v in rule_expressions(parsed).items()}
     return found
 
 
@@ -89,7 +92,9 @@ def test_the_examples_name_only_exported_metrics(gateway: Gateway) -> None:
     # The replicas of deploy/nginx.conf's upstream, each scraped on its own.
     upstream = re.findall(r"^\s*server (\S+) ", (DEPLOY / "nginx.conf").read_text(), re.M)
     assert job["static_configs"][0]["targets"] == upstream
-    rules = rule_expressions(yaml.safe_load((DEPLOY / "alerts.yml").read_text())) | readme_rules()
+    documented = documented_rules()
+    assert any(name.startswith("docs/operations.md ") for name in documented)
+    rules = rule_expressions(yaml.safe_load((DEPLOY / "alerts.yml").read_text())) | documented
     names = exported(gateway)
     assert len(rules) > 10
     for alert, expr in rules.items():

@@ -202,5 +202,5 @@ def test_the_proxys_limits_are_the_gateways() -> None:
         HTTP1Settings().header_read_timeout / 1000,
     )
     assert float(directive("keepalive_timeout").removesuffix("s")) < idle
-    # A POST that reached a replica is never resent (README, "Deployment": why).
+    # A POST that reached a replica is never resent (docs/deployment.md, "nginx": why).
     assert "non_idempotent" not in directive("proxy_next_upstream")

@@ -10,7 +10,7 @@ upstream has just created a ticket that no replica has recorded yet. Then: nothi
 twice, the zone cap holds, no ticket is created without its lock, lookups keep answering from
 the warm index, /ready (asked of each replica directly) follows the store both ways, and the
 service is whole again within the sentinels' failover time plus 10 s. The figures are
-printed (README, "Redis Sentinel")."""
+printed (docs/deployment.md, "Redis Sentinel")."""
 
 from __future__ import annotations
 

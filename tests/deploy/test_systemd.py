@@ -51,7 +51,7 @@ def test_the_unit_verifies(tmp_path: Path) -> None:
             "Group=isp-gateway": f"Group={group}",
         },
     )
-    unit = tmp_path / UNIT.replace("@", "@8001")  # an instance, as README starts them
+    unit = tmp_path / UNIT.replace("@", "@8001")  # an instance, as docs/deployment.md starts them
     unit.write_text(text)
     result = analyze("verify", str(unit))
     # Only what it says about this unit (it also reads the units named in After=).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -279,6 +280,13 @@ def test_env_example_documents_every_setting_with_its_default(
     defaults = load_settings(_env_file=None)
     for name in Settings.model_fields:
         assert getattr(from_example, name) == getattr(defaults, name), name
+
+
+def test_configuration_page_names_every_setting() -> None:
+    """docs/configuration.md's "Every setting" names each setting, and none that is gone."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    named = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", page.split("## Every setting", 1)[1]))
+    assert named == set(Settings.model_fields)
 
 
 def test_env_example_placeholder_secret_is_refused(
