@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from itertools import combinations
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, WithJsonSchema
 
 from isp_gateway.kit.models import NON_BLANK, RequestModel
+from isp_gateway.kit.prices import FORMATS, PRICE_PATTERN, read_price
 
 # Patterns of the OpenAPI document; each accepts only what the service accepts (whitespace
 # is ASCII `[\t-\r ]` so every regex dialect reads the pattern the same way).
@@ -61,11 +62,41 @@ class ClientResponse(BaseModel):
 VERIFY_FIELDS = ("name", "address", "internet_plan_name", "internet_plan_price")
 
 
+PRICE_TEXT: dict[str, JsonValue] = {"type": "string", "pattern": PRICE_PATTERN}
+
+
 def _present(name: str) -> JsonValue:
-    """A field that counts: a number, or a string that is not blank."""
+    """A field that counts: a number or a price text, or a string that is not blank."""
     if name == "internet_plan_price":
-        return {"type": "number"}
+        return {"anyOf": [{"type": "number"}, PRICE_TEXT]}
     return {"type": "string", "pattern": NON_BLANK}
+
+
+def _price(value: Any) -> Any:
+    """A price text read by the one reader (kit/prices.py); a blank one counts as absent.
+    Anything else goes on to the strict number check (a boolean stays a wrong type)."""
+    if not isinstance(value, str):
+        return value
+    if not value.strip():
+        return None
+    price = read_price(value)
+    if price is None:
+        raise ValueError(f"not a price: write it like {FORMATS}")
+    return price
+
+
+# A number, or a price as people write it ("65.000" is sixty-five thousand).
+Price = Annotated[
+    float | None,
+    BeforeValidator(_price),
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "number"}, PRICE_TEXT, {"type": "null"}],
+            "description": f"A number, or a price text: {FORMATS} (a dot or comma before "
+            "exactly three digits groups thousands; before one or two, decimals)",
+        }
+    ),
+]
 
 
 def _at_least(count: int, names: tuple[str, ...]) -> list[JsonValue]:
@@ -79,12 +110,15 @@ def _at_least(count: int, names: tuple[str, ...]) -> list[JsonValue]:
 class VerifyRequest(RequestModel):
     """At least 3 of the 4 fields; null or blank values do not count (400 otherwise)."""
 
-    model_config = ConfigDict(json_schema_extra={"anyOf": _at_least(3, VERIFY_FIELDS)})
+    # The combinations under `allOf`, not beside the properties: a client generator then
+    # makes one `VerifyRequest` class with the four fields, not one class per combination;
+    # a validator (the fuzzer's) still reads "at least 3 of 4" from it.
+    model_config = ConfigDict(json_schema_extra={"allOf": [{"anyOf": _at_least(3, VERIFY_FIELDS)}]})
 
     name: str | None = None
     address: str | None = None
     internet_plan_name: str | None = None
-    internet_plan_price: float | None = None
+    internet_plan_price: Price = None
 
 
 class VerificationDebug(BaseModel):

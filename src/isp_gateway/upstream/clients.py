@@ -15,6 +15,7 @@ from datetime import date
 from typing import Any, TypedDict, TypeVar
 
 from isp_gateway.kit.errors import UpstreamRejected, UpstreamUnavailable
+from isp_gateway.kit.prices import read_price
 from isp_gateway.upstream.gateway import UpstreamGateway
 from isp_gateway.upstream.records import as_int
 
@@ -124,8 +125,9 @@ def parse_cut_off(value: Any) -> str | None:
 
 
 def plan_price(value: Any) -> float | None:
-    """`precio_plan`: `""` and `"0.00"` mean the upstream did not fill it in."""
-    price = _float(value)
+    """`precio_plan`: `""` and `"0.00"` mean the upstream did not fill it in; read like every
+    price (kit/prices.py: `"65.000"` is 65000)."""
+    price = read_price(value)
     return price if price is not None and price > 0 else None
 
 

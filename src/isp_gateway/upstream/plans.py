@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from isp_gateway.kit.errors import UpstreamRejected, UpstreamUnavailable
+from isp_gateway.kit.prices import read_price
 from isp_gateway.kit.text import strip_accents
 from isp_gateway.upstream.gateway import UpstreamGateway
 from isp_gateway.upstream.records import as_int
@@ -91,18 +92,9 @@ def _number_or_text(value: Any) -> float | str | None:
 
 
 def parse_price(value: Any) -> float | None:
-    """`"40000.00"` → 40000.0; blanks and non-numbers → None."""
-    raw = _number_or_text(value)
-    if not isinstance(raw, str):
-        return raw
-    text = raw.replace("$", "").replace(" ", "")
-    # "40000,50" has a decimal comma; "40,000.00" has thousands separators.
-    decimal_comma = re.fullmatch(r"\d+,\d{1,2}", text) is not None
-    text = text.replace(",", ".") if decimal_comma else text.replace(",", "")
-    try:
-        return float(text)
-    except ValueError:
-        return None
+    """`"40000.00"` → 40000.0, `"65.000"` → 65000.0 (kit/prices.py, the one price reader);
+    blanks and non-numbers → None."""
+    return read_price(value)
 
 
 def parse_speed(value: Any) -> float | None:
