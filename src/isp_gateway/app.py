@@ -20,6 +20,7 @@ from isp_gateway.clients.fastpath import LookupEdge
 from isp_gateway.clients.router import router as clients_router
 from isp_gateway.diagnose.router import router as diagnose_router
 from isp_gateway.kit.callers import END_USER_HEADER
+from isp_gateway.kit.messages import Language
 from isp_gateway.network.router import router as network_router
 from isp_gateway.plans.router import router as plans_router
 from isp_gateway.services import start_runtime
@@ -244,6 +245,7 @@ def create_app(settings: Settings) -> FastAPI:
         ids=ids,
         access_log=access_log,
         deadline_seconds=settings.UPSTREAM_TIMEOUT_SECONDS,
+        language=Language(settings.MESSAGES_LANGUAGE),
         rate_limits=lambda: getattr(app.state, "runtime", None) and app.state.runtime.gateway,
     )
     if metrics is not None:

@@ -188,6 +188,9 @@ class Settings(BaseSettings):
     # Every store command answers within this many seconds, or the store counts as away (503).
     REDIS_TIMEOUT_SECONDS: float = Field(default=2.0, gt=0, le=30)
     LOG_LEVEL: str = "INFO"
+    # The language of every `message` the API answers and of the MCP tools' sentences
+    # (kit/messages.py); the texts the spec quotes stay as quoted in both.
+    MESSAGES_LANGUAGE: Literal["es", "en"] = "es"
     # Request bodies: the largest accepted, in bytes (413 payload_too_large above it).
     MAX_BODY_BYTES: int = Field(default=65536, ge=1024)
     # Operating endpoints (BEYOND.md): GET /metrics and the request metrics; off = no route.

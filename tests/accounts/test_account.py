@@ -127,7 +127,8 @@ def test_an_unreadable_total_is_a_502_for_that_client_only(
     assert response.status_code == 502
     body = response.json()
     assert body["action"] == "upstream_unavailable"
-    assert "cannot confirm the balance" in body["message"].lower()
+    # Spanish by default (MESSAGES_LANGUAGE): "No se puede confirmar el saldo".
+    assert "no se puede confirmar el saldo" in body["message"].lower()
     assert gw.get("/api/v1/clients/202/account").status_code == 200
     assert any("invoice 9007" in r.getMessage() for r in caplog.records)
 
@@ -139,7 +140,7 @@ def assert_balance_unconfirmed(gw: Gateway, *service_ids: int) -> None:
         assert response.status_code == 502, response.text
         body = response.json()
         assert body["action"] == "upstream_unavailable"
-        assert body["message"].startswith("Cannot confirm the balance right now")
+        assert body["message"].startswith("No se puede confirmar el saldo ahora")
         assert body["data"] is None
 
 
@@ -321,7 +322,7 @@ def test_an_answer_does_not_wait_out_a_long_first_read_of_the_list(
     response = gw.get("/api/v1/clients/202/account")
     assert response.status_code == 502
     assert response.json()["action"] == "upstream_unavailable"
-    assert response.json()["message"].startswith("Cannot confirm the balance right now")
+    assert response.json()["message"].startswith("No se puede confirmar el saldo ahora")
     assert gw.runtime.services.accounts.invoices.loads == 0  # answered before the read was done
     warm_invoices(gw)
     answered = gw.get("/api/v1/clients/202/account")

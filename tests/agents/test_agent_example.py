@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 
 from isp_gateway.kit.actions import Action
-from isp_gateway.kit.messages import SENTENCES
+from isp_gateway.kit.messages import Language, text
 from tests.conftest import PASSWORD, USERNAME, Gateway
 
 # The sentences a diagnosis answers with (the catalogue's, kit/messages.py).
 _DIAGNOSIS = {
-    action: SENTENCES[action]
+    action: text(action, language=Language.ES)
     for action in (
         Action.SERVICE_CANCELLED,
         Action.SERVICE_SUSPENDED,

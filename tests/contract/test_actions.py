@@ -1,18 +1,38 @@
-"""Every action is a symbol (kit/actions.py) with a sentence in the message catalogue
-(kit/messages.py), and every action the API can answer is in the OpenAPI document."""
+"""Every action is a symbol (kit/actions.py) with its texts in the message catalogue
+(kit/messages), in Spanish and in English, and every action the API can answer is in the
+OpenAPI document, whichever the language (MESSAGES_LANGUAGE)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+import string
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from isp_gateway.kit.actions import Action
-from isp_gateway.kit.messages import SENTENCES
-from tests.conftest import Gateway, module_pair_fixtures
+from isp_gateway.kit.messages import CATALOGUE, Language
+from isp_gateway.mcp.tools import TOOLS
+from tests.conftest import Gateway, Simulator, module_pair_fixtures
 
 simulator, gateway = module_pair_fixtures()
+
+# The texts the spec quotes (spec 4.3, 5.2, 7): the same in both languages.
+QUOTED = {
+    "Client not found",
+    "Invalid document format",
+    "Failed to retrieve clients",
+    "Query parameter 'q' is required",
+    "Unable to fetch client data",
+    # Spec 4.4: "message in Spanish".
+    "Identidad validada correctamente",
+    "Los datos proporcionados no coinciden con los del cliente",
+    "Debe proporcionar al menos 3 de los 4 campos para verificar la identidad",
+    "Cliente no encontrado",
+}
+SNAKE = re.compile(r"\b[a-z]+_[a-z_]+\b")
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "isp_gateway"
 
@@ -33,8 +53,7 @@ def documented_actions(node: Any) -> Iterator[str]:
             yield from documented_actions(value)
 
 
-def test_every_action_the_api_answers_is_in_the_document(gateway: Gateway) -> None:
-    document = gateway.client.get("/openapi.json").json()
+def _document_actions(document: dict[str, Any]) -> None:
     documented = set(documented_actions(document))
     missing = sorted(action.value for action in Action if action.value not in documented)
     assert missing == []
@@ -42,12 +61,64 @@ def test_every_action_the_api_answers_is_in_the_document(gateway: Gateway) -> No
     assert documented <= {action.value for action in Action}
 
 
-def test_every_action_has_a_sentence_in_the_catalogue() -> None:
-    assert set(SENTENCES) == set(Action)
-    for action, sentence in SENTENCES.items():
-        assert sentence.strip(), action
-        # Said to the customer as is: no tool names or API fields in it.
-        assert not re.search(r"\b[a-z]+_[a-z_]+\b", sentence), (action, sentence)
+def test_every_action_the_api_answers_is_in_the_document(gateway: Gateway) -> None:
+    _document_actions(gateway.client.get("/openapi.json").json())
+
+
+def test_in_english_too(simulator: Simulator, start_gateway: Callable[..., Gateway]) -> None:
+    english = start_gateway(simulator.url, MESSAGES_LANGUAGE="en")
+    _document_actions(english.client.get("/openapi.json").json())
+
+
+def test_every_action_has_its_texts_in_both_languages() -> None:
+    assert set(CATALOGUE) == set(Action)
+    for action, texts in CATALOGUE.items():
+        # Its sentence: what a bot says to the customer as is.
+        assert "" in texts, action
+        assert not texts[""].technical, action
+        for variant, entry in texts.items():
+            for language in Language:
+                assert entry.get(language).strip(), (action, variant, language)
+            fields = [{name for _, name, _, _ in string.Formatter().parse(text) if name}
+                      for text in (entry.es, entry.en)]  # fmt: skip
+            assert fields[0] == fields[1], (action, variant)
+            if entry.pinned:
+                assert entry.es == entry.en
+            elif not entry.technical:
+                assert entry.es != entry.en, (action, variant)
+
+
+@pytest.mark.parametrize("language", list(Language))
+def test_sentences_never_name_a_tool_or_a_field(language: Language) -> None:
+    """Said to the customer as is (issue 28.7): no tool names, no API fields or paths."""
+    tools = {tool.name for tool in TOOLS}
+    for action, texts in CATALOGUE.items():
+        for variant, entry in texts.items():
+            if entry.technical:
+                continue
+            said = re.sub(r"\{\w+\}", "", entry.get(language))  # placeholders are no words
+            assert not SNAKE.search(said), (action, variant, said)
+            assert "/api" not in said and not any(tool in said for tool in tools)
+
+
+def test_the_texts_the_spec_quotes_are_pinned() -> None:
+    pinned = {entry.es for texts in CATALOGUE.values() for entry in texts.values() if entry.pinned}
+    assert pinned == QUOTED
+
+
+def test_no_message_is_written_outside_the_catalogue() -> None:
+    """A message is a catalogue text: no error is raised, nor an answer built, with a
+    literal sentence of its own."""
+    raised = re.compile(
+        r"\b(?:ServiceError|InvalidInput|NotFound|Conflict|Locked|TicketCreationFailed|"
+        r"ZoneLimitReached|TicketAlreadyOpen|ZoneMismatch|VerificationRequired|"
+        r"Upstream\w+)\(\s*f?\"|message=f?\""
+    )
+    for path in SRC.rglob("*.py"):
+        if "simulator" in path.parts or "messages" in path.parts:
+            continue
+        found = raised.findall(path.read_text())
+        assert not found, (str(path.relative_to(SRC)), found)
 
 
 def test_no_action_is_written_as_a_string_in_the_code() -> None:

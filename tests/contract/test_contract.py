@@ -206,10 +206,12 @@ def test_constraints_the_code_enforces_are_in_the_schema(gateway: Gateway) -> No
     lookup = paths["/api/v1/clients/by-document/{document}"]["get"]["parameters"][0]
     assert lookup["schema"]["pattern"] == r"^[\t-\r ]*[A-Za-z0-9]{3,20}[\t-\r ]*$"
     assert "pattern" in paths["/api/v1/clients/by-phone/{phone}"]["get"]["parameters"][0]["schema"]
-    # Verify and resolve: one branch per three of the four fields, each present and not blank.
-    branches = schemas["VerifyRequest"]["anyOf"]
+    # Verify and resolve: one branch per three of the four fields, each present and not blank
+    # (under `allOf`, so that a generator makes one class of the body: issue 28.13).
+    branches = schemas["VerifyRequest"]["allOf"][0]["anyOf"]
     assert len(branches) == 4 and all(len(b["required"]) == 3 for b in branches)
-    assert {len(b["required"]) for b in schemas["UpdateClientRequest"]["anyOf"]} == {1}
+    update = schemas["UpdateClientRequest"]["allOf"][0]["anyOf"]
+    assert {len(b["required"]) for b in update} == {1}
     subject = schemas["CreateTicketRequest"]["properties"]["subject"]
     assert subject["enum"] == SubjectCatalogue.load().as_data()["all"]
 
@@ -279,7 +281,7 @@ def test_wrong_method_is_405_with_allow(
     assert response.status_code == 405
     assert response.headers["allow"] == allow
     body = response.json()
-    assert (body["ok"], body["action"], body["message"]) == (False, "error", "Method not allowed")
+    assert (body["ok"], body["action"], body["message"]) == (False, "error", "Método no permitido")
 
 
 def test_a_non_numeric_id_on_the_parameter_route_is_invalid_service_id(gateway: Gateway) -> None:

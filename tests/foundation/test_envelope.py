@@ -91,7 +91,7 @@ def test_malformed_json_is_422(gw: Gateway) -> None:
 def test_unknown_route_is_an_envelope(gw: Gateway, path: str) -> None:
     response = gw.get(path)
     assert response.status_code == 404
-    assert response.json() == error_body("error", "Not found")
+    assert response.json() == error_body("error", "No encontrado")
 
 
 def test_unknown_route_without_token_is_still_404(gw: Gateway) -> None:
@@ -115,7 +115,7 @@ def test_unknown_paths_are_answered_before_routing_and_known_ones_are_not(gw: Ga
         assert not known.fullmatch(unknown), unknown
     response = gw.client.get("/api/v1/clients/7/8/9", headers={"X-Request-ID": "scan-1"})
     assert response.status_code == 404
-    assert response.json() == error_body("error", "Not found")
+    assert response.json() == error_body("error", "No encontrado")
     assert response.headers["x-request-id"] == "scan-1"
 
 
@@ -157,20 +157,20 @@ def test_no_redirect_from_a_host_header(gw: Gateway, path: str) -> None:
         )
         assert response.status_code == 404, (method, response.status_code)
         assert "location" not in response.headers
-        assert response.json() == error_body("error", "Not found")
+        assert response.json() == error_body("error", "No encontrado")
 
 
 def test_wrong_method_is_an_envelope(gw: Gateway) -> None:
     response = gw.client.put("/health")
     assert response.status_code == 405
-    assert response.json() == error_body("error", "Method not allowed")
+    assert response.json() == error_body("error", "Método no permitido")
     assert "GET" in response.headers["allow"]
 
 
 def test_unhandled_error_is_a_generic_500(gw: Gateway, caplog: pytest.LogCaptureFixture) -> None:
     response = gw.get(f"{PROBE}/crash")
     assert response.status_code == 500
-    assert response.json() == error_body("error", "Internal server error")
+    assert response.json() == error_body("error", "Error interno del servidor")
     text = response.text
     for leak in ("Traceback", "RuntimeError", "boom", API_KEY, JWT_SECRET, "probe"):
         assert leak not in text
@@ -186,7 +186,7 @@ def test_unhandled_error_keeps_request_id_and_cors(
         headers={"Origin": "http://localhost:3000", "X-Request-ID": "bot-crash-1"},
     )
     assert response.status_code == 500
-    assert response.json() == error_body("error", "Internal server error")
+    assert response.json() == error_body("error", "Error interno del servidor")
     assert response.headers["x-request-id"] == "bot-crash-1"
     assert response.headers["access-control-allow-origin"] == "http://localhost:3000"
     # Logged once, with the request id, not a second time by the server.

@@ -31,7 +31,7 @@ def test_on_limits_per_address(start_probe_gateway: Callable[..., Gateway]) -> N
         "type": "error",
         "action": "rate_limited",
         "data": None,
-        "message": "Too many requests, slow down",
+        "message": "Demasiadas solicitudes; más despacio",
         "meta": None,
     }
     assert 1 <= int(response.headers["retry-after"]) <= 60

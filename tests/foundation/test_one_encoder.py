@@ -45,7 +45,7 @@ def test_a_413_is_the_same_bytes_from_the_middleware_and_from_the_handler(
             ok=False,
             type="error",
             action="payload_too_large",
-            message=f"Request body larger than {LIMIT} bytes",
+            message=f"El cuerpo de la solicitud supera {LIMIT} bytes",
         )
     )
 
@@ -59,7 +59,10 @@ def test_the_rate_limiters_429_is_encoded_like_every_envelope(
     refused = gw.get("/api/v1/internet-plans/")
     assert refused.status_code == 429
     body = envelope(
-        ok=False, type="error", action="rate_limited", message="Too many requests, slow down"
+        ok=False,
+        type="error",
+        action="rate_limited",
+        message="Demasiadas solicitudes; más despacio",
     )
     assert refused.content == encode(body)
     # The token endpoint's own 429 (outside the envelope) comes from the same encoder.

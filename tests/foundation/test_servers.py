@@ -128,7 +128,7 @@ def test_unhandled_error_is_the_500_envelope(served: Served) -> None:
         "type": "error",
         "action": "error",
         "data": None,
-        "message": "Internal server error",
+        "message": "Error interno del servidor",
         "meta": None,
     }
     assert response.headers["x-request-id"] == "crash-1"

@@ -132,7 +132,8 @@ def test_unknown_task_is_404(gateway: Gateway) -> None:
         assert response.status_code == 404
         body = response.json()
         assert body["ok"] is False and body["action"] == "ping_failed"
-        assert body["message"] == "Task not found" and body["data"] is None
+        # Spanish by default (MESSAGES_LANGUAGE): 'Task not found' in English.
+        assert body["message"] == "La prueba no existe" and body["data"] is None
 
 
 def test_unknown_service_is_404_client_not_found(gateway: Gateway, simulator: Simulator) -> None:

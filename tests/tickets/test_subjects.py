@@ -42,7 +42,8 @@ def test_unknown_subject_is_refused_before_any_upstream_call(gw: Gateway, sim: S
     assert response.status_code == 400
     body = response.json()
     assert (body["ok"], body["action"], body["data"]) == (False, "ticket_creation_failed", None)
-    assert "Se cayó el poste" in body["message"] and "catalogue" in body["message"]
+    # Spanish by default (MESSAGES_LANGUAGE, kit/messages).
+    assert "Se cayó el poste" in body["message"] and "catálogo" in body["message"]
     assert ticket_calls(sim) == 0
 
 

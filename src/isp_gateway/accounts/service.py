@@ -40,11 +40,12 @@ if TYPE_CHECKING:
 
     pass
 
-MSG_BALANCE_UNCONFIRMED = "Cannot confirm the balance right now; please try again shortly"
+# "Cannot confirm the balance": never "owes nothing" (kit/messages.py).
+BALANCE_UNCONFIRMED = "balance"
 
 
 def balance_unconfirmed() -> UpstreamUnavailable:
-    return UpstreamUnavailable(MSG_BALANCE_UNCONFIRMED)
+    return UpstreamUnavailable(variant=BALANCE_UNCONFIRMED)
 
 
 @dataclass(frozen=True)

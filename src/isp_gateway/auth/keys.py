@@ -80,10 +80,9 @@ class InsufficientScope(ServiceError):
 
     status_code = 403
     action = Action.INSUFFICIENT_SCOPE
-    default_message = "This credential may not do that"
 
     def __init__(self, required: str) -> None:
-        super().__init__(f"This credential lacks the scope {required}", data={"required": required})
+        super().__init__(variant="scope", params={"scope": required}, data={"required": required})
         self.required = required
 
 
@@ -366,7 +365,7 @@ async def enforce_key_rate(store: Store, key: ApiKey, *, now: float | None = Non
     count = await store.incr(f"ratelimit:key:{key.name}:{window}", 1, ttl=65)
     if count > key.rate_per_minute:
         raise Locked(
-            "Too many requests for this API key, slow down",
             action=Action.RATE_LIMITED,
+            variant="key",
             retry_after=max(1, int((window + 1) * 60 - moment)),
         )

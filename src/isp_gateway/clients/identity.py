@@ -14,12 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from isp_gateway.clients.matching import address_tokens, price_matches, text_matches, tokens
 from isp_gateway.clients.schemas import VerifyRequest
-from isp_gateway.clients.service import (
-    MSG_NOT_FOUND_ES,
-    Found,
-    client_not_found,
-    unable_to_fetch,
-)
+from isp_gateway.clients.service import VERIFY, Found, client_not_found, unable_to_fetch
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.callers import current_caller
 from isp_gateway.kit.errors import (
@@ -45,14 +40,13 @@ log = logging.getLogger("isp_gateway.clients")
 
 MIN_VERIFY_FIELDS = 3
 
-MSG_FEW_FIELDS = "Debe proporcionar al menos 3 de los 4 campos para verificar la identidad"
-MSG_VERIFIED = "Identidad validada correctamente"
-MSG_MISMATCH = "Los datos proporcionados no coinciden con los del cliente"
-MSG_LOCKED = "Demasiados intentos de verificación fallidos; intente más tarde"
+# The catalogue's variants of verify's answers (kit/messages.py; Spanish as the spec says).
+VERIFIED_VARIANT = "verify"
+MISMATCH_VARIANT = "mismatch"
 
 
 def _locked(retry_after: int) -> Locked:
-    return Locked(MSG_LOCKED, retry_after=retry_after, action=Action.CLIENT_VERIFICATION_LOCKED)
+    return Locked(retry_after=retry_after, action=Action.CLIENT_VERIFICATION_LOCKED)
 
 
 @dataclass(frozen=True)
@@ -157,7 +151,7 @@ class IdentityService:
     def _require_fields(self, body: VerifyRequest) -> dict[str, Any]:
         given = self._provided(body)
         if len(given) < MIN_VERIFY_FIELDS:
-            raise InvalidInput(MSG_FEW_FIELDS, action=Action.CLIENT_VERIFICATION_FAILED)
+            raise InvalidInput(action=Action.CLIENT_VERIFICATION_FAILED, variant="few_fields")
         return given
 
     @staticmethod
@@ -210,7 +204,7 @@ class IdentityService:
                 found = await self.clients.by_service_id(service_id)
             except NotFound:
                 await self._audit("verify", "failed", service_id, reason=Action.CLIENT_NOT_FOUND)
-                raise client_not_found(MSG_NOT_FOUND_ES) from None
+                raise client_not_found(VERIFY) from None
             client = found.client
             matched, price = await self._match(
                 client, await self._plan_id(service_id), given, debug=True
@@ -298,7 +292,7 @@ class IdentityService:
         # Both 404 outcomes stay counted as failures (the reservation is kept).
         if not candidates:
             await self._audit("resolve", "failed", None, reason=Action.CLIENT_NOT_FOUND)
-            raise client_not_found(MSG_NOT_FOUND_ES)
+            raise client_not_found(VERIFY)
         if not verified:
             await self._audit("resolve", "failed", None, reason="mismatch")
             if len(candidates) == 1:
@@ -306,15 +300,12 @@ class IdentityService:
                 # that service too, so that rotating X-End-User-Id buys nothing. (Words
                 # naming several customers lock none of them for everyone.)
                 await self.service_throttle.failure(str(candidates[0]["service_id"]))
-            raise NotFound(MSG_MISMATCH, action=Action.CLIENT_VERIFICATION_FAILED)
+            raise NotFound(action=Action.CLIENT_VERIFICATION_FAILED, variant=MISMATCH_VARIANT)
         if len(verified) > 1:
             # Never guess between two customers; neither a failure nor a success.
             await self._release(attempt)
             await self._audit("resolve", "failed", None, reason="ambiguous")
-            raise Conflict(
-                "Varios clientes coinciden con los datos; se necesita un dato adicional",
-                action=Action.CLIENT_AMBIGUOUS,
-            )
+            raise Conflict(action=Action.CLIENT_AMBIGUOUS)
         await self._release(attempt)
         service_id = verified[0]["service_id"]
         await self.verify_throttle.success(f"{service_id}|{end_user}")

@@ -10,7 +10,7 @@ from fastapi.responses import Response
 
 from isp_gateway.auth.dependencies import Scoped
 from isp_gateway.auth.keys import CLIENTS_READ, CLIENTS_VERIFY, CLIENTS_WRITE
-from isp_gateway.clients.identity import MSG_MISMATCH, MSG_VERIFIED, IdentityService
+from isp_gateway.clients.identity import MISMATCH_VARIANT, VERIFIED_VARIANT, IdentityService
 from isp_gateway.clients.schemas import (
     DOCUMENT_PATTERN,
     PHONE_PATTERN,
@@ -21,6 +21,7 @@ from isp_gateway.clients.schemas import (
 )
 from isp_gateway.clients.service import ClientService, Found
 from isp_gateway.clients.update import UpdateService
+from isp_gateway.kit import messages
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.models import NON_BLANK
 from isp_gateway.web.deps import ServiceOf
@@ -190,7 +191,7 @@ async def get_client_by_service_id(service_id: ServiceIdPath, clients: ClientsDe
 async def resolve_client(body: VerifyRequest, identity: IdentityDep) -> Response:
     """Identify and verify a client without a service id (at least 3 of the 4 fields)."""
     found = await identity.resolve(body)
-    message = "Cliente identificado y verificado"
+    message = messages.say(Action.CLIENT_VERIFIED, "resolve")
     return respond(
         200, success(Action.CLIENT_VERIFIED, found.client, message=message, meta=_meta(found.stale))
     )
@@ -224,9 +225,11 @@ async def verify_client(
         verification_id = await identity.rest_verification_id(parse_service_id(service_id))
         if verification_id is not None:
             data["verification_id"] = verification_id
-        return respond(200, success(Action.CLIENT_VERIFIED, data, message=MSG_VERIFIED))
+        message = messages.say(Action.CLIENT_VERIFIED, VERIFIED_VARIANT)
+        return respond(200, success(Action.CLIENT_VERIFIED, data, message=message))
     data["debug"] = result.debug
-    return respond(200, success(Action.CLIENT_VERIFICATION_FAILED, data, message=MSG_MISMATCH))
+    message = messages.say(Action.CLIENT_VERIFICATION_FAILED, MISMATCH_VARIANT)
+    return respond(200, success(Action.CLIENT_VERIFICATION_FAILED, data, message=message))
 
 
 @router.put(
@@ -262,4 +265,4 @@ async def update_client(
 ) -> dict[str, Any]:
     """Update a client's document and/or phone."""
     await updates.update(parse_service_id(service_id), body.document, body.phone)
-    return success(Action.CLIENT_UPDATED, None, message="Client updated successfully")
+    return success(Action.CLIENT_UPDATED, None, message=messages.say(Action.CLIENT_UPDATED, "rest"))

@@ -150,11 +150,19 @@ def _string_pattern(pattern: str) -> Callable[[dict[str, Any]], None]:
 class UpdateClientRequest(RequestModel):
     """At least one of the two, not null and not blank; a blank one is left unchanged."""
 
+    # Under `allOf`, as VerifyRequest's: one class in a generated client.
     model_config = ConfigDict(
         json_schema_extra={
-            "anyOf": [
-                {"required": [name], "properties": {name: {"type": "string", "pattern": NON_BLANK}}}
-                for name in ("document", "phone")
+            "allOf": [
+                {
+                    "anyOf": [
+                        {
+                            "required": [name],
+                            "properties": {name: {"type": "string", "pattern": NON_BLANK}},
+                        }
+                        for name in ("document", "phone")
+                    ]
+                }
             ]
         }
     )

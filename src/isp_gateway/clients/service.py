@@ -49,8 +49,10 @@ log = logging.getLogger("isp_gateway.clients")
 DOCUMENT = re.compile(r"[A-Za-z0-9]{3,20}")
 MAX_SEARCH_LIMIT = 200
 
-MSG_NOT_FOUND = "Client not found"
-MSG_NOT_FOUND_ES = "Cliente no encontrado"
+# The catalogue's variants of `client_not_found` (kit/messages.py): the lookups' 'Client not
+# found' and verify's Spanish one, both as the spec quotes them.
+LOOKUP = "lookup"
+VERIFY = "verify"
 
 
 @contextmanager
@@ -74,15 +76,13 @@ def _pack_page(records: list[ClientRecord]) -> str:
         return pack_lines(records)
 
 
-def client_not_found(message: str = MSG_NOT_FOUND) -> NotFound:
-    return NotFound(message, action=Action.CLIENT_NOT_FOUND)
+def client_not_found(variant: str = LOOKUP) -> NotFound:
+    return NotFound(action=Action.CLIENT_NOT_FOUND, variant=variant)
 
 
 def unable_to_fetch() -> ServiceError:
     # Spec 5.2: our key was rejected; say nothing more (the details are in the log).
-    return ServiceError(
-        "Unable to fetch client data", action=Action.UPSTREAM_REFUSED_CLIENT_FETCH, status_code=502
-    )
+    return ServiceError(action=Action.UPSTREAM_REFUSED_CLIENT_FETCH, status_code=502)
 
 
 def _alone(client: Client | None) -> tuple[Client, list[int] | None] | None:
@@ -198,7 +198,7 @@ class ClientService:
         except UpstreamRateLimited:
             raise
         except UpstreamError:
-            raise ServiceError("Failed to retrieve clients") from None
+            raise ServiceError(variant="clients_list") from None
         return snapshot.value.active_json(), snapshot.stale
 
     async def search(self, q: str | None, limit: int) -> tuple[bytes, int, int, bool]:
@@ -206,7 +206,7 @@ class ClientService:
         all, and the stale flag."""
         query = (q or "").strip()
         if not query:
-            raise InvalidInput("Query parameter 'q' is required")
+            raise InvalidInput(variant="q_required")
         index, stale = await self.warm()
         payload, count, total = index.search_json(query, max(1, min(limit, MAX_SEARCH_LIMIT)))
         return payload, count, total, stale
@@ -315,7 +315,7 @@ class ClientService:
     async def by_document(self, document: str) -> Found:
         text = document.strip()
         if not DOCUMENT.fullmatch(text):
-            raise InvalidInput("Invalid document format", action=Action.INVALID_DOCUMENT)
+            raise InvalidInput(action=Action.INVALID_DOCUMENT, variant="format")
         key = document_key(text)
         return await self._lookup(
             "document",
@@ -329,7 +329,7 @@ class ClientService:
         s = self.settings
         number = normalize_phone(phone, s.PHONE_COUNTRY_CODE, s.PHONE_NATIONAL_LENGTH)
         if len(number) < MIN_PHONE_DIGITS:
-            raise InvalidInput("Invalid phone format", action=Action.INVALID_PHONE)
+            raise InvalidInput(action=Action.INVALID_PHONE, variant="format")
         return number
 
     async def by_phone(self, phone: str) -> Found:

@@ -47,9 +47,7 @@ def _update_errors() -> Iterator[None]:
     except UpstreamRateLimited:
         raise
     except UpstreamError:
-        raise ServiceError(
-            "The client could not be updated upstream", action=Action.CLIENT_UPDATE_FAILED
-        ) from None
+        raise ServiceError(action=Action.CLIENT_UPDATE_FAILED, variant="failed") from None
 
 
 class UpdateService:
@@ -96,15 +94,13 @@ class UpdateService:
         new_document = document.strip() if document and document.strip() else None
         new_phone = phone.strip() if phone and phone.strip() else None
         if new_document is None and new_phone is None:
-            raise InvalidInput(
-                "Provide at least one of 'document' or 'phone'", action=Action.CLIENT_UPDATE_FAILED
-            )
+            raise InvalidInput(action=Action.CLIENT_UPDATE_FAILED, variant="nothing")
         if new_document is not None and not DOCUMENT.fullmatch(new_document):
-            raise InvalidInput("Invalid document format", action=Action.INVALID_DOCUMENT)
+            raise InvalidInput(action=Action.INVALID_DOCUMENT, variant="format")
         phone_field = None
         if new_phone is not None:
             if not is_update_phone(new_phone):
-                raise InvalidInput("Invalid phone format", action=Action.INVALID_PHONE)
+                raise InvalidInput(action=Action.INVALID_PHONE, variant="format")
             new_phone = self.clients.normalized_phone(new_phone)
             # CALLERS.md 2: the new number replaces the record's first; its others stay.
             phone_field = await self._phone_field_with(service_id, new_phone)

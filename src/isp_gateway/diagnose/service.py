@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from isp_gateway.accounts.service import AccountService
 from isp_gateway.clients.service import ClientService
+from isp_gateway.kit import messages
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.errors import ServiceError, StoreUnavailable
 from isp_gateway.network.service import PingFailed, PingService, PingView
@@ -31,13 +32,6 @@ from isp_gateway.tickets.service import TicketService
 
 if TYPE_CHECKING:
     from isp_gateway.kit.recorder import Recorder
-
-MSG_CANCELLED = "El servicio está cancelado."
-MSG_SUSPENDED = "El servicio está suspendido por saldo pendiente."
-# Nothing owed (CALLERS.md 2): the message never mentions a debt.
-MSG_SUSPENDED_RECONNECT = "El servicio está suspendido. Se puede solicitar la reconexión."
-MSG_OUTAGE = "Hay una falla general en la zona del cliente."
-MSG_PING_REFUSED = "El sistema del proveedor no aceptó la prueba de conexión."
 
 
 @dataclass(frozen=True)
@@ -93,11 +87,12 @@ class DiagnoseService:
         }
         stale = stale or tickets_stale
 
-        def info(action: str, message: str) -> Diagnosis:
+        def info(action: str, variant: str = "") -> Diagnosis:
+            message = messages.say(action, variant)
             return Diagnosis(PingView(True, "info", action, data, message), stale)
 
         if state == "cancelled":
-            return info(Action.SERVICE_CANCELLED, MSG_CANCELLED)
+            return info(Action.SERVICE_CANCELLED)
         if state == "suspended":
             invoices, _, invoices_stale = await self.accounts.pending_of(record["username"])
             stale = stale or invoices_stale
@@ -108,14 +103,15 @@ class DiagnoseService:
             # What the bot offers next: paying what is owed, else a reconnection.
             if data["total_due"] > 0:
                 data["next_step"] = "pay"
-                return info(Action.SERVICE_SUSPENDED, MSG_SUSPENDED)
+                return info(Action.SERVICE_SUSPENDED)
             data["next_step"] = "reconnect"
-            return info(Action.SERVICE_SUSPENDED, MSG_SUSPENDED_RECONNECT)
+            # Nothing owed (CALLERS.md 2): the message never mentions a debt.
+            return info(Action.SERVICE_SUSPENDED, "reconnect")
         router_id = await self.outages.router_of(service_id, record["router_id"])
         router = await self.outages.router(router_id) if router_id is not None else None
         if router is not None and router.outage:
             data["outage_description"] = router.outage_description
-            return info(Action.ZONE_OUTAGE, MSG_OUTAGE)
+            return info(Action.ZONE_OUTAGE, "diagnosis")
         return await self._ping(data, service_id, pings, wait, stale)
 
     async def _ping(
@@ -127,9 +123,8 @@ class DiagnoseService:
             task_id = await self.pings.create(service_id, pings)
         except PingFailed as refused:
             data.update(figures)
-            return Diagnosis(
-                PingView(False, "error", refused.action, data, MSG_PING_REFUSED), stale
-            )
+            message = messages.say(Action.PING_FAILED, "refused")
+            return Diagnosis(PingView(False, "error", refused.action, data, message), stale)
         view = await self.pings.result(task_id, wait)
         figures["task_id"] = task_id
         for name in ("sent", "received", "loss_percent"):

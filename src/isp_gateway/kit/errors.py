@@ -8,31 +8,41 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from isp_gateway.kit import messages
 from isp_gateway.kit.actions import Action
 
 
 class ServiceError(Exception):
-    """A business outcome that ends the request with an error envelope."""
+    """A business outcome that ends the request with an error envelope.
+
+    Its message is the catalogue's text (kit/messages.py) of its action and `variant`, with
+    `params` filled in, in the language of the request being served; `message` is for a
+    text the catalogue cannot hold (a validator's own words)."""
 
     status_code = 500
     action: str = Action.ERROR
     type: Literal["success", "error", "info"] = "error"
-    default_message = "Internal error"
+    # The catalogue's variant of the action that is the message unless another is given.
+    variant: str = ""
 
     def __init__(
         self,
         message: str | None = None,
         *,
         action: str | None = None,
+        variant: str | None = None,
+        params: dict[str, Any] | None = None,
         status_code: int | None = None,
         data: Any = None,
         meta: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
-        self.message = message or self.default_message
-        super().__init__(self.message)
         if action is not None:
             self.action = action
+        if variant is not None:
+            self.variant = variant
+        self.message = message or messages.say(self.action, self.variant, **(params or {}))
+        super().__init__(self.message)
         if status_code is not None:
             self.status_code = status_code
         self.data = data
@@ -42,24 +52,20 @@ class ServiceError(Exception):
 
 class InvalidInput(ServiceError):
     status_code = 400
-    default_message = "Invalid input"
 
 
 class NotFound(ServiceError):
     status_code = 404
-    default_message = "Not found"
 
 
 class Conflict(ServiceError):
     status_code = 409
-    default_message = "Conflict"
 
 
 class Locked(ServiceError):
     """Too many attempts; carries a Retry-After."""
 
     status_code = 429
-    default_message = "Too many attempts, try again later"
 
     def __init__(self, message: str | None = None, *, retry_after: int, **kw: Any) -> None:
         headers = {"Retry-After": str(max(1, int(retry_after)))}
@@ -72,7 +78,7 @@ class UpstreamError(ServiceError):
 
     status_code = 502
     action = Action.UPSTREAM_UNAVAILABLE
-    default_message = "The ISP backend is not available right now, try again shortly"
+    variant = "rest"
 
 
 class UpstreamUnavailable(UpstreamError):
@@ -83,13 +89,12 @@ class UpstreamUnauthorized(UpstreamError):
     """The upstream rejected our key (401/403)."""
 
     action = Action.UPSTREAM_UNAUTHORIZED
-    default_message = "The ISP backend refused the service's credentials"
+    variant = "rest"
 
 
 class UpstreamRateLimited(UpstreamError):
     status_code = 503
     action = Action.UPSTREAM_RATE_LIMITED
-    default_message = "The ISP backend is rate limiting requests, try again shortly"
 
     def __init__(self, retry_after: float, message: str | None = None) -> None:
         super().__init__(message, headers={"Retry-After": str(max(1, round(retry_after)))})
@@ -100,7 +105,7 @@ class UpstreamRejected(UpstreamError):
     """The upstream answered 4xx to a request (validation errors, unknown resource)."""
 
     def __init__(self, status: int, body: Any, message: str | None = None) -> None:
-        super().__init__(message or f"The ISP backend refused the request ({status})")
+        super().__init__(message, variant="rejected", params={"status": status})
         self.upstream_status = status
         self.body = body
 
@@ -111,7 +116,7 @@ class StoreUnavailable(ServiceError):
 
     status_code = 503
     action = Action.STORE_UNAVAILABLE
-    default_message = "The service's shared store is not available right now, try again shortly"
+    variant = "store"
 
     def __init__(self, message: str | None = None) -> None:
         super().__init__(message, headers={"Retry-After": "5"})

@@ -46,13 +46,13 @@ def fingerprint(value: Any) -> str:
 class KeyReused(ServiceError):
     status_code = 422
     action = Action.IDEMPOTENCY_KEY_REUSED
-    default_message = "This Idempotency-Key was already used with a different request body"
+    variant = "rest"
 
 
 class KeyInProgress(ServiceError):
     status_code = 409
     action = Action.IDEMPOTENCY_KEY_IN_PROGRESS
-    default_message = "A request with this Idempotency-Key is still being processed; retry shortly"
+    variant = "rest"
 
     def __init__(self, message: str | None = None) -> None:
         super().__init__(message, headers={"Retry-After": "2"})

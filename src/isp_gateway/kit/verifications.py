@@ -29,16 +29,14 @@ if TYPE_CHECKING:
 PREFIX = "ver_"
 # An id far longer than any real one is refused before it is hashed.
 MAX_ID_LENGTH = 128
-MSG_VERIFY_FIRST = (
-    "Verification required: verify the customer's identity first (verify_customer) "
-    "and use the verification_id it returns."
-)
 
 
 class VerificationRequired(ServiceError):
+    """Its message is the catalogue's sentence (the MCP tools' answer); REST's guard gives
+    the variant that names the endpoint and the header (web/params.py)."""
+
     status_code = 403
     action = Action.VERIFICATION_REQUIRED
-    default_message = MSG_VERIFY_FIRST
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from isp_gateway.kit import messages
 from isp_gateway.kit.actions import Action
 from isp_gateway.upstream.ping import PingResult
 
@@ -15,12 +16,8 @@ FAILED = Action.PING_FAILED
 # Loss at or below this is a stable connection (DECISIONS.md).
 STABLE_MAX_LOSS_PERCENT = 20.0
 
-MESSAGES: dict[str, str] = {
-    STABLE: "Conexión estable.",
-    INTERMITTENT: "Conexión intermitente: se perdieron paquetes.",
-    NO_INTERNET: "Sin conexión: el equipo no respondió a ningún ping.",
-    FAILED: "No fue posible realizar el ping al equipo.",
-}
+# Each outcome's message is the catalogue's "ping" variant of its action (kit/messages.py).
+PING = "ping"
 
 
 @dataclass(frozen=True)
@@ -32,7 +29,7 @@ class Classification:
 
     @property
     def message(self) -> str:
-        return MESSAGES[self.action]
+        return messages.say(self.action, PING)
 
 
 def classify(result: PingResult) -> Classification:

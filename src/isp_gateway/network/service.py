@@ -24,6 +24,8 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from isp_gateway.clients.service import LOOKUP
+from isp_gateway.kit import messages
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.errors import (
     NotFound,
@@ -33,7 +35,7 @@ from isp_gateway.kit.errors import (
     UpstreamRateLimited,
     UpstreamUnavailable,
 )
-from isp_gateway.network.classify import FAILED, Classification, classify
+from isp_gateway.network.classify import FAILED, PING, Classification, classify
 from isp_gateway.store import LockTimeout
 from isp_gateway.upstream.ping import (
     PingRefused,
@@ -61,8 +63,7 @@ MAX_RUNNING_SECONDS = 300.0
 _RECORD_POLL_SECONDS = 0.2
 _TASK_ID = re.compile(r"[0-9a-f]{32}")
 
-PENDING_MESSAGE = "Ping en curso; consulte de nuevo en unos segundos."
-TASK_NOT_FOUND = "Task not found"
+TASK_NOT_FOUND = "task"
 
 
 class PingFailed(ServiceError):
@@ -70,7 +71,7 @@ class PingFailed(ServiceError):
 
     status_code = 502
     action = Action.PING_FAILED
-    default_message = "The ISP backend did not accept the ping request"
+    variant = "rest"
 
 
 @dataclass(frozen=True)
@@ -139,7 +140,7 @@ class PingService:
 
     async def _create(self, service_id: int, pings: int) -> str:
         if service_id < 1:
-            raise NotFound("Client not found", action=Action.CLIENT_NOT_FOUND)
+            raise NotFound(action=Action.CLIENT_NOT_FOUND, variant=LOOKUP)
         coalesce = self.settings.PING_COALESCE_SECONDS > 0
         if coalesce:
             shared = await self._shared_task(service_id)
@@ -200,13 +201,13 @@ class PingService:
             log.info("client check for service %d unavailable (%s)", service_id, exc.action)
             return
         if client is None:
-            raise NotFound("Client not found", action=Action.CLIENT_NOT_FOUND)
+            raise NotFound(action=Action.CLIENT_NOT_FOUND, variant=LOOKUP)
 
     async def _start_upstream(self, service_id: int, pings: int) -> str:
         try:
             return await create_ping(self.gateway, service_id, pings)
         except PingServiceUnknown:
-            raise NotFound("Client not found", action=Action.CLIENT_NOT_FOUND) from None
+            raise NotFound(action=Action.CLIENT_NOT_FOUND, variant=LOOKUP) from None
         except PingRefused:
             # Logged with the upstream's answer where it was read (upstream/ping.py).
             raise PingFailed() from None
@@ -220,14 +221,14 @@ class PingService:
         else `ping_pending` and the task id, which the bot's next poll takes to another
         replica (the record is in the shared store)."""
         if not _TASK_ID.fullmatch(task_id):
-            raise NotFound(TASK_NOT_FOUND, action=FAILED)
+            raise NotFound(action=FAILED, variant=TASK_NOT_FOUND)
         interval = self.settings.PING_POLL_INTERVAL_SECONDS
         deadline = time.monotonic() + max(0.0, min(wait, MAX_WAIT_SECONDS))
         last_error: UpstreamError | None = None
         while True:
             record = await self.store.get(_task_key(task_id))
             if not isinstance(record, dict):
-                raise NotFound(TASK_NOT_FOUND, action=FAILED)
+                raise NotFound(action=FAILED, variant=TASK_NOT_FOUND)
             due = time.time() - record["checked_at"] >= interval
             if record.get("state") != "final" and due and not self.stopping.is_set():
                 check = asyncio.ensure_future(self._check(task_id, deadline))
@@ -279,7 +280,7 @@ class PingService:
             type="info",
             action=Action.PING_PENDING,
             data={"task_id": task_id, "status": "pending"},
-            message=PENDING_MESSAGE,
+            message=messages.say(Action.PING_PENDING, PING),
         )
 
     def _leave_running(self, check: asyncio.Task[dict[str, Any] | None], task_id: str) -> None:

@@ -8,6 +8,7 @@ from fastapi import APIRouter
 
 from isp_gateway.auth.dependencies import Scoped
 from isp_gateway.auth.keys import PLANS_READ
+from isp_gateway.kit import messages
 from isp_gateway.kit.actions import Action
 from isp_gateway.plans.schemas import InternetPlan, InternetPlanDetail
 from isp_gateway.plans.service import PlanService
@@ -38,7 +39,7 @@ async def list_internet_plans(plans: PlansDep) -> dict[str, Any]:
         return success(
             Action.INTERNET_PLAN_NOT_FOUND,
             None,
-            message="No internet plans found",
+            message=messages.say(Action.INTERNET_PLAN_NOT_FOUND, "none"),
             meta=_meta(listing.stale),
         )
     data = [plan.model_dump() for plan in listing.plans]

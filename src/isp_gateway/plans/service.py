@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from isp_gateway.kit import messages
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.cache import CachedResource
 from isp_gateway.kit.errors import NotFound
@@ -30,9 +31,6 @@ if TYPE_CHECKING:
     from isp_gateway.kit.storage import Store
     from isp_gateway.settings import Settings
     from isp_gateway.upstream.gateway import UpstreamGateway
-
-PLAN_NOT_FOUND = "Internet plan not found"
-PCQ_MESSAGE = "The ISP backend has no detail for PCQ plans; only basic information is available."
 
 
 @dataclass
@@ -139,7 +137,7 @@ class PlanService:
         """One plan with price and speeds (PPPOE, SIMPLE QUEUE); basic fields for PCQ."""
         plan, stale = await self._find(plan_id)
         if plan is None:
-            raise NotFound(PLAN_NOT_FOUND, action=Action.INTERNET_PLAN_NOT_FOUND)
+            raise NotFound(action=Action.INTERNET_PLAN_NOT_FOUND)
         if not has_detail(plan):
             basic = PlanDetail(
                 plan_id=plan.plan_id,
@@ -149,10 +147,10 @@ class PlanService:
                 download_speed=None,
                 upload_speed=None,
             )
-            return PlanInfo(basic, stale, PCQ_MESSAGE)
+            return PlanInfo(basic, stale, messages.say(Action.INTERNET_PLAN_FOUND, "basic"))
         snapshot = await self._detail_resource(plan).get()
         if snapshot.value is None:
-            raise NotFound(PLAN_NOT_FOUND, action=Action.INTERNET_PLAN_NOT_FOUND)
+            raise NotFound(action=Action.INTERNET_PLAN_NOT_FOUND)
         return PlanInfo(snapshot.value, stale or snapshot.stale)
 
     async def price_for(self, plan_id: int | None, plan_name: str | None) -> float | None:

@@ -22,6 +22,8 @@ from isp_gateway.store import LockTimeout
 from isp_gateway.tickets.active import newest_first
 from isp_gateway.tickets.calendar import BusinessCalendar
 from isp_gateway.tickets.errors import (
+    COUNTING,
+    POSTING,
     TicketAlreadyOpen,
     TicketCreationFailed,
     ZoneLimitReached,
@@ -116,26 +118,27 @@ class TicketCreation:
             if exc.status_code == 503:
                 # Busy or rate limited: safe to repeat, with the upstream's Retry-After.
                 raise TicketCreationFailed(
-                    "The ISP backend is busy (could not read the customer's zone); nothing "
-                    "was created, retry shortly",
+                    variant="busy_zone_read",
                     status_code=503,
                     meta={"reason": exc.action},
                     headers=exc.headers,
                 ) from None
             raise TicketCreationFailed(
-                "The ISP backend is not available (could not read the customer's zone); "
-                "nothing was created, retry shortly",
+                variant="no_zone_read",
                 meta={"reason": Action.UPSTREAM_UNAVAILABLE},
             ) from None
         if client is None:
-            raise NotFound(f"Client {service_id} not found", action=Action.CLIENT_NOT_FOUND)
+            raise NotFound(
+                action=Action.CLIENT_NOT_FOUND, variant="service", params={"service_id": service_id}
+            )
         zone_id = client.get("zone_id")
         if order.from_record:
             return self._from_record(request, zone_id, client.get("technician_id"))
         if zone_id is None or zone_id == request.zone_id:
             return request
         raise ZoneMismatch(
-            f"Service {service_id} is in zone {zone_id}, not zone {request.zone_id}",
+            variant="zones",
+            params={"service_id": service_id, "zone_id": zone_id, "given": request.zone_id},
             data={"zone_id": zone_id},
         )
 
@@ -145,15 +148,13 @@ class TicketCreation:
         technician_id = technician_id or self.settings.DEFAULT_TECHNICIAN_ID
         if zone_id is None:
             raise TicketCreationFailed(
-                f"Service {request.service_id} has no zone in its record: its zone's cap cannot "
-                "be counted, so no ticket is opened for it here",
+                variant="no_zone",
                 status_code=400,
                 meta={"reason": "no_zone"},
             )
         if technician_id is None:
             raise TicketCreationFailed(
-                f"Service {request.service_id} has no technician in its record and "
-                "DEFAULT_TECHNICIAN_ID is not set",
+                variant="no_technician",
                 status_code=400,
                 meta={"reason": "no_technician"},
             )
@@ -182,7 +183,8 @@ class TicketCreation:
                 return await self._zone_step(request, order.priority, order.fingerprint)
         except LockTimeout:
             raise TicketCreationFailed(
-                f"Zone {zone_id} is busy with another ticket creation; retry shortly",
+                variant="zone_busy",
+                params={"zone_id": zone_id},
                 status_code=503,
                 meta={"reason": "zone_busy"},
                 headers={"Retry-After": "2"},
@@ -199,7 +201,7 @@ class TicketCreation:
                 zone_id, read_now=unconfirmed is not None or posting is not None
             )
         except UpstreamError as exc:
-            raise creation_failure(exc, "could not count the zone's active tickets") from None
+            raise creation_failure(exc, COUNTING) from None
         if posting is not None:
             await self.zones.settle_posting(zone_id, posting["after_id"], count.tickets)
         if unconfirmed is not None:
@@ -213,16 +215,16 @@ class TicketCreation:
                 return self._reconciled(found, request, priority)
         if count.active >= cap:
             raise ZoneLimitReached(
-                f"Zone {zone_id} already has {count.active} active tickets (limit {cap}); "
-                "no new ticket until one is resolved",
+                variant="counts",
+                params={"zone_id": zone_id, "active": count.active, "limit": cap},
                 data={"max_tickets": cap, "active_tickets": count.active},
             )
         if self.settings.DUPLICATE_TICKET_GUARD:
             duplicate = self._open_duplicate(request, count.tickets)
             if duplicate is not None:
                 raise TicketAlreadyOpen(
-                    f"Service {request.service_id} already has an open ticket "
-                    f"({duplicate.ticket_id}) for {request.subject!r}",
+                    variant="number",
+                    params={"ticket_id": duplicate.ticket_id},
                     data=ticket_view(duplicate),
                 )
         now = datetime.now(self.settings.tz)
@@ -242,7 +244,7 @@ class TicketCreation:
             # The last moment nothing has reached the upstream (issue 21): a worker asked to
             # stop refuses, and the locks go with the refusal; a POST already sent finishes.
             raise TicketCreationFailed(
-                "This server is stopping; nothing was created, retry (another replica answers)",
+                variant="stopping",
                 status_code=503,
                 meta={"reason": "server_stopping"},
                 headers={"Retry-After": "1"},
@@ -263,15 +265,13 @@ class TicketCreation:
             created = None
         except UpstreamError as exc:
             await self.zones.unmark(unconfirmed_key, posting_at)  # refused: nothing was created
-            raise creation_failure(exc, "refused the ticket") from None
+            raise creation_failure(exc, POSTING) from None
         if created is None:
             # Timed out, dropped, 5xx or an unreadable 201: the ticket may exist; the marks
             # stay for the next creation in the zone and for a repeat of this request.
             log.warning("ticket creation for service %d: outcome unknown", request.service_id)
             raise TicketCreationFailed(
-                "The ISP backend did not confirm the ticket; it may have been created. "
-                "Repeating the same request is safe: the service looks for that ticket "
-                "before creating another",
+                variant="outcome_unknown",
                 meta={"reason": "outcome_unknown"},
             )
         listed = Ticket(

@@ -23,7 +23,6 @@ class ZoneLimitReached(ServiceError):
 class TicketCreationFailed(ServiceError):
     status_code = 502
     action = Action.TICKET_CREATION_FAILED
-    default_message = "The ticket could not be created"
 
 
 class ZoneMismatch(ServiceError):
@@ -58,39 +57,51 @@ def ticket_outcome(error: ServiceError) -> str | None:
     return None
 
 
+# The step of a creation the upstream failed (its messages' variants in kit/messages.py).
+COUNTING = "counting"
+POSTING = "posting"
+
+
 def creation_failure(exc: UpstreamError, what: str) -> TicketCreationFailed:
     """An upstream error as `ticket_creation_failed`, with a safe reason (never the body)."""
     if isinstance(exc, UpstreamRateLimited):
         return TicketCreationFailed(
-            "The ISP backend is rate limiting requests; retry shortly",
+            variant="throttled",
             status_code=503,
             meta={"reason": Action.UPSTREAM_RATE_LIMITED},
             headers=exc.headers,
         )
     if isinstance(exc, UpstreamUnauthorized):
         return TicketCreationFailed(
-            "The ISP backend refused the service's credentials",
+            variant="unauthorized",
             meta={"reason": Action.UPSTREAM_UNAUTHORIZED},
         )
     if isinstance(exc, TicketRejected):
         errors = [{"field": name, "message": message} for name, message in exc.fields]
-        message = f"The ISP backend {what} {exc.answer}"
+        # `what` is the step (kit/messages.py's "counting" or "posting"), the rest the
+        # backend's own words.
+        detail = exc.answer
         if errors:
-            message += f": {errors[0]['field']}: {errors[0]['message']}"
+            detail += f": {errors[0]['field']}: {errors[0]['message']}"
             if len(errors) > 1:
-                message += f" (and {len(errors) - 1} more)"
+                detail += f" (and {len(errors) - 1} more)"
         if exc.of_request:
             # The request's own fields (an unknown technician): the caller's to fix, not
             # a backend that failed (CALLERS.md, "Answers a bot can say").
             field_name = errors[0]["field"]
             return TicketCreationFailed(
-                f"The ISP backend refused the ticket's {field_name}: {errors[0]['message']}",
+                variant="field",
+                params={"field": field_name, "detail": errors[0]["message"]},
                 status_code=400,
                 data={"field": field_name, "errors": errors},
                 meta={"reason": "upstream_rejected", "errors": errors},
             )
-        return TicketCreationFailed(message, meta={"reason": "upstream_rejected", "errors": errors})
+        return TicketCreationFailed(
+            variant=f"rejected_{what}",
+            params={"detail": detail},
+            meta={"reason": "upstream_rejected", "errors": errors},
+        )
     return TicketCreationFailed(
-        f"The ISP backend is not available ({what}); nothing was created, retry shortly",
+        variant=f"unavailable_{what}",
         meta={"reason": Action.UPSTREAM_UNAVAILABLE},
     )

@@ -37,6 +37,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from isp_gateway.kit import messages
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.answers import Answer, success
 from isp_gateway.kit.cache import CachedResource
@@ -146,10 +147,17 @@ class TicketService:
         priority = self.catalogue.priority_of(name) if name is not None else None
         if name is not None and priority is not None:
             return name, priority
-        hint = self.catalogue.suggestion(subject)
-        message = f"Subject {subject!r} is not in the ticket subject catalogue"
-        message += f"; did you mean {hint!r}?" if hint else "; see GET /api/v1/tickets/subjects"
-        raise InvalidInput(message, action=Action.TICKET_CREATION_FAILED)
+        hint = self.catalogue.closest(subject)
+        failed = Action.TICKET_CREATION_FAILED
+        message = messages.say(failed, "unknown_subject", subject=subject)
+        if hint is not None:
+            message += messages.say(failed, "closest", hint=hint)
+        raise InvalidInput(
+            message,
+            action=failed,
+            variant="unknown_subject",
+            meta={"reason": "unknown_subject", "closest": hint},
+        )
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -165,7 +173,9 @@ class TicketService:
         record itself for its zone: creation.py.)"""
         client = await self.clients.get_client(service_id) if service_id > 0 else None
         if client is None:
-            raise NotFound(f"Client {service_id} not found", action=Action.CLIENT_NOT_FOUND)
+            raise NotFound(
+                action=Action.CLIENT_NOT_FOUND, variant="service", params={"service_id": service_id}
+            )
 
     async def open_tickets(self, service_id: int) -> tuple[list[dict[str, Any]], bool]:
         """The service's active tickets from the cached sweep, newest first, and whether the
@@ -180,7 +190,9 @@ class TicketService:
     async def get(self, ticket_id: int) -> dict[str, Any]:
         ticket = await upstream.fetch(self.gateway, ticket_id) if ticket_id > 0 else None
         if ticket is None:
-            raise NotFound(f"Ticket {ticket_id} not found", action=Action.TICKET_NOT_FOUND)
+            raise NotFound(
+                action=Action.TICKET_NOT_FOUND, variant="id", params={"ticket_id": ticket_id}
+            )
         technician_id = ticket.technician_id
         if technician_id is None:
             technician_id = await self.store.get(f"tickets:technician:{ticket_id}")

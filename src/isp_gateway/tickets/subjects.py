@@ -7,6 +7,7 @@ same shape when their upstream account has other categories.
 
 from __future__ import annotations
 
+import difflib
 import json
 import unicodedata
 from importlib import resources
@@ -59,6 +60,17 @@ class SubjectCatalogue:
     def suggestion(self, subject: str) -> str | None:
         """The catalogue spelling of a subject that differs only in case, accents or spaces."""
         return self._folded.get(fold(subject))
+
+    def closest(self, subject: str) -> str | None:
+        """The subject a refused one most likely meant: the same words in another case or
+        accent, else the most similar subject (when one is reasonably close), for the
+        answer that refuses it; never used in its place."""
+        exact = self.suggestion(subject)
+        if exact is not None:
+            return exact
+        folded = fold(subject)
+        near = difflib.get_close_matches(folded, list(self._folded), n=1, cutoff=0.6)
+        return self._folded[near[0]] if near else None
 
     def as_data(self) -> dict[str, Any]:
         return {

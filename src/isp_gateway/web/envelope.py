@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 # Re-exported: routers build their success envelopes from the edge's one module.
+from isp_gateway.kit import messages
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.answers import Answer
 from isp_gateway.kit.answers import envelope as envelope
@@ -232,6 +233,7 @@ def error_response(
     return EnvelopeResponse(body, status_code=status_code, headers=headers)
 
 
+# A field's detail in `meta.errors` (the validator's words, in English in both languages).
 MALFORMED_JSON = "Malformed JSON body"
 _FASTAPI_BODY_ERROR = "There was an error parsing the body"
 
@@ -276,11 +278,19 @@ async def handle_validation_error(request: Request, exc: Exception) -> JSONRespo
         if err.get("type") == "json_invalid":
             msg = MALFORMED_JSON
         errors.append({"field": _field_path(err.get("loc", ())), "message": msg})
+    return error_response(
+        422, Action.VALIDATION_ERROR, invalid_request(errors), meta={"errors": errors}
+    )
+
+
+def invalid_request(errors: list[dict[str, str]]) -> str:
+    """The message of a 422: the first field and its detail, and how many more."""
     first = errors[0] if errors else {"field": "request", "message": "invalid"}
-    message = f"Invalid request: {first['field']}: {first['message']}"
+    say = messages.say
+    message = say(Action.VALIDATION_ERROR, "fields", field=first["field"], detail=first["message"])
     if len(errors) > 1:
-        message += f" (and {len(errors) - 1} more)"
-    return error_response(422, Action.VALIDATION_ERROR, message, meta={"errors": errors})
+        message += say(Action.VALIDATION_ERROR, "more", count=len(errors) - 1)
+    return message
 
 
 async def handle_http_error(request: Request, exc: Exception) -> JSONResponse:
@@ -295,22 +305,19 @@ async def handle_http_error(request: Request, exc: Exception) -> JSONResponse:
         # A body FastAPI could not even decode (not UTF-8): malformed JSON, 422 like the rest.
         error = {"field": "body", "message": MALFORMED_JSON}
         return error_response(
-            422,
-            Action.VALIDATION_ERROR,
-            f"Invalid request: body: {MALFORMED_JSON}",
-            meta={"errors": [error]},
+            422, Action.VALIDATION_ERROR, invalid_request([error]), meta={"errors": [error]}
         )
     action: str = Action.ERROR
     headers = dict(exc.headers or {})
     if exc.status_code == 404:
-        message = "Not found"
+        message = messages.say(Action.ERROR, "not_found")
     elif exc.status_code == 405:
-        message = "Method not allowed"
+        message = messages.say(Action.ERROR, "method")
         # Every method of the path, not only those of the first route Starlette tried.
         routes = request.app.state.route_table
         headers["Allow"] = ", ".join(allowed_methods(routes, request.scope))
     else:
-        message = str(exc.detail) if exc.detail else "Request failed"
+        message = str(exc.detail) if exc.detail else messages.say(Action.ERROR, "request")
         if exc.status_code == 413:
             action = PAYLOAD_TOO_LARGE
     return error_response(exc.status_code, action, message, headers=headers)
@@ -319,7 +326,7 @@ async def handle_http_error(request: Request, exc: Exception) -> JSONResponse:
 async def handle_unexpected(request: Request, exc: Exception) -> JSONResponse:
     # Log the traceback server-side only; the client gets a generic envelope.
     log.exception("unhandled error on %s %s", request.method, request.url.path)
-    return error_response(500, Action.ERROR, "Internal server error")
+    return error_response(500, Action.ERROR, messages.say(Action.ERROR, "internal"))
 
 
 def install_error_handlers(app: FastAPI) -> None:

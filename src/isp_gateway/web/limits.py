@@ -10,6 +10,7 @@ from __future__ import annotations
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from isp_gateway.kit import messages
 from isp_gateway.kit.actions import Action
 from isp_gateway.web.middleware import answer_errors, send_error_envelope
 
@@ -26,7 +27,7 @@ class PayloadTooLarge(HTTPException):
 
 
 def message(limit: int) -> str:
-    return f"Request body larger than {limit} bytes"
+    return messages.say(ACTION, "limit", limit=limit)
 
 
 class BodyLimitMiddleware:

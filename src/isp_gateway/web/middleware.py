@@ -14,7 +14,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from isp_gateway.kit import deadline
+from isp_gateway.kit import deadline, messages
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.errors import StoreUnavailable
 from isp_gateway.kit.storage import Store
@@ -94,8 +94,11 @@ class RequestContextMiddleware:
         access_log: AccessLog | None = None,
         deadline_seconds: float | None = None,
         rate_limits: Callable[[], deadline.RateLimitView | None] = lambda: None,
+        language: messages.Language = messages.Language.ES,
     ) -> None:
         self.app = app
+        # MESSAGES_LANGUAGE: what every layer below answers in (kit/messages.py).
+        self.language = language
         self.ids = ids
         self.access_log = access_log
         # The margin of the 2 s is for the answer itself: shared loads are waited for only
@@ -119,6 +122,7 @@ class RequestContextMiddleware:
         request_id = self.ids.pick(incoming)
         scope.setdefault("state", {})["request_id"] = request_id
         request_id_var.set(request_id)
+        messages.use_language(self.language)
         if self.deadline_seconds is not None:
             deadline.start(self.deadline_seconds, self.rate_limits())
         started = time.perf_counter()
@@ -214,7 +218,8 @@ class UnhandledErrorMiddleware:
                 request_id,
                 exc_info=exc,
             )
-            await send_error_envelope(send, 500, "error", "Internal server error")
+            message = messages.say(Action.ERROR, "internal")
+            await send_error_envelope(send, 500, Action.ERROR, message)
 
         await answer_errors(self.app, scope, receive, send, Exception, answer)
 
@@ -308,9 +313,8 @@ class RateLimitMiddleware:
                     # The token endpoint answers OAuth2-style, outside the envelope.
                     await send_json(send, 429, {"detail": "Too many requests."}, retry_after)
                 else:
-                    await send_error_envelope(
-                        send, 429, Action.RATE_LIMITED, "Too many requests, slow down", retry_after
-                    )
+                    message = messages.say(Action.RATE_LIMITED, "service")
+                    await send_error_envelope(send, 429, Action.RATE_LIMITED, message, retry_after)
                 return
         await self.app(scope, receive, send)
 

@@ -11,6 +11,8 @@ import re
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from isp_gateway.kit import messages
+from isp_gateway.kit.actions import Action
 from isp_gateway.web.envelope import error_response
 from isp_gateway.web.route_table import ROUTE_TEMPLATE, UNMATCHED, RouteTable, route_path
 
@@ -48,6 +50,7 @@ class UnknownPathMiddleware:
             path = route_path(scope)
             if not self._known.fullmatch(path):
                 scope[ROUTE_TEMPLATE] = UNMATCHED
-                await error_response(404, "error", "Not found")(scope, receive, send)
+                not_found = messages.say(Action.ERROR, "not_found")
+                await error_response(404, Action.ERROR, not_found)(scope, receive, send)
                 return
         await self.app(scope, receive, send)

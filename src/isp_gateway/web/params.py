@@ -33,7 +33,7 @@ def parse_service_id(raw: str) -> int:
         or len(text) > MAX_SERVICE_ID_DIGITS
         or int(text) == 0
     ):
-        raise InvalidInput("Invalid service id", action=Action.INVALID_SERVICE_ID)
+        raise InvalidInput(action=Action.INVALID_SERVICE_ID)
     return int(text)
 
 
@@ -86,11 +86,8 @@ WaitQuery = Annotated[
 # -- REST's verification guard (CALLERS.md 5, opt-in with REQUIRE_VERIFICATION) ----------
 
 VERIFICATION_HEADER = "X-Verification-Id"
-MSG_VERIFY_FIRST = (
-    "Verification required: verify the customer's identity first "
-    "(POST /api/v1/clients/{service_id}/verify) and send the verification_id it returns "
-    "in the X-Verification-Id header."
-)
+# The refusal names the endpoint and the header (kit/messages.py).
+REST_VARIANT = "rest"
 
 # The 403 of a guarded route, beside the route's other errors.
 VERIFICATION_ERRORS: Responses = error_responses(403, actions={403: Action.VERIFICATION_REQUIRED})
@@ -117,14 +114,14 @@ async def require_verification(request: Request, service_id: int) -> None:
     caller = current_caller()
     try:
         if caller is None:
-            raise VerificationRequired(MSG_VERIFY_FIRST)
+            raise VerificationRequired(variant=REST_VARIANT)
         header = request.headers.get(VERIFICATION_HEADER)
         try:
             verified = await runtime.services.verifications.service_of(header, caller)
         except VerificationRequired:
-            raise VerificationRequired(MSG_VERIFY_FIRST) from None
+            raise VerificationRequired(variant=REST_VARIANT) from None
         if verified != service_id:
-            raise VerificationRequired(MSG_VERIFY_FIRST)
+            raise VerificationRequired(variant=REST_VARIANT)
     except VerificationRequired:
         await runtime.audit.record(Action.VERIFICATION_REQUIRED, "refused", service_id=service_id)
         raise
