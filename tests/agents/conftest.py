@@ -41,12 +41,15 @@ def mcp_session(
 
 
 class Result:
-    """One tool result: its error flag, structured data and every text it carries."""
+    """One tool result: its error flag, structured data (without the agent's hint), the
+    hint (`agent_hint`, for the model) and every text it carries."""
 
     def __init__(self, raw: Any) -> None:
         self.raw = raw
         self.is_error = bool(raw.is_error)
-        self.data: dict[str, Any] = raw.structured_content or {}
+        structured: dict[str, Any] = raw.structured_content or {}
+        self.hint: str | None = structured.get("agent_hint")
+        self.data = {k: v for k, v in structured.items() if k != "agent_hint"}
         self.texts = [block.text for block in raw.content if getattr(block, "text", None)]
 
     @property
@@ -54,8 +57,9 @@ class Result:
         return self.texts[0]
 
     def everything(self) -> str:
-        """All the agent could read: texts and structured content."""
-        return "\n".join([*self.texts, json.dumps(self.data, ensure_ascii=False)])
+        """All the agent could read: texts and structured content, the hint included."""
+        structured = {**self.data, "agent_hint": self.hint}
+        return "\n".join([*self.texts, json.dumps(structured, ensure_ascii=False)])
 
 
 async def call(session: ClientSession, tool: str, **arguments: Any) -> Result:

@@ -36,6 +36,7 @@ TOOLS = {
     "open_ticket",
     "update_contact",
     "list_internet_plans",
+    "internet_plan",
     "list_payment_methods",
     "list_ticket_subjects",
 }
@@ -96,6 +97,7 @@ def test_each_tool_has_the_scope_of_the_table() -> None:
         "open_ticket": "tickets:write",
         "update_contact": "clients:write",
         "list_internet_plans": "plans:read",
+        "internet_plan": "plans:read",
         "list_payment_methods": "accounts:read",
         "list_ticket_subjects": "tickets:read",
     }
@@ -107,8 +109,8 @@ async def test_tools_listed_with_the_order_in_their_descriptions(gateway: Gatewa
     assert {tool.name for tool in listed} == TOOLS
     for tool in listed:
         assert tool.description
-        if tool.name.startswith("list_"):
-            assert "no verification needed" in tool.description
+        if tool.name.startswith("list_") or tool.name == "internet_plan":
+            assert "no verification needed" in tool.description.lower()
             continue
         # Every customer tool tells the order: find, verify, then act.
         assert "find_customer" in tool.description
@@ -305,7 +307,13 @@ async def test_catalogue_tools_need_no_verification(
     assert not [r for r in caplog.records if r.name.startswith("mcp.")], caplog.text
     assert not (plans.is_error or methods.is_error or subjects.is_error)
     rest_plans = gateway.get("/api/v1/internet-plans/").json()["data"]
-    assert plans.data["plans"] == rest_plans
+    # Each plan with its price and speeds (issue 28.6): REST's detail of the plan.
+    assert [
+        {k: p[k] for k in ("plan_id", "name", "type")} for p in plans.data["plans"]
+    ] == rest_plans
+    for plan in plans.data["plans"]:
+        detail = gateway.get(f"/api/v1/internet-plans/{plan['plan_id']}").json()["data"]
+        assert plan == detail
     assert methods.data["methods"] == gateway.get("/api/v1/payment-methods").json()["data"]
     assert "No Tiene Internet" in subjects.data["all"]
 
@@ -320,7 +328,7 @@ async def test_modern_protocol_client_is_served_and_guarded(gateway: Gateway) ->
     ):
         assert {tool.name for tool in (await agent.list_tools()).tools} == TOOLS
         found = await agent.call_tool("find_customer", {"service_id": client["service_id"]})
-        assert found.structured_content == {"service_ids": [client["service_id"]]}
+        assert found.structured_content["service_ids"] == [client["service_id"]]
         refused = await agent.call_tool("customer_summary", {"verification_id": "ver_nope"})
         assert refused.is_error
         assert refused.structured_content["error"] == "verification_required"

@@ -56,7 +56,9 @@ def refused(result: Result) -> bool:
 def assert_refused_everywhere(results: dict[str, Result]) -> None:
     for tool, result in results.items():
         assert refused(result), (tool, result.texts)
-        assert "verify_customer" in result.sentence
+        # The next step is the agent's hint; the sentence is the customer's (issue 28.7).
+        assert "verify_customer" in (result.hint or "")
+        assert "verify_customer" not in result.sentence
 
 
 async def every_verified_tool(session: Any, verification_id: str | None) -> dict[str, Result]:

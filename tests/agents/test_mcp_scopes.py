@@ -18,6 +18,7 @@ from isp_gateway.auth.keys import JWT_SCOPES
 from isp_gateway.kit.callers import Caller
 from isp_gateway.mcp.auth import allows, scopes_of
 from isp_gateway.mcp.server import SCOPE_KEY, McpRequest, call_tool, list_tools
+from isp_gateway.mcp.tools import BY_NAME, TOOLS
 from isp_gateway.store import MemoryStore
 
 pytestmark = pytest.mark.anyio
@@ -57,10 +58,12 @@ async def test_tools_without_the_scope_are_not_listed() -> None:
         "customer_summary",
     ]
     everything = await list_tools(context({"*"}), None)
-    assert len(everything.tools) == 11
+    assert len(everything.tools) == len(TOOLS)
 
 
 async def test_tools_without_the_scope_cannot_be_called() -> None:
+    """Issue 28.1: refused, and the refusal names the scope the key lacks (the agent's hint
+    says so too); a name no tool has is `unknown_tool`."""
     ctx = context({"clients:read", "clients:verify"})
     for name in ("open_ticket", "update_contact", "customer_account", "list_internet_plans"):
         params = types.CallToolRequestParams(
@@ -68,4 +71,10 @@ async def test_tools_without_the_scope_cannot_be_called() -> None:
         )
         result = await call_tool(ctx, params)
         assert result.is_error
-        assert result.structured_content["error"] == "unknown_tool"
+        structured = result.structured_content
+        scope = BY_NAME[name].scope
+        assert structured["error"] == "insufficient_scope"
+        assert structured["required"] == scope and structured["tool"] == name
+        assert scope in structured["message"] and scope in structured["agent_hint"]
+    unknown = await call_tool(ctx, types.CallToolRequestParams(name="drop_tables", arguments={}))
+    assert unknown.is_error and unknown.structured_content["error"] == "unknown_tool"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from isp_gateway.mcp.tools import TOOLS
 from tests.agents.conftest import call, mcp_session_at
 from tests.foundation.test_servers import SERVERS, start_served
 
@@ -16,7 +17,7 @@ async def test_mcp_served_by_each_server(password_hash: str, server: str) -> Non
     try:
         token = served.auth["Authorization"].removeprefix("Bearer ")
         async with mcp_session_at(served.url, token) as session:
-            assert len((await session.list_tools()).tools) == 11
+            assert len((await session.list_tools()).tools) == len(TOOLS)
             subjects = await call(session, "list_ticket_subjects")
             assert not subjects.is_error
             assert "No Tiene Internet" in subjects.data["all"]

@@ -13,7 +13,6 @@ lifespan (`running`), after the services it calls and closed before them.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -34,9 +33,11 @@ from isp_gateway.auth.dependencies import CREDENTIALS_ERROR
 from isp_gateway.kit import deadline, messages
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.callers import Caller, set_current_caller
-from isp_gateway.kit.errors import Locked, ServiceError
+from isp_gateway.kit.errors import ServiceError
 from isp_gateway.kit.verifications import VerificationRequired
+from isp_gateway.mcp import results
 from isp_gateway.mcp.auth import BadEndUser, Unauthenticated, allows, authenticate, scopes_of
+from isp_gateway.mcp.instructions import current_scopes, instructions_for, use_scopes
 from isp_gateway.mcp.tools import BY_NAME, TOOLS, Call, Outcome, ToolFailure, run
 from isp_gateway.web.envelope import error_response
 
@@ -48,21 +49,6 @@ log = logging.getLogger("isp_gateway.mcp")
 PATH = "/mcp"
 SCOPE_KEY = "isp_gateway.mcp"
 
-INSTRUCTIONS = (
-    "Tools of an internet service provider's support desk. Always: 1) find_customer by the "
-    "phone, document or service id the customer gives (it returns service ids only); "
-    "2) verify_customer with 3 or 4 of name, address, plan name and plan price exactly as "
-    "the customer states them; 3) act with the verification_id it returns. Never ask the "
-    "tools for data of a customer who did not verify. Read the Spanish sentence of each "
-    "result to the customer."
-)
-
-MSG_VERIFY_FIRST = (
-    "Primero verifique la identidad del titular: find_customer, luego verify_customer, y use "
-    "el verification_id que devuelve (vale solo para ese servicio y esta conversación)."
-)
-MSG_INTERNAL = "Ocurrió un error interno; intente de nuevo en un momento."
-
 
 @dataclass(frozen=True, slots=True)
 class McpRequest:
@@ -73,6 +59,8 @@ class McpRequest:
     runtime: Runtime
     # The request's deadline, started at the edge (web/middleware.py), for the tool call.
     deadline: deadline.Deadline | None = None
+    # MESSAGES_LANGUAGE: the language of the sentences.
+    language: messages.Language = messages.Language.ES
 
 
 def _request_of(ctx: ServerRequestContext[Any, Any]) -> McpRequest:
@@ -84,40 +72,10 @@ def _request_of(ctx: ServerRequestContext[Any, Any]) -> McpRequest:
     return found
 
 
-def _result(data: dict[str, Any], sentence: str, *, error: bool) -> types.CallToolResult:
-    # The sentence first (what a bot says), then the data as JSON text for clients that do
-    # not read structured content (the MCP spec's advice).
-    content: list[types.ContentBlock] = [
-        types.TextContent(type="text", text=sentence),
-        types.TextContent(type="text", text=json.dumps(data, ensure_ascii=False, default=str)),
-    ]
-    return types.CallToolResult(content=content, structured_content=data, is_error=error)
-
-
-def _failure(code: str, sentence: str, **extra: Any) -> types.CallToolResult:
-    return _result({"error": code, "message": sentence, **extra}, sentence, error=True)
-
-
-def _service_failure(exc: ServiceError) -> types.CallToolResult:
-    # The catalogue's customer sentence (kit/messages.py); none of them names a customer.
-    sentence = messages.sentence(exc.action, exc.message)
-    if isinstance(exc, Locked):
-        return _failure(exc.action, sentence, retry_after=exc.retry_after)
-    return _failure(exc.action, sentence)
-
-
-def _invalid(exc: ValidationError) -> types.CallToolResult:
-    # Names and reasons only: pydantic's messages do not repeat the values.
-    problems = [
-        f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
-        for err in exc.errors()
-    ]
-    return _failure("invalid_arguments", "Argumentos inválidos: " + "; ".join(problems))
-
-
 async def list_tools(
     ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
 ) -> types.ListToolsResult:
+    """The tools this credential may call (a key lists only its scopes' tools)."""
     request = _request_of(ctx)
     tools = [
         types.Tool(
@@ -157,25 +115,40 @@ async def call_tool(
     return result
 
 
+def _unknown_tool(scopes: frozenset[str]) -> types.CallToolResult:
+    usable = ", ".join(spec.name for spec in TOOLS if allows(scopes, spec.scope))
+    return results.failure(
+        "unknown_tool",
+        messages.say(Action.ERROR, "unknown_tool"),
+        f"The tools this key can call: {usable or 'none'}.",
+    )
+
+
 async def _call_tool(
     ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
 ) -> types.CallToolResult:
     request = _request_of(ctx)
-    # The handler may run in a task of the SDK's own: the caller is set here too, for the
-    # rules below that key on it (the upstream budget's fair share).
+    # The handler may run in a task of the SDK's own: the caller and the language are set
+    # here too, for the rules below that key on them (the upstream budget's fair share).
     set_current_caller(request.caller)
+    messages.use_language(request.language)
     spec = BY_NAME.get(params.name)
-    if spec is None or not allows(request.scopes, spec.scope):
-        # A tool the credential lacks the scope for is neither listed nor callable.
-        return _failure("unknown_tool", "Esa herramienta no existe o no está disponible.")
+    if spec is None:
+        return _unknown_tool(request.scopes)
+    if not allows(request.scopes, spec.scope):
+        # Not listed for this credential, and refused naming the scope it lacks.
+        return results.missing_scope(spec.name, spec.scope)
+    arguments = params.arguments or {}
+    if spec.verified and arguments.get("verification_id") in (None, ""):
+        # Required in the schema; without one, the guard's own answer: verify first.
+        return results.verification_required()
     try:
-        args = spec.args.model_validate(params.arguments or {})
+        args = spec.args.model_validate(arguments)
     except ValidationError as exc:
-        return _invalid(exc)
-    runtime = request.runtime
-    settings = runtime.settings
+        return results.invalid(exc)
     # Every answer within UPSTREAM_TIMEOUT_SECONDS + 2 s, as on REST (CALLERS.md 2).
     deadline.adopt(request.deadline)
+    runtime, settings = request.runtime, request.runtime.settings
     call = Call(
         services=runtime.services,
         verifications=runtime.services.verifications,
@@ -185,24 +158,36 @@ async def _call_tool(
     try:
         outcome: Outcome = await run(spec, call, args)
     except VerificationRequired:
-        return _failure(Action.VERIFICATION_REQUIRED, MSG_VERIFY_FIRST)
+        return results.verification_required()
     except ToolFailure as failure:
-        return _failure(failure.code, failure.sentence)
+        return results.failure(failure.code, failure.sentence, failure.hint, **failure.data)
     except ServiceError as exc:
-        return _service_failure(exc)
+        return results.service_failure(exc)
     except ValidationError as exc:
-        return _invalid(exc)
+        return results.invalid(exc)
     except Exception as exc:  # the agent gets a sentence; the log the kind, no traceback
         log.error("mcp tool %s failed: %s", spec.name, type(exc).__name__)
-        return _failure("internal_error", MSG_INTERNAL)
-    return _result(outcome.data, outcome.sentence, error=False)
+        return results.failure("internal_error", messages.say(Action.ERROR))
+    return results.result(outcome.data, outcome.sentence, outcome.hint)
+
+
+class GatewayMcpServer(Server[Any]):
+    """The SDK's server, whose instructions are those of the caller's key (instructions.py):
+    read from the request's context when the SDK builds its `initialize` answer."""
+
+    @property
+    def instructions(self) -> str:
+        return instructions_for(current_scopes())
+
+    @instructions.setter
+    def instructions(self, _: str | None) -> None:
+        """The SDK sets them once at construction; they are the caller's, not fixed."""
 
 
 def build_server() -> Server[Any]:
-    return Server(
+    return GatewayMcpServer(
         "isp-gateway",
         version="1.0.0",
-        instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
@@ -228,9 +213,7 @@ class McpEndpoint:
             return
         except BadEndUser:
             refusal = error_response(
-                422,
-                Action.VALIDATION_ERROR,
-                "X-End-User-Id must be 1 to 128 printable ASCII characters",
+                422, Action.VALIDATION_ERROR, messages.say(Action.VALIDATION_ERROR, "end_user")
             )
             await refusal(scope, receive, send)
             return
@@ -240,8 +223,11 @@ class McpEndpoint:
             )
             await refused(scope, receive, send)
             return
-        scope[SCOPE_KEY] = McpRequest(caller, scopes_of(caller), runtime, deadline.current())
+        scopes = scopes_of(caller)
+        language = messages.Language(runtime.settings.MESSAGES_LANGUAGE)
+        scope[SCOPE_KEY] = McpRequest(caller, scopes, runtime, deadline.current(), language)
         set_current_caller(caller)
+        use_scopes(scopes)
         await manager.handle_request(scope, receive, send)
 
 

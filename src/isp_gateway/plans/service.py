@@ -8,6 +8,8 @@ per plan. This is also the plans source the clients feature asks for a missing p
 
 from __future__ import annotations
 
+import asyncio
+import difflib
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -15,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from isp_gateway.kit import messages
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.cache import CachedResource
-from isp_gateway.kit.errors import NotFound
+from isp_gateway.kit.errors import NotFound, UpstreamError
 from isp_gateway.upstream.plans import (
     Plan,
     PlanDetail,
@@ -50,6 +52,18 @@ def _index(value: Any) -> PlanIndex:
         if key:
             index.by_name[key] = None if key in index.by_name else plan
     return index
+
+
+def _basic(plan: Plan) -> PlanDetail:
+    """What is known of a plan without its detail: no price, no speeds."""
+    return PlanDetail(
+        plan_id=plan.plan_id,
+        name=plan.name,
+        type=plan.type,
+        price=None,
+        download_speed=None,
+        upload_speed=None,
+    )
 
 
 def _detail(value: Any) -> PlanDetail | None:
@@ -139,19 +153,47 @@ class PlanService:
         if plan is None:
             raise NotFound(action=Action.INTERNET_PLAN_NOT_FOUND)
         if not has_detail(plan):
-            basic = PlanDetail(
-                plan_id=plan.plan_id,
-                name=plan.name,
-                type=plan.type,
-                price=None,
-                download_speed=None,
-                upload_speed=None,
-            )
+            basic = _basic(plan)
             return PlanInfo(basic, stale, messages.say(Action.INTERNET_PLAN_FOUND, "basic"))
         snapshot = await self._detail_resource(plan).get()
         if snapshot.value is None:
             raise NotFound(action=Action.INTERNET_PLAN_NOT_FOUND)
         return PlanInfo(snapshot.value, stale or snapshot.stale)
+
+    async def details(self) -> tuple[list[PlanDetail], bool]:
+        """Every plan with its price and speeds (PCQ plans: none; their backend has no
+        detail), and whether a copy was stale. Each detail is its own cached resource: a
+        warm catalogue costs no upstream call, a cold one one call per plan, once per
+        PLAN_CACHE_SECONDS, fetched together."""
+        listing = await self.list_plans()
+        infos = await asyncio.gather(*(self._info(plan, tolerant=True) for plan in listing.plans))
+        return [info.detail for info in infos], listing.stale or any(i.stale for i in infos)
+
+    async def _info(self, plan: Plan, *, tolerant: bool = False) -> PlanInfo:
+        """The plan's detail; `tolerant`: a detail the upstream cannot give now is the
+        plan without price and speeds (unknown, never guessed), marked stale."""
+        if not has_detail(plan):
+            return PlanInfo(_basic(plan), False)
+        try:
+            snapshot = await self._detail_resource(plan).get()
+        except UpstreamError:
+            if not tolerant:
+                raise
+            return PlanInfo(_basic(plan), True)
+        detail = snapshot.value if snapshot.value is not None else _basic(plan)
+        return PlanInfo(detail, snapshot.stale)
+
+    async def named(self, name: str) -> tuple[PlanDetail | None, list[str]]:
+        """The plan called `name` (compared as plan names are: case, accents and punctuation
+        aside) with its price and speeds, or None and the closest names of the catalogue."""
+        index = (await self.catalogue.get()).value
+        wanted = normalise_name(name)
+        plan = index.by_name.get(wanted)
+        if plan is not None:
+            return (await self._info(plan)).detail, []
+        names = {normalise_name(p.name): p.name for p in index.plans}
+        near = difflib.get_close_matches(wanted, list(names), n=3, cutoff=0.5)
+        return None, [names[n] for n in near]
 
     async def price_for(self, plan_id: int | None, plan_name: str | None) -> float | None:
         """The price of a plan from the plans source (list, then detail by type).

@@ -56,6 +56,16 @@ def say(action: str, variant: str = "", **params: Any) -> str:
     return text(action, variant, language=_language.get(), **params)
 
 
+def amount(value: float) -> str:
+    """A sum of money as the language writes it: `65.000` (Spanish) or `65,000` (English),
+    with cents only when it has some."""
+    whole = float(value).is_integer()
+    written = f"{value:,.0f}" if whole else f"{value:,.2f}"
+    if _language.get() == Language.ES:
+        written = written.translate(str.maketrans(",.", ".,"))
+    return "$" + written
+
+
 def is_technical(action: str, variant: str) -> bool:
     try:
         return CATALOGUE[Action(action)][variant].technical
@@ -75,6 +85,7 @@ __all__ = [
     "CATALOGUE",
     "Language",
     "Text",
+    "amount",
     "current_language",
     "is_technical",
     "say",

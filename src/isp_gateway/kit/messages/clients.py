@@ -13,6 +13,17 @@ TEXTS: Texts = {
         "": t("Encontré el servicio.", "I found the service."),
         "service": t("Encontré el servicio {ids}.", "I found the service {ids}."),
         "services": t("Encontré {count} servicios: {ids}.", "I found {count} services: {ids}."),
+        # customer_summary (MCP): the verified customer's service in one sentence.
+        "summary": t("Servicio {service_id}: estado {state}.", "Service {service_id}: {state}."),
+        "summary_plan": t(
+            "Servicio {service_id}: estado {state}, plan {plan}.",
+            "Service {service_id}: {state}, plan {plan}.",
+        ),
+        "state_active": t("activo", "active"),
+        "state_suspended": t("suspendido", "suspended"),
+        "state_cancelled": t("cancelado", "cancelled"),
+        "state_free": t("gratuito", "free"),
+        "state_unknown": t("desconocido", "unknown"),
     },
     Action.CLIENT_NOT_FOUND: {
         "": t("No encontré ningún cliente con ese dato.", "I found no customer with that detail."),

@@ -7,7 +7,9 @@ from isp_gateway.kit.messages.texts import Texts, t
 
 TEXTS: Texts = {
     Action.ACCOUNT_FOUND: {
-        "": t("Este es el estado de su cuenta.", "This is your account's state.")
+        "": t("Este es el estado de su cuenta.", "This is your account's state."),
+        "owes": t("El saldo pendiente es de {total}.", "The outstanding balance is {total}."),
+        "nothing": t("No hay saldo pendiente.", "There is no outstanding balance."),
     },
     Action.PAYMENT_METHODS_LISTED: {
         "": t("Estas son las formas de pago.", "These are the ways to pay."),
@@ -99,6 +101,15 @@ TEXTS: Texts = {
     },
     Action.INTERNET_PLAN_FOUND: {
         "": t("Este es el plan de internet.", "This is the internet plan."),
+        "detail": t(
+            "El plan {name} cuesta {price} al mes, con {down} Mbps de bajada y {up} Mbps de "
+            "subida.",
+            "The {name} plan costs {price} a month, with {down} Mbps down and {up} Mbps up.",
+        ),
+        "no_detail": t(
+            "El plan {name} no tiene precio ni velocidades registrados.",
+            "The {name} plan has no price or speeds on record.",
+        ),
         "basic": t(
             "El sistema del proveedor no tiene detalle de los planes PCQ; solo hay "
             "información básica.",
@@ -107,6 +118,7 @@ TEXTS: Texts = {
     },
     Action.INTERNET_PLAN_NOT_FOUND: {
         "": t("No encontré ese plan de internet.", "I did not find that internet plan."),
+        "named": t("No encontré un plan llamado '{name}'.", "I found no plan named '{name}'."),
         "none": t("No hay planes de internet", "No internet plans found"),
     },
     Action.AUDIT_LISTED: {
