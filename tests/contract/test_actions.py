@@ -65,9 +65,27 @@ def test_every_action_the_api_answers_is_in_the_document(gateway: Gateway) -> No
     _document_actions(gateway.client.get("/openapi.json").json())
 
 
-def test_in_english_too(simulator: Simulator, start_gateway: Callable[..., Gateway]) -> None:
+def _example_message(document: dict[str, Any], path: str, status: str, action: str) -> Any:
+    media = document["paths"][path]["get"]["responses"][status]["content"]["application/json"]
+    return media["examples"][action]["value"]["message"]
+
+
+def test_in_english_too(
+    gateway: Gateway, simulator: Simulator, start_gateway: Callable[..., Gateway]
+) -> None:
+    """MESSAGES_LANGUAGE=en: the same actions, the examples' messages in English, the
+    spec's quoted texts as quoted in both."""
     english = start_gateway(simulator.url, MESSAGES_LANGUAGE="en")
-    _document_actions(english.client.get("/openapi.json").json())
+    document = english.client.get("/openapi.json").json()
+    _document_actions(document)
+    spanish = gateway.client.get("/openapi.json").json()
+    phone = "/api/v1/clients/by-phone/{phone}"
+    assert _example_message(document, phone, "400", "invalid_phone") == "Invalid phone format"
+    assert _example_message(spanish, phone, "400", "invalid_phone") == (
+        "Formato de teléfono no válido"
+    )
+    for doc in (document, spanish):
+        assert _example_message(doc, phone, "404", "client_not_found") == "Client not found"
 
 
 def test_every_action_has_its_texts_in_both_languages() -> None:

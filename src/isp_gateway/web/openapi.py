@@ -21,11 +21,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.routing import APIRoute
 from pydantic import BaseModel
 
 from isp_gateway.kit.actions import Action
+from isp_gateway.kit.messages import Language
 from isp_gateway.settings import Settings
 from isp_gateway.web.envelope import AuthError, ErrorResponse, error_response_doc
+from isp_gateway.web.examples import envelope_example
 
 TOKEN_PATH = "/api/v1/auth/token"  # noqa: S105 - a path, not a secret
 _REF = "#/components/schemas/{model}"
@@ -178,7 +181,9 @@ def _complete(
     schema: dict[str, Any],
     settings: Settings,
     completions: Sequence[Callable[[dict[str, Any]], None]],
+    names: dict[tuple[str, str], str] | None = None,
 ) -> None:
+    _short_operation_ids(schema, names or {})
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     for model in (ErrorResponse, AuthError):
         components.setdefault(model.__name__, model.model_json_schema(ref_template=_REF))
@@ -207,6 +212,109 @@ def _complete(
             components.pop(name, None)
     for complete in completions:
         complete(components)
+    _name_envelopes(schema, Language(settings.MESSAGES_LANGUAGE))
+
+
+def _short_operation_ids(document: dict[str, Any], names: dict[tuple[str, str], str]) -> None:
+    """Issue 28.14: an operation's id is its handler's name (`get_client_by_document`, not
+    FastAPI's `get_client_by_document_api_v1_clients_by_document__document__get`), what a
+    generated client names its function; a form body's schema is named after it too."""
+    renamed: dict[str, str] = {}
+    for path, item in document.get("paths", {}).items():
+        for method, operation in item.items():
+            name = names.get((method, path))
+            if method not in _METHODS or name is None:
+                continue
+            old = operation.get("operationId", "")
+            operation["operationId"] = name
+            renamed[f"Body_{old}"] = f"{_pascal(name)}Form"
+    seen = [op["operationId"] for item in document["paths"].values() for op in item.values()]
+    assert len(seen) == len(set(seen)), "two operations share a handler's name"
+    components = document.get("components", {}).get("schemas", {})
+    text = json.dumps(document)
+    for old, new in renamed.items():
+        if old in components:
+            text = text.replace(f'"{_REF.format(model=old)}"', f'"{_REF.format(model=new)}"')
+    fixed = json.loads(text)
+    for old, new in renamed.items():
+        if old in fixed["components"]["schemas"]:
+            body = fixed["components"]["schemas"].pop(old)
+            fixed["components"]["schemas"][new] = {**body, "title": new}
+    document.clear()
+    document.update(fixed)
+
+
+def _pascal(text: str) -> str:
+    return "".join(part.capitalize() for part in text.split("_") if part)
+
+
+def _envelope_name(values: list[str | None], status: str, operation_id: str) -> str:
+    """A response's schema name from its actions (`ClientFoundResponse`, `InvalidPhoneError`,
+    `UpstreamRateLimitedOrStoreUnavailableError`); past two actions, from its operation and
+    status (`CreateTicket409Error`)."""
+    suffix = "Response" if status.startswith("2") else "Error"
+    names = [Action(value).name if value is not None else "NONE" for value in values]
+    if len(names) > 2:
+        return f"{_pascal(operation_id)}{status}{suffix}"
+    # `error` is the generic error; `validation_error` no ValidationErrorError.
+    words = ["GENERIC" if n == "ERROR" else n.removesuffix("_ERROR") for n in names]
+    return "Or".join(_pascal(word) for word in words) + suffix
+
+
+def _name_envelopes(document: dict[str, Any], language: Language) -> None:
+    """Issue 28.10-11: every answer's envelope as a named schema with its `action` enum
+    inside (a generator keeps an enum in a schema, not one beside a `$ref`), and a whole
+    example answer per action. Responses with the same actions and the same envelope share
+    one schema; the generic envelopes they came from are dropped once unused."""
+    components: dict[str, Any] = document["components"]["schemas"]
+    made: dict[str, str] = {}
+    for item in document["paths"].values():
+        for method, operation in item.items():
+            if method not in _METHODS:
+                continue
+            for status, response in operation.get("responses", {}).items():
+                media = response.get("content", {}).get("application/json")
+                schema = media.get("schema", {}) if media else {}
+                action = schema.get("properties", {}).get("action")
+                if "$ref" not in schema or not isinstance(action, dict) or "enum" not in action:
+                    continue
+                values: list[str | None] = list(action["enum"])
+                envelope = copy.deepcopy(components[schema["$ref"].rsplit("/", 1)[-1]])
+                strings = [value for value in values if value is not None]
+                envelope["properties"]["action"] = {"type": "string", "enum": strings}
+                if "action" not in envelope.setdefault("required", []):
+                    envelope["required"].append("action")
+                operation_id = operation.get("operationId", "")
+                name = _envelope_name(values, status, operation_id)
+                fingerprint = json.dumps(envelope, sort_keys=True)
+                if made.get(name, fingerprint) != fingerprint:
+                    name = _pascal(operation_id) + name  # the same actions, another `data`
+                made[name] = fingerprint
+                components[name] = {**envelope, "title": name}
+                media["schema"] = {"$ref": _REF.format(model=name)}
+                data = envelope["properties"].get("data")
+                media["examples"] = {
+                    str(value): {
+                        "summary": f"`{value}`",
+                        "value": envelope_example(value, int(status), data, components, language),
+                    }
+                    for value in values
+                }
+    used = json.dumps(document["paths"]) + json.dumps(
+        {
+            name: schema
+            for name, schema in components.items()
+            if name not in _generic_envelopes(components)
+        }
+    )
+    for name in _generic_envelopes(components):
+        if f'/{name}"' not in used:
+            del components[name]
+
+
+def _generic_envelopes(components: dict[str, Any]) -> list[str]:
+    """The generic envelopes the named ones are made from."""
+    return [n for n in components if n.startswith("BackendResponse") or n == "ErrorResponse"]
 
 
 def install_openapi(
@@ -221,7 +329,13 @@ def install_openapi(
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            _complete(build(), settings, completions)
+            names = {
+                (method.lower(), route.path): route.name
+                for route in app.routes
+                if isinstance(route, APIRoute) and route.include_in_schema
+                for method in route.methods or ()
+            }
+            _complete(build(), settings, completions, names)
         assert app.openapi_schema is not None
         return app.openapi_schema
 

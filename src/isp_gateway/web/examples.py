@@ -1,0 +1,265 @@
+"""Whole example answers for the OpenAPI document (issue 28.11): one envelope per documented
+`action` of every response, as the API sends it, so that /docs and a generated client show
+what comes back, not an `action` alone.
+
+`data` is the realistic example of its model where one is written below, else one made
+from the schema (its enum's first value, its bounds, a word); the message is the catalogue's
+(kit/messages) in the deployment's language, or null where the API answers none.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from isp_gateway.kit import messages
+from isp_gateway.kit.actions import Action
+
+_CLIENT = {
+    "service_id": 101,
+    "name": "MARTHA ORTIZ CARDONA",
+    "document": "502327",
+    "phone": "3001234567",
+    "address": "V/ BUENOS AIRES MZ 3 CASA 7",
+    "city": "Cali",
+    "locality": "Buenos Aires",
+    "payment_status": "Pagadas",
+    "zone_id": 7,
+    "antenna_ip": "10.7.0.101",
+    "cut_off_date": "2026-06-05",
+    "outstanding_balance": 0.0,
+    "lan_interface": "ether2",
+    "internet_plan_name": "Plan Básico 8M",
+    "internet_plan_price": 65000.0,
+    "technician_id": 16,
+    "service_state": "active",
+}
+_FIGURES = {"task_id": "d815e341a2b04c9f8e1f0c3b5a7d9e21", "sent": 4, "received": 4,
+            "loss_percent": 0.0}  # fmt: skip
+_OPEN_TICKET = {
+    "ticket_id": 1301,
+    "subject": "Internet Lento",
+    "status_ticket": "Nuevo",
+    "priority": "Normal",
+    "created_at": "2026-05-20 09:14",
+    "end_date": "2026-05-25 09:14",
+    "technician": "Carlos Rojas",
+}
+_INVOICE = {"invoice_id": 9007, "total": 65000.0, "issued_on": "2026-05-01",
+            "due_on": "2026-05-15", "overdue": True}  # fmt: skip
+# A realistic example per model of the document (the others are made from their schema).
+MODELS: dict[str, Any] = {
+    "OpenTicketResponse": _OPEN_TICKET,
+    "TicketResponse": {
+        "ticket_id": 1301,
+        "subject": "Internet Lento",
+        "created_at": "2026-05-20 09:14",
+        "end_date": "2026-05-25 09:14",
+        "status_ticket": "Nuevo",
+        "priority": "Normal",
+    },
+    "PendingInvoiceResponse": _INVOICE,
+    "DiagnoseResponse": {
+        "service_id": 101,
+        "service_state": "active",
+        "zone_id": 7,
+        "zone_blocked": False,
+        "open_tickets": [],
+        "task_id": _FIGURES["task_id"],
+        "sent": 4,
+        "received": 4,
+        "loss_percent": 0.0,
+    },
+    "ClientResponse": _CLIENT,
+    "PingFigures": _FIGURES,
+    "PingCreated": {"task_id": _FIGURES["task_id"]},
+    "ZoneLimitData": {"max_tickets": 3, "active_tickets": 3},
+    "VerificationResult": {
+        "is_valid": True,
+        "matched_fields": ["name", "address", "internet_plan_name"],
+    },
+}
+# Where `data` may be one of several models, the one each action answers with.
+BRANCHES: dict[str, str] = {
+    Action.PING_PENDING: "PingPending",
+    Action.STABLE_CONNECTION: "PingFigures",
+    Action.INTERMITTENT_CONNECTION: "PingFigures",
+    Action.NO_INTERNET: "PingFigures",
+    Action.PING_FAILED: "PingFigures",
+}
+# What an action's `data` holds beside its model's example (its figures, its outcome).
+ACTIONS: dict[str, Any] = {
+    Action.CLIENT_VERIFICATION_FAILED: {
+        "is_valid": False,
+        "matched_fields": ["name", "address"],
+        "debug": {
+            "client_address": "V/ BUENOS AIRES MZ 3 CASA 7",
+            "client_plan_name": "Plan Básico 8M",
+            "resolved_plan_price": 65000.0,
+        },
+    },
+    Action.NO_INTERNET: {"received": 0, "loss_percent": 100.0},
+    Action.INTERMITTENT_CONNECTION: {"received": 2, "loss_percent": 50.0},
+    Action.PING_PENDING: {"task_id": _FIGURES["task_id"]},
+    Action.SERVICE_SUSPENDED: {
+        "service_state": "suspended",
+        "balance": 65000.0,
+        "total_due": 65000.0,
+        "pending_invoices": [_INVOICE],
+        "next_step": "pay",
+        "task_id": None,
+        "sent": None,
+        "received": None,
+        "loss_percent": None,
+    },
+    Action.SERVICE_CANCELLED: {
+        "service_state": "cancelled",
+        "task_id": None,
+        "sent": None,
+        "received": None,
+        "loss_percent": None,
+    },  # fmt: skip
+    Action.ZONE_OUTAGE: {
+        "outage_description": "Corte de fibra en el sector",
+        "task_id": None,
+        "sent": None,
+        "received": None,
+        "loss_percent": None,
+    },  # fmt: skip
+}
+_SEARCH_META = {"total": 1, "has_more": False}
+META: dict[str, Any] = {
+    Action.CLIENT_FOUND: {"other_service_ids": [2285]},
+    Action.CLIENTS_LISTED: None,
+}
+# The message an action's answer carries: its catalogue variant and figures, or None where
+# the API answers `message: null`. Errors not listed carry their action's sentence.
+MESSAGES: dict[str, tuple[str, dict[str, Any]] | None] = {
+    Action.CLIENT_NOT_FOUND: ("lookup", {}),
+    Action.INVALID_DOCUMENT: ("format", {}),
+    Action.INVALID_PHONE: ("format", {}),
+    Action.CLIENT_VERIFIED: ("verify", {}),
+    Action.CLIENT_VERIFICATION_FAILED: ("mismatch", {}),
+    Action.CLIENT_UPDATED: ("rest", {}),
+    Action.ZONE_TICKET_LIMIT_REACHED: ("counts", {"zone_id": 7, "active": 3, "limit": 3}),
+    Action.TICKET_ALREADY_OPEN: ("number", {"ticket_id": 1301}),
+    Action.INSUFFICIENT_SCOPE: ("scope", {"scope": "clients:read"}),
+    Action.UPSTREAM_UNAVAILABLE: ("rest", {}),
+    Action.UPSTREAM_UNAUTHORIZED: ("rest", {}),
+    Action.UPSTREAM_RATE_LIMITED: ("rest", {}),
+    Action.STORE_UNAVAILABLE: ("store", {}),
+    Action.STABLE_CONNECTION: ("ping", {}),
+    Action.INTERMITTENT_CONNECTION: ("ping", {}),
+    Action.NO_INTERNET: ("ping", {}),
+    Action.PING_PENDING: ("ping", {}),
+    Action.PING_FAILED: ("ping", {}),
+    Action.SERVICE_CANCELLED: ("", {}),
+    Action.SERVICE_SUSPENDED: ("", {}),
+    Action.ZONE_OUTAGE: ("diagnosis", {}),
+    Action.ERROR: ("internal", {}),
+}
+_ERROR_DATA: dict[str, Any] = {
+    Action.INSUFFICIENT_SCOPE: {"required": "clients:read"},
+    Action.ZONE_MISMATCH: {"zone_id": 7},
+}
+_INFO = {
+    Action.ZONE_TICKET_LIMIT_REACHED,
+    Action.TICKET_ALREADY_OPEN,
+    Action.PING_PENDING,
+    Action.SERVICE_CANCELLED,
+    Action.SERVICE_SUSPENDED,
+    Action.ZONE_OUTAGE,
+}
+
+
+def made_from(schema: Any, components: dict[str, Any], depth: int = 0) -> Any:
+    """A value the schema accepts: its model's example, or one made from its parts."""
+    if not isinstance(schema, dict) or depth > 8:
+        return None
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        if name in MODELS:
+            return copy.deepcopy(MODELS[name])
+        return made_from(components.get(name), components, depth + 1)
+    if schema.get("examples"):
+        return schema["examples"][0]
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        return schema["enum"][0]
+    for union in ("anyOf", "oneOf"):
+        if union in schema:
+            branches = [b for b in schema[union] if b.get("type") != "null"]
+            return made_from(branches[0], components, depth + 1) if branches else None
+    kind = schema.get("type")
+    if kind == "object" or "properties" in schema:
+        props = schema.get("properties", {})
+        return {name: made_from(prop, components, depth + 1) for name, prop in props.items()}
+    if kind == "array":
+        return [made_from(schema.get("items", {}), components, depth + 1)]
+    if kind == "integer":
+        return int(schema.get("minimum", 1))
+    if kind == "number":
+        return float(schema.get("minimum", 1))
+    if kind == "boolean":
+        return True
+    if kind == "string":
+        return "2026-06-05" if schema.get("format") == "date" else "texto"
+    return None
+
+
+def _branch(schema: Any, action: str | None) -> Any:
+    """The branch of a `data` that may be several models that this action answers."""
+    wanted = BRANCHES.get(action or "")
+    if not isinstance(schema, dict) or wanted is None:
+        return schema
+    for branch in schema.get("anyOf", []):
+        if branch.get("$ref", "").endswith(f"/{wanted}"):
+            return branch
+    return schema
+
+
+def _message(action: str | None, ok: bool, language: messages.Language) -> str | None:
+    if action is None:
+        return None
+    chosen = MESSAGES.get(action, None if ok else ("", {}))
+    if chosen is None:
+        return None
+    variant, params = chosen
+    return messages.text(action, variant, language=language, **params)
+
+
+def envelope_example(
+    action: str | None,
+    status: int,
+    data_schema: Any,
+    components: dict[str, Any],
+    language: messages.Language,
+) -> dict[str, Any]:
+    """One whole answer of `action` with this status, its `data` fitting `data_schema`."""
+    success = 200 <= status < 300
+    ok = success and action != Action.PING_FAILED
+    kind = "info" if action in _INFO else "success" if ok else "error"
+    if success:
+        data = made_from(_branch(data_schema, action), components)
+        if isinstance(data, dict) and action in ACTIONS:
+            data.update(ACTIONS[action])
+        if action == Action.CLIENT_NOT_FOUND:
+            data = []
+    else:
+        data = _ERROR_DATA.get(action) if action is not None else None
+        if action == Action.ZONE_TICKET_LIMIT_REACHED:
+            data = MODELS["ZoneLimitData"]
+        elif action == Action.TICKET_ALREADY_OPEN:
+            data = made_from({"$ref": "#/components/schemas/OpenTicketResponse"}, components)
+    meta = META.get(action) if action is not None else None
+    if action in (Action.CLIENTS_LISTED, Action.CLIENT_NOT_FOUND) and success:
+        meta = _SEARCH_META
+    return {
+        "ok": ok,
+        "type": kind,
+        "action": action,
+        "data": data,
+        "message": _message(action, ok, language),
+        "meta": meta,
+    }
