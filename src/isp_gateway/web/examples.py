@@ -87,6 +87,7 @@ BRANCHES: dict[str, str] = {
     Action.NO_INTERNET: "PingFigures",
     Action.PING_FAILED: "PingFigures",
 }
+_NO_PING = {"task_id": None, "sent": None, "received": None, "loss_percent": None}
 # What an action's `data` holds beside its model's example (its figures, its outcome).
 ACTIONS: dict[str, Any] = {
     Action.CLIENT_VERIFICATION_FAILED: {
@@ -107,10 +108,7 @@ ACTIONS: dict[str, Any] = {
         "total_due": 65000.0,
         "pending_invoices": [_INVOICE],
         "next_step": "pay",
-        "task_id": None,
-        "sent": None,
-        "received": None,
-        "loss_percent": None,
+        **_NO_PING,
     },
     Action.SERVICE_CANCELLED: {
         "service_state": "cancelled",
