@@ -110,20 +110,8 @@ ACTIONS: dict[str, Any] = {
         "next_step": "pay",
         **_NO_PING,
     },
-    Action.SERVICE_CANCELLED: {
-        "service_state": "cancelled",
-        "task_id": None,
-        "sent": None,
-        "received": None,
-        "loss_percent": None,
-    },  # fmt: skip
-    Action.ZONE_OUTAGE: {
-        "outage_description": "Corte de fibra en el sector",
-        "task_id": None,
-        "sent": None,
-        "received": None,
-        "loss_percent": None,
-    },  # fmt: skip
+    Action.SERVICE_CANCELLED: {"service_state": "cancelled", **_NO_PING},
+    Action.ZONE_OUTAGE: {"outage_description": "Corte de fibra en el sector", **_NO_PING},
 }
 _SEARCH_META = {"total": 1, "has_more": False}
 META: dict[str, Any] = {
