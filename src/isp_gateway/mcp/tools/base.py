@@ -9,7 +9,7 @@ English words for the model, which may name tools and must never be read out.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
@@ -126,17 +126,13 @@ class ToolSpec:
     read_only: bool
     plain: Plain | None = None
     on_service: OnService | None = None
-    # Hints for `input_schema` (defaults shown to the model).
-    extra_schema: dict[str, Any] = field(default_factory=dict)
 
     @property
     def verified(self) -> bool:
         return self.on_service is not None
 
     def input_schema(self) -> dict[str, Any]:
-        schema = self.args.model_json_schema()
-        schema.update(self.extra_schema)
-        return schema
+        return self.args.model_json_schema()
 
 
 def verified_description(text: str) -> str:
