@@ -140,10 +140,8 @@ def create_app(settings: Settings) -> FastAPI:
             stack.callback(runtime.stopping.unchain_signals)
             app.state.runtime = runtime
             if settings.MCP_ENABLED:
-                # After the services it calls, closed before them (CALLERS.md 5).
-                from isp_gateway.mcp.server import running
-
-                await stack.enter_async_context(running(app))
+                # Started by the first /mcp request; closed before the services it calls.
+                stack.push_async_callback(app.state.mcp_sessions.aclose)
             # First at the end: a long poll still waiting answers before its service closes.
             stack.callback(runtime.stopping.set)
             log.info("isp-gateway started; upstream %s", settings.UPSTREAM_NET_HOST)
@@ -176,7 +174,7 @@ def create_app(settings: Settings) -> FastAPI:
         audit_router,
     )
     if settings.MCP_ENABLED:
-        from isp_gateway.mcp.server import install as install_mcp
+        from isp_gateway.mcp.endpoint import install as install_mcp
 
         install_mcp(app)
     if metrics is not None:

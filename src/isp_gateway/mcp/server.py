@@ -5,48 +5,37 @@ SDK's `StreamableHTTPSessionManager` in stateless mode with JSON answers: no ses
 in a worker, so any worker of `serve --workers N` answers any request. State that must
 outlive a request (verification ids, throttles, caches) is in the store, as for REST.
 
-In front of the SDK, `McpEndpoint` authenticates every request with the REST credentials
-(auth.py) and puts the caller and its scopes in the ASGI scope, where the handlers read
-them back through the SDK's request context. The session manager is started by the app's
-lifespan (`running`), after the services it calls and closed before them.
+In front of the SDK, `McpEndpoint` (endpoint.py) authenticates every request with the REST
+credentials (auth.py) and puts the caller and its scopes in the ASGI scope, where the
+handlers read them back through the SDK's request context. This module is imported by the
+first /mcp request only (endpoint.py says why).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
-from fastapi import FastAPI
 from mcp.server import Server, ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import ValidationError
-from starlette.responses import JSONResponse
-from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
 
-from isp_gateway.auth.dependencies import CREDENTIALS_ERROR
 from isp_gateway.kit import deadline, messages
 from isp_gateway.kit.actions import Action
-from isp_gateway.kit.callers import Caller, set_current_caller
+from isp_gateway.kit.callers import set_current_caller
 from isp_gateway.kit.errors import Locked, ServiceError
 from isp_gateway.kit.verifications import VerificationRequired
-from isp_gateway.mcp.auth import BadEndUser, Unauthenticated, allows, authenticate, scopes_of
+from isp_gateway.mcp.auth import allows
+from isp_gateway.mcp.request import SCOPE_KEY, McpRequest
 from isp_gateway.mcp.tools import BY_NAME, TOOLS, Call, Outcome, ToolFailure, run
-from isp_gateway.web.envelope import error_response
 
 if TYPE_CHECKING:
-    from isp_gateway.services import Runtime
+    pass
 
 log = logging.getLogger("isp_gateway.mcp")
-
-PATH = "/mcp"
-SCOPE_KEY = "isp_gateway.mcp"
 
 INSTRUCTIONS = (
     "Tools of an internet service provider's support desk. Always: 1) find_customer by the "
@@ -62,17 +51,6 @@ MSG_VERIFY_FIRST = (
     "el verification_id que devuelve (vale solo para ese servicio y esta conversación)."
 )
 MSG_INTERNAL = "Ocurrió un error interno; intente de nuevo en un momento."
-
-
-@dataclass(frozen=True, slots=True)
-class McpRequest:
-    """What the endpoint learnt about one /mcp request, for the handlers."""
-
-    caller: Caller
-    scopes: frozenset[str]
-    runtime: Runtime
-    # The request's deadline, started at the edge (web/middleware.py), for the tool call.
-    deadline: deadline.Deadline | None = None
 
 
 def _request_of(ctx: ServerRequestContext[Any, Any]) -> McpRequest:
@@ -208,64 +186,14 @@ def build_server() -> Server[Any]:
     )
 
 
-class McpEndpoint:
-    """The ASGI app at /mcp: the REST credentials first, then the SDK's session manager."""
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        state = scope["app"].state
-        runtime: Runtime = state.runtime
-        manager: StreamableHTTPSessionManager = state.mcp_manager
-        try:
-            caller = await authenticate(runtime, scope)
-        except Unauthenticated:
-            # Exactly REST's 401 (auth/dependencies.py).
-            response: JSONResponse = JSONResponse(
-                {"detail": CREDENTIALS_ERROR},
-                status_code=401,
-                headers={"WWW-Authenticate": "Bearer"},
-            )
-            await response(scope, receive, send)
-            return
-        except BadEndUser:
-            refusal = error_response(
-                422,
-                Action.VALIDATION_ERROR,
-                "X-End-User-Id must be 1 to 128 printable ASCII characters",
-            )
-            await refusal(scope, receive, send)
-            return
-        except ServiceError as exc:  # a key past its own rate_per_minute: 429, as on REST
-            refused = error_response(
-                exc.status_code, exc.action, exc.message, data=exc.data, headers=exc.headers
-            )
-            await refused(scope, receive, send)
-            return
-        scope[SCOPE_KEY] = McpRequest(caller, scopes_of(caller), runtime, deadline.current())
-        set_current_caller(caller)
-        await manager.handle_request(scope, receive, send)
-
-
-def install(app: FastAPI) -> None:
-    """Add the /mcp route (its session manager is started by `running`)."""
-    app.router.routes.append(
-        Route(
-            PATH,
-            endpoint=McpEndpoint(),
-            # Stateless: no standalone SSE stream (GET) and no session to end (DELETE); the
-            # SDK would hold a GET open with nothing ever to send. Both answer 405 here.
-            methods=["POST"],
-            include_in_schema=False,
-        )
-    )
-
-
-@asynccontextmanager
-async def running(app: FastAPI) -> AsyncIterator[None]:
-    """The SDK's session manager for one run of the app's lifespan (a manager runs once)."""
+def session_manager() -> StreamableHTTPSessionManager:
+    """The SDK's session manager for one run of the app (mcp/endpoint.py starts it)."""
     # Stateless, the SDK's transport logs "Terminating session: None" at INFO after every
-    # request: one useless line per tool call. Its warnings and errors still show.
-    logging.getLogger("mcp.server.streamable_http").setLevel(logging.WARNING)
-    manager = StreamableHTTPSessionManager(
+    # request (one useless line per tool call), and its manager a start line in the middle
+    # of the first agent's request. Their warnings and errors still show.
+    for name in ("mcp.server.streamable_http", "mcp.server.streamable_http_manager"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    return StreamableHTTPSessionManager(
         app=build_server(),
         stateless=True,
         json_response=True,
@@ -273,9 +201,3 @@ async def running(app: FastAPI) -> AsyncIterator[None]:
         # own), and the service sits behind real host names, not only loopback.
         security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
-    async with manager.run():
-        app.state.mcp_manager = manager
-        try:
-            yield
-        finally:
-            app.state.mcp_manager = None
