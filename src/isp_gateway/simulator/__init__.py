@@ -7,7 +7,8 @@
 Control endpoints (no Api-Key; never touched by faults):
 
 - ``GET /_sim/stats``: ``{"calls": {"GET /api/clientes/": 3, ...}, "total", "created_tickets",
-  "tasks"}``; ``POST /_sim/reset-stats`` zeroes the call counts.
+  "tasks", "promises", "promises_received", "payment_reports"}``; ``POST /_sim/reset-stats``
+  zeroes the call counts.
 - ``GET|PUT /_sim/faults``: partial JSON update of ``Faults`` (``latency`` [min, max],
   ``error_rate``, ``hang_rate``, ``hang_seconds``, ``force_403``, ``garbage``,
   ``rate_limit_per_minute``, ``force_429``, ``retry_after``, ``method``, ``path_prefix``,
@@ -20,9 +21,15 @@ Control endpoints (no Api-Key; never touched by faults):
   "description": "..."}``, served by ``GET /api/router/`` and in tickets' ``servicio.router``),
   ``{"client_router": "absent"}`` (client rows without ``router``), ``{"ticket_technician":
   "email"}`` (ticket rows with ``tecnico: null`` and ``email_tecnico``), ``{"reset": true}``.
+- ``GET|PUT /_sim/payments``: the payment promises held (``POST /api/promesa-pago/``), how many
+  were received, and the payment reports (``POST /api/facturas/reportar-pago/{id}/``, each
+  receipt's size; ``sim.payment_reports`` holds the bytes); ``{"invoice_id": 5001, "estado":
+  2}`` sets an invoice's state as staff would (2: its payment registered, its promises gone;
+  1: a report rejected), ``{"reset": true}`` forgets the promises and reports.
 
 Module map: ``app`` (routes and HTTP), ``state`` (rules and runtime state), ``dataset``
-(generation, the data file format), ``faults``, ``pings`` (outcome kinds), ``config``, ``cli``.
+(generation, the data file format), ``faults``, ``pings`` (outcome kinds), ``money`` (the
+promise and report rules), ``config``, ``cli``.
 """
 
 from isp_gateway.simulator.app import create_simulator_app
