@@ -59,6 +59,9 @@ def add_simulator_arguments(parser: argparse.ArgumentParser) -> None:
     faults.add_argument("--error-rate", type=_rate, default=0.0, metavar="R", help="500s")
     faults.add_argument("--hang-rate", type=_rate, default=0.0, metavar="R", help="no answer")
     faults.add_argument("--garbage-rate", type=_rate, default=0.0, metavar="R", help="bad JSON")
+    faults.add_argument(
+        "--empty-body-rate", type=_rate, default=0.0, metavar="R", help="done, answer body dropped"
+    )
     faults.add_argument("--force-403", action="store_true", help="refuse every request")
     faults.add_argument("--force-429", action="store_true", help="throttle every request")
     faults.add_argument("--retry-after", type=int, default=30, help="Retry-After of --force-429")
@@ -90,6 +93,7 @@ def config_from_args(ns: argparse.Namespace, api_key: str) -> SimulatorConfig:
         error_rate=ns.error_rate,
         hang_rate=ns.hang_rate,
         garbage=ns.garbage_rate,
+        empty_body=ns.empty_body_rate,
         force_403=ns.force_403,
         force_429=ns.force_429,
         retry_after=ns.retry_after,
