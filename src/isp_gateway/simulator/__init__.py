@@ -21,7 +21,10 @@ Control endpoints (no Api-Key; never touched by faults):
 - ``GET|PUT /_sim/routers``: general outages per router (``{"router_id": 3, "outage": true,
   "description": "..."}``, served by ``GET /api/router/`` and in tickets' ``servicio.router``),
   ``{"client_router": "absent"}`` (client rows without ``router``), ``{"ticket_technician":
-  "email"}`` (ticket rows with ``tecnico: null`` and ``email_tecnico``), ``{"reset": true}``.
+  "email"}`` (ticket rows with ``tecnico: null`` and ``email_tecnico``), ``{"reset": true}``
+  (none of these, whatever the start-up options). ``SimulatorConfig.outages`` (CLI
+  ``--outage ROUTER_ID[:DESCRIPTION]``, repeatable) and ``client_router`` (``--client-router
+  absent``) set the first two from the start.
 - ``GET|PUT /_sim/payments``: the payment promises held (``POST /api/promesa-pago/``), how many
   were received, and the payment reports (``POST /api/facturas/reportar-pago/{id}/``, each
   receipt's size; ``sim.payment_reports`` holds the bytes); ``{"invoice_id": 5001, "estado":

@@ -31,6 +31,14 @@ def _per_minute(text: str) -> int:
     return int(number)
 
 
+def _outage(text: str) -> tuple[int, str]:
+    """`ROUTER_ID` or `ROUTER_ID:DESCRIPTION`."""
+    ident, _, description = text.partition(":")
+    if not ident.strip().isdigit():
+        raise argparse.ArgumentTypeError("ROUTER_ID or ROUTER_ID:DESCRIPTION")
+    return int(ident), description.strip()
+
+
 def add_simulator_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the simulator's flags (host, port, data, faults, variants) to ``parser``."""
     data = parser.add_argument_group("simulator data")
@@ -52,6 +60,20 @@ def add_simulator_arguments(parser: argparse.ArgumentParser) -> None:
     )
     data.add_argument(
         "--timezone", default="America/Bogota", help="account zone of ticket times (as TIMEZONE)"
+    )
+    data.add_argument(
+        "--outage",
+        type=_outage,
+        action="append",
+        default=[],
+        metavar="ROUTER_ID[:DESCRIPTION]",
+        help="start with this router's falla_general on (repeatable)",
+    )
+    data.add_argument(
+        "--client-router",
+        choices=["object", "absent"],
+        default="object",
+        help="client rows with router {id, nombre}, or without the key",
     )
 
     faults = parser.add_argument_group("simulator faults")
@@ -122,6 +144,8 @@ def config_from_args(ns: argparse.Namespace, api_key: str) -> SimulatorConfig:
         ping_duration=ns.ping_duration,
         answer_cases=ns.answer_cases,
         timezone=ns.timezone,
+        outages=dict(ns.outage),
+        client_router=ns.client_router,
         faults=faults,
         variants=variants,
     )

@@ -680,6 +680,10 @@ class SimulatorState:
         self.client_router = "object"
         # "name": ticket rows name `tecnico`; "email": `tecnico` null, `email_tecnico` set.
         self.ticket_technician = "name"
+        # The start-up options (an unknown router or shape fails here, at start-up).
+        self.set_client_router(self.config.client_router)
+        for router_id, description in self.config.outages.items():
+            self.set_outage(router_id, True, description)
 
     def set_outage(self, router_id: int, outage: bool, description: str = "") -> None:
         if router_id not in self._routers:
