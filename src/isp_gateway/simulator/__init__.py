@@ -40,17 +40,20 @@ from isp_gateway.simulator.app import create_simulator_app
 from isp_gateway.simulator.cli import add_simulator_arguments, config_from_args, serve_simulator
 from isp_gateway.simulator.config import SimulatorConfig, Variants
 from isp_gateway.simulator.dataset import (
+    DEMO_TECHNICIAN_ID,
     DataFileError,
     Dataset,
     build_dataset,
     dump_dataset,
     load_dataset,
+    suspended_debtors,
 )
 from isp_gateway.simulator.faults import Faults, Scope
 from isp_gateway.simulator.pings import PING_KINDS
 from isp_gateway.simulator.state import SimulatorState
 
 __all__ = [
+    "DEMO_TECHNICIAN_ID",
     "PING_KINDS",
     "DataFileError",
     "Dataset",
@@ -66,4 +69,5 @@ __all__ = [
     "dump_dataset",
     "load_dataset",
     "serve_simulator",
+    "suspended_debtors",
 ]
