@@ -307,3 +307,22 @@ def test_a_report_of_an_unknown_or_paid_invoice_is_refused(server: SimServer) ->
     assert "pagada" in paid.json()["non_field_errors"][0]
     assert server.sim.payment_reports == []
     assert server.client.get(report_path(paid_invoice(server))).status_code == 405
+
+
+def test_a_malformed_or_cut_multipart_body_files_nothing(server: SimServer) -> None:
+    _, invoice_id = debtor(server)
+    no_boundary = server.client.post(
+        report_path(invoice_id),
+        content=b"garbage",
+        headers={"Content-Type": "multipart/form-data"},
+    )
+    assert no_boundary.status_code == 400
+    assert no_boundary.json()["detail"].startswith("Multipart form parse error")
+    garbage = server.client.post(
+        report_path(invoice_id),
+        content=b"--xyz\r\nnot a part header\r\n\r\n",
+        headers={"Content-Type": "multipart/form-data; boundary=xyz"},
+    )
+    assert garbage.status_code == 400
+    assert server.sim.payment_reports == []
+    assert server.sim.get_invoice(invoice_id)["estado"] == 1  # type: ignore[index]

@@ -16,7 +16,8 @@ from urllib.parse import urlencode
 
 from starlette.applications import Starlette
 from starlette.datastructures import UploadFile
-from starlette.requests import Request
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
@@ -296,12 +297,18 @@ async def report_payment(sim: SimulatorState, request: Request, ident: str) -> R
         return _json({"detail": f'Tipo de medio "{shown}" no soportado en la solicitud.'}, 415)
     fields: dict[str, str] = {}
     receipt = None
-    async with request.form() as form:
-        for key, value in form.multi_items():
-            if isinstance(value, str):
-                fields[key] = value  # the last value wins, like QueryDict
-            elif key == "comprobante_pago" and receipt is None and isinstance(value, UploadFile):
-                receipt = Receipt(value.filename, value.content_type, await value.read())
+    try:
+        async with request.form() as form:
+            for key, value in form.multi_items():
+                if isinstance(value, str):
+                    fields[key] = value  # the last value wins, like QueryDict
+                elif key == "comprobante_pago" and receipt is None:
+                    upload: UploadFile = value
+                    receipt = Receipt(upload.filename, upload.content_type, await upload.read())
+    except HTTPException as exc:  # a malformed multipart body
+        return _json({"detail": f"Multipart form parse error - {exc.detail}"}, 400)
+    except ClientDisconnect:  # the body was cut short: nothing is filed, nobody listens
+        return Response(status_code=400)
     task_id, errors = sim.report_payment(invoice_id, fields, receipt)
     if task_id is None:
         return _json(errors, 400)
