@@ -68,6 +68,45 @@ def _wait_http(url: str, headers: dict[str, str], deadline: float) -> Any:
     raise RuntimeError(f"{url} did not answer in time")
 
 
+def demo_overrides(
+    api_key: str, upstream: str, username: str, password_hash: str
+) -> dict[str, str]:
+    """The demo gateway's settings: generated secrets against its simulator."""
+    from isp_gateway.simulator import DEMO_TECHNICIAN_ID
+
+    return {
+        "UPSTREAM_NET_KEY": api_key,
+        "UPSTREAM_NET_HOST": upstream,
+        "JWT_SECRET_KEY": secrets.token_urlsafe(48),
+        "API_USERNAME": username,
+        "API_PASSWORD_HASH": password_hash,
+        # A generated record may name no technician (issue 28): an agent's ticket for it
+        # goes to a technician the simulator's staff has.
+        "DEFAULT_TECHNICIAN_ID": str(DEMO_TECHNICIAN_ID),
+        # The terminal shows the instructions, not a line per request.
+        "LOG_LEVEL": "WARNING",
+    }
+
+
+def _demo_data_lines(clients: int, seed: int) -> list[str]:
+    """Where to try the money routes in the demo's data (the simulator generates the same
+    data from the same clients and seed)."""
+    from isp_gateway.simulator import DEMO_TECHNICIAN_ID, build_dataset, suspended_debtors
+
+    lines = [
+        f"Tickets for a record that names no technician go to staff {DEMO_TECHNICIAN_ID} "
+        "(DEFAULT_TECHNICIAN_ID)."
+    ]
+    debtors = suspended_debtors(build_dataset(clients, seed, tickets=0))
+    if debtors:
+        client, invoices = debtors[0]
+        lines.append(
+            f"Suspended and owing (a payment promise or report): service "
+            f"{client['id_servicio']}, invoice {invoices[0]}; {len(debtors)} such services."
+        )
+    return [*lines, ""]
+
+
 def cmd_demo(ns: argparse.Namespace) -> int:
     from isp_gateway import serving
     from isp_gateway.auth.passwords import hash_password
@@ -115,15 +154,7 @@ def cmd_demo(ns: argparse.Namespace) -> int:
         )
         document = page["results"][0]["cedula"] if page.get("results") else "12345678"
         username, password = "demo", secrets.token_urlsafe(12)
-        overrides = {
-            "UPSTREAM_NET_KEY": api_key,
-            "UPSTREAM_NET_HOST": upstream,
-            "JWT_SECRET_KEY": secrets.token_urlsafe(48),
-            "API_USERNAME": username,
-            "API_PASSWORD_HASH": hash_password(password),
-            # The terminal shows the instructions, not a line per request.
-            "LOG_LEVEL": "WARNING",
-        }
+        overrides = demo_overrides(api_key, upstream, username, hash_password(password))
         settings = load_settings_or_exit(**overrides)
         configure_logging(settings.LOG_LEVEL, settings.LOG_FORMAT)
         base = f"http://{ns.host}:{port}"
@@ -150,6 +181,7 @@ def cmd_demo(ns: argparse.Namespace) -> int:
                     f'  curl -s -H "Authorization: Bearer $TOKEN" '
                     f"{base}/api/v1/clients/by-document/{document}",
                     "",
+                    *_demo_data_lines(ns.clients, ns.seed),
                     "Ctrl-C stops both.",
                     "",
                 ]

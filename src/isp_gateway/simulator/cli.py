@@ -31,6 +31,14 @@ def _per_minute(text: str) -> int:
     return int(number)
 
 
+def _outage(text: str) -> tuple[int, str]:
+    """`ROUTER_ID` or `ROUTER_ID:DESCRIPTION`."""
+    ident, _, description = text.partition(":")
+    if not ident.strip().isdigit():
+        raise argparse.ArgumentTypeError("ROUTER_ID or ROUTER_ID:DESCRIPTION")
+    return int(ident), description.strip()
+
+
 def add_simulator_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the simulator's flags (host, port, data, faults, variants) to ``parser``."""
     data = parser.add_argument_group("simulator data")
@@ -53,12 +61,29 @@ def add_simulator_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument(
         "--timezone", default="America/Bogota", help="account zone of ticket times (as TIMEZONE)"
     )
+    data.add_argument(
+        "--outage",
+        type=_outage,
+        action="append",
+        default=[],
+        metavar="ROUTER_ID[:DESCRIPTION]",
+        help="start with this router's falla_general on (repeatable)",
+    )
+    data.add_argument(
+        "--client-router",
+        choices=["object", "absent"],
+        default="object",
+        help="client rows with router {id, nombre}, or without the key",
+    )
 
     faults = parser.add_argument_group("simulator faults")
     faults.add_argument("--latency", type=_latency, default=(0.0, 0.0), metavar="MIN[,MAX]")
     faults.add_argument("--error-rate", type=_rate, default=0.0, metavar="R", help="500s")
     faults.add_argument("--hang-rate", type=_rate, default=0.0, metavar="R", help="no answer")
     faults.add_argument("--garbage-rate", type=_rate, default=0.0, metavar="R", help="bad JSON")
+    faults.add_argument(
+        "--empty-body-rate", type=_rate, default=0.0, metavar="R", help="done, answer body dropped"
+    )
     faults.add_argument("--force-403", action="store_true", help="refuse every request")
     faults.add_argument("--force-429", action="store_true", help="throttle every request")
     faults.add_argument("--retry-after", type=int, default=30, help="Retry-After of --force-429")
@@ -90,6 +115,7 @@ def config_from_args(ns: argparse.Namespace, api_key: str) -> SimulatorConfig:
         error_rate=ns.error_rate,
         hang_rate=ns.hang_rate,
         garbage=ns.garbage_rate,
+        empty_body=ns.empty_body_rate,
         force_403=ns.force_403,
         force_429=ns.force_429,
         retry_after=ns.retry_after,
@@ -118,6 +144,8 @@ def config_from_args(ns: argparse.Namespace, api_key: str) -> SimulatorConfig:
         ping_duration=ns.ping_duration,
         answer_cases=ns.answer_cases,
         timezone=ns.timezone,
+        outages=dict(ns.outage),
+        client_router=ns.client_router,
         faults=faults,
         variants=variants,
     )

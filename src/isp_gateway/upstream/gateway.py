@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterable, Callable
 from typing import Any, Protocol, TypeVar
 
 import httpx
@@ -34,6 +34,12 @@ T = TypeVar("T")
 
 # Background pages retried after a transient failure before a whole-list load gives up.
 PAGE_ATTEMPTS = 4
+
+
+class UpstreamUnreached(UpstreamUnavailable):
+    """The request never left: the connection was refused or could not be made in time, or
+    no pooled connection came free. Nothing reached the upstream, so a write was not done
+    (every other UpstreamUnavailable of a write may have followed its doing)."""
 
 
 class Observer(Protocol):
@@ -116,6 +122,8 @@ class UpstreamGateway:
         json: JSON = None,
         data: dict[str, Any] | None = None,
         files: dict[str, Any] | None = None,
+        content: bytes | AsyncIterable[bytes] | None = None,
+        headers: dict[str, str] | None = None,
         background: bool = False,
         retry_refused: bool | None = None,
         timeout: float | None = None,
@@ -125,10 +133,14 @@ class UpstreamGateway:
         A refused connection is retried once for reads only: a write that may have reached
         the upstream is never repeated (it could create a second ticket). `timeout`, when
         given, replaces UPSTREAM_TIMEOUT_SECONDS for this call (the time a request has left).
+        `content` is a raw body (an async iterable is streamed: chunked, unless `headers`
+        give its Content-Length), sent with `headers` beside the client's own; such a body
+        is read once, so it is never retried either. A failure before anything was sent
+        raises `UpstreamUnreached`.
         """
         url = self._path(path)
         if retry_refused is None:
-            retry_refused = method in ("GET", "HEAD")
+            retry_refused = method in ("GET", "HEAD") and content is None
         attempts = 2 if retry_refused else 1
         for attempt in range(attempts):
             await self.budget.acquire(background=background)
@@ -142,6 +154,8 @@ class UpstreamGateway:
                     json=json,
                     data=data,
                     files=files,
+                    content=content,
+                    headers=headers,
                     timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout,
                 )
                 break
@@ -153,11 +167,13 @@ class UpstreamGateway:
                 log.warning(
                     "upstream %s %s: connection failed (%s)", method, url, type(exc).__name__
                 )
-                raise UpstreamUnavailable() from None
-            except httpx.TimeoutException:
+                raise UpstreamUnreached() from None
+            except httpx.TimeoutException as exc:
                 self._count(method, url, "timeout", started)
                 # A timed-out call is not retried: the request would outlive the bot's window.
                 log.warning("upstream %s %s: timed out", method, url)
+                if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
+                    raise UpstreamUnreached() from None
                 raise UpstreamUnavailable() from None
             except httpx.HTTPError as exc:
                 self._count(method, url, "error", started)
