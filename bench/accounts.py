@@ -73,8 +73,10 @@ async def _raw_fetch(url: str) -> float:
 
 async def _service(url: str, sample: list[int], rounds: int) -> tuple[float, int, list[float]]:
     async with service_parts(url) as parts:
-        clients = ClientService(parts)
-        accounts = AccountService(parts, clients)
+        clients = ClientService(**parts.kwargs())
+        accounts = AccountService(
+            settings=parts.settings, gateway=parts.gateway, lists=parts.lists, clients=clients
+        )
         started = time.perf_counter()
         await accounts.invoices.refresh()
         load = time.perf_counter() - started
