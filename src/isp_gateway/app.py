@@ -172,6 +172,7 @@ def create_app(settings: Settings) -> FastAPI:
                 settings.UPSTREAM_RATE_PER_HOUR,
                 reserve=settings.UPSTREAM_INTERACTIVE_RESERVE,
                 share=settings.UPSTREAM_CALLER_SHARE,
+                share_reserve=settings.UPSTREAM_SHARE_RESERVE,
             )
             if metrics is not None:
                 metrics.watch_budget(budget)
