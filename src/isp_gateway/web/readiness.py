@@ -1,8 +1,8 @@
 """GET /ready, and the answer every request gets while the shared store is away.
 
 `/health` is the liveness probe and touches nothing; `/ready` tells a load balancer whether
-this replica can serve: the store answers, the client list has loaded at least once, and
-the upstream does not refuse our key.
+this replica can serve: the store answers, the client list has loaded at least once, the
+upstream does not refuse our key, and the API key file, when one is configured, is readable.
 """
 
 from __future__ import annotations
@@ -53,17 +53,28 @@ def _upstream_check(runtime: Runtime) -> str:
     return "unauthorized" if runtime.gateway.key_refused else "ok"
 
 
+def _keys_check(runtime: Runtime) -> str | None:
+    """`unreadable` while API_KEYS_FILE cannot be read or parsed (the last good keys still
+    serve, but a key made or revoked since is not seen: CALLERS.md 6); None (no check)
+    when no key file is configured."""
+    ring = runtime.key_ring
+    return ring.status() if ring.enabled else None
+
+
 # Operating endpoints stay out of the integrators' OpenAPI; README's "Operating it" has them.
 @router.get("/ready", include_in_schema=False)
 async def ready(runtime: RuntimeDep) -> JSONResponse:
     """Readiness for load balancers: 200 when the store answers, the client list has
-    loaded at least once and the upstream accepts our key, else 503 naming the failing
-    check. No token."""
+    loaded at least once, the upstream accepts our key and the API key file (when one is
+    configured) can be read, else 503 naming the failing check. No token."""
     checks = {
         "store": await _store_check(runtime),
         "clients": await _clients_check(runtime),
         "upstream": _upstream_check(runtime),
     }
+    keys = _keys_check(runtime)
+    if keys is not None:
+        checks["keys"] = keys
     failing = [name for name, result in checks.items() if result != "ok"]
     body: dict[str, Any] = {"status": "ready" if not failing else "not_ready", "checks": checks}
     if failing:
