@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
 from isp_gateway.kit.callers import Caller, set_current_caller
 from isp_gateway.kit.errors import UpstreamRateLimited
-from isp_gateway.store import Store
+from isp_gateway.store import MemoryStore, Store
 from isp_gateway.upstream.budget import RateBudget
 from tests.support import memory_or_redis
 
@@ -175,3 +176,35 @@ async def test_concurrent_workers_never_overshoot(store: Store) -> None:
 
     assert [await wave("key-a") for _ in range(3)] == [50, 40, 0]
     assert [await wave("key-b") for _ in range(2)] == [10, 0]
+
+
+class CountingStore(MemoryStore):
+    """A memory store that counts the calls made to it (each one a round trip to Redis)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    async def take_if(self, series: Any, rule: Any) -> tuple[bool, list[list[int]]]:
+        self.calls.append("take_if")
+        return await super().take_if(series, rule)
+
+    async def get_many(self, keys: list[str]) -> list[Any]:
+        self.calls.append("get_many")
+        return await super().get_many(keys)
+
+    async def incr(self, key: str, amount: int = 1, ttl: float | None = None) -> int:
+        self.calls.append("incr")
+        return await super().incr(key, amount, ttl)
+
+
+async def test_one_store_round_trip_per_call_taken_or_refused() -> None:
+    # CALLERS.md 6 "one deadline for the store": the budget adds one store call to a request
+    # that calls the upstream, shares included, whether it is served or refused.
+    store = CountingStore()
+    budget = shared(store, per_minute=4)
+    assert await take(budget, "key-a", "someone")
+    assert store.calls == ["take_if"]
+    for _ in range(5):
+        await take(budget, "key-b")
+    assert store.calls == ["take_if"] * 6
