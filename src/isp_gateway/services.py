@@ -102,12 +102,17 @@ class Runtime:
     stopping: Stopping = field(default_factory=Stopping)
 
     async def readiness(self) -> dict[str, str]:
-        """`/ready`'s checks (web/readiness.py), each "ok" or what is wrong."""
-        return {
+        """`/ready`'s checks (web/health.py), each "ok" or what is wrong."""
+        checks = {
             "store": await self._store_check(),
             "clients": await self._clients_check(),
             "upstream": self._upstream_check(),
         }
+        if self.key_ring.enabled:
+            # `unreadable` while API_KEYS_FILE cannot be read or parsed: the last good keys
+            # still serve, but a key made or revoked since is not seen (CALLERS.md 6).
+            checks["keys"] = self.key_ring.status()
+        return checks
 
     async def _store_check(self) -> str:
         try:
@@ -180,6 +185,7 @@ async def start_runtime(
         settings.UPSTREAM_RATE_PER_HOUR,
         reserve=settings.UPSTREAM_INTERACTIVE_RESERVE,
         share=settings.UPSTREAM_CALLER_SHARE,
+        share_reserve=settings.UPSTREAM_SHARE_RESERVE,
     )
     planner = RefreshPlanner(budget)
     if metrics is not None:

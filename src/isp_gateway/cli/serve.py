@@ -1,4 +1,5 @@
-"""`serve` and `check-config`: the settings, Redis and the metrics port checked before serving."""
+"""`serve` and `check-config`: the settings, the API key file, Redis and the metrics port
+checked before serving."""
 
 from __future__ import annotations
 
@@ -38,6 +39,21 @@ def _check_redis_or_exit(settings: Any) -> None:
         raise SystemExit(1) from None
 
 
+def _check_keys_file_or_exit(settings: Any) -> None:
+    """A key file the service cannot read (its mode, its owner, broken JSON) is refused
+    before serving, naming the setting and the file (CALLERS.md 6): served, it would hold
+    no keys and every bot would be refused. One that does not exist yet holds no keys."""
+    from isp_gateway.auth.keys import KeyFileError, check_key_file
+
+    if settings.API_KEYS_FILE is None:
+        return
+    try:
+        check_key_file(settings.API_KEYS_FILE)
+    except KeyFileError as exc:  # its message starts with the path
+        print(f"isp-gateway: API_KEYS_FILE {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_CONFIG) from None
+
+
 def _check_metrics_port_or_exit(host: str, port: int, api_port: int) -> None:
     """The workers share METRICS_PORT (SO_REUSEPORT, observability/exporter.py), which would
     as gladly share it with another process listening there: checked free first."""
@@ -67,6 +83,7 @@ def cmd_serve(ns: argparse.Namespace) -> int:
 
     settings = load_settings_or_exit()
     configure_logging(settings.LOG_LEVEL, settings.LOG_FORMAT)
+    _check_keys_file_or_exit(settings)
     if settings.uses_redis:
         _check_redis_or_exit(settings)
     if settings.METRICS_ENABLED and settings.METRICS_PORT is not None:
@@ -88,5 +105,6 @@ def app_from_env() -> Any:
 
 def cmd_check_config(ns: argparse.Namespace) -> int:
     settings = load_settings_or_exit()
+    _check_keys_file_or_exit(settings)
     print(f"configuration OK; upstream {settings.UPSTREAM_NET_HOST}")
     return 0

@@ -173,6 +173,7 @@ class CachedResource(Generic[D]):
             planner.register(key, ttl, refresh_ratio=refresh_ratio)
         self._local: _Local[D] | None = None
         self._inflight: asyncio.Task[tuple[float, Any]] | None = None
+        self._inflight_background = False  # whether that load spends the background budget
         self._inflight_started = 0.0  # time.time() when the load in flight began
         self._recent: asyncio.Task[tuple[float, Any]] | None = None
         self._background: asyncio.Task[None] | None = None
@@ -362,11 +363,8 @@ class CachedResource(Generic[D]):
             # Updates logged up to here were written upstream before this fetch starts,
             # so the fetched list includes them; later ones may be missing from it.
             since = await self._read_stamp() or (None, 0)
-            # A large list's load is background work whoever waits for it: it spends only
-            # the background share, never the interactive reserve.
-            large = self._planner is not None and self._planner.is_large(self.name)
             with counting_calls() as calls:
-                value = await self._loader(background or large)
+                value = await self._loader(self._spends_background(background))
             self.loads += 1
             self._measured(calls.count)
             loaded_at = time.time()
@@ -402,6 +400,12 @@ class CachedResource(Generic[D]):
             items = [i for i in items if int(i["rev"]) > since[1]]
         return [{"rev": n, "item": i["item"]} for n, i in enumerate(items, start=1)]
 
+    def _spends_background(self, background: bool) -> bool:
+        """Whether a load spends the background budget: a refresh, and a large list's load
+        whoever waits for it (it spends only the background share, never the interactive
+        reserve)."""
+        return background or (self._planner is not None and self._planner.is_large(self.name))
+
     async def _single_flight(
         self, background: bool, replacing: float | None = None, started_after: float = 0.0
     ) -> tuple[float, Any]:
@@ -412,14 +416,16 @@ class CachedResource(Generic[D]):
         ):
             # A load that began before the caller looked may not hold what it looks for: it
             # is waited for, then a load of the caller's own follows.
-            await deadline.bounded(self._inflight)
+            await deadline.bounded(self._inflight, background=self._inflight_background)
         if self._inflight is None or self._inflight.done():
             self._inflight_started = time.time()
+            self._inflight_background = self._spends_background(background)
             self._inflight = asyncio.ensure_future(self._without_deadline(background, replacing))
         # Shielded: a client that disconnects must not cancel the load others wait for. A
         # request waits only while it has time left (a load may be paused for the budget,
-        # a Retry-After or another worker's lock); the load goes on for the next caller.
-        return await deadline.bounded(self._inflight)
+        # a Retry-After or another worker's lock); the load goes on for the next caller. A
+        # load held by the budget answers 503 upstream_rate_limited (deadline.bounded).
+        return await deadline.bounded(self._inflight, background=self._inflight_background)
 
     async def _without_deadline(
         self, background: bool, replacing: float | None

@@ -28,6 +28,10 @@ class RateLimitView(Protocol):
 
     def rate_limited_for(self) -> float: ...
 
+    async def background_wait(self) -> float:
+        """How long background work waits for the upstream budget now (0 when it may go)."""
+        ...
+
 
 # How often a waiting request looks again at a Retry-After the upstream sent meanwhile.
 POLL_SECONDS = 0.2
@@ -67,15 +71,20 @@ def current() -> Deadline | None:
     return _deadline.get()
 
 
-async def bounded(task: asyncio.Future[T]) -> T:
+async def bounded(task: asyncio.Future[T], *, background: bool = False) -> T:
     """The result of shared work `task`, waited for only while the request has time left.
 
     The task is never cancelled here (others may wait for it). Raises UpstreamRateLimited
     at once when the upstream's Retry-After outlasts the time left, else UpstreamUnavailable
-    when the time is up."""
+    when the time is up. `background`: the work spends the background part of the upstream
+    budget (a refresh, a large list), so it may be held by the budget itself, in this worker
+    or in another one holding the load's lock: the budget is asked (once when the wait
+    begins, once when the time is up) and a spent one answers UpstreamRateLimited with the
+    wait for it, never "the backend is not available"."""
     deadline = _deadline.get()
     if deadline is None:
         return await asyncio.shield(task)
+    asked_budget = False
     while True:
         left = deadline.left()
         # Waited first: a load that is under way clears an older Retry-After with its
@@ -86,6 +95,9 @@ async def bounded(task: asyncio.Future[T]) -> T:
         left = deadline.left()
         gateway = deadline.gateway
         wait = 0.0 if gateway is None else gateway.rate_limited_for()
+        if background and gateway is not None and (not asked_budget or left <= 0):
+            asked_budget = True
+            wait = max(wait, await gateway.background_wait())
         if wait > max(0.0, left):
             raise UpstreamRateLimited(wait)
         if left <= 0:

@@ -18,7 +18,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -33,7 +33,7 @@ from redis.exceptions import LockError, ReadOnlyError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from isp_gateway.kit.errors import StoreUnavailable
-from isp_gateway.kit.storage import LockTimeout
+from isp_gateway.kit.storage import LockTimeout, Rule, Series
 
 log = logging.getLogger("isp_gateway.store")
 
@@ -51,6 +51,56 @@ MAX_UNRELEASED = 1000
 # after a failover must not cost every write the wait).
 REPLICA_WAIT_SECONDS = 0.5
 NO_REPLICA_SECONDS = 10.0
+# `take_if` in one round trip, atomic: the counters of every series read, the rule evaluated
+# as `kit.storage.rule_holds` does, and on success the last counter of each series marked
+# `take` incremented (given its ttl when that creates it). KEYS: the series' keys, series
+# after series; ARGV[1]: {"sizes": [keys per series], "ttls": [ms], "take": [0|1],
+# "rule": [[[[[[index, coefficient], ...], limit], ...], ...], ...]} with 0-based indexes.
+# Returns {taken (0|1), every counter as read}.
+TAKE_IF = """
+local spec = cjson.decode(ARGV[1])
+local read = {}
+if #KEYS > 0 then read = redis.call('MGET', unpack(KEYS)) end
+local counts, sums, at = {}, {}, 0
+for s = 1, #spec.sizes do
+  local total = 0
+  for _ = 1, spec.sizes[s] do
+    at = at + 1
+    local value = tonumber(read[at]) or 0
+    counts[at] = value
+    total = total + value
+  end
+  sums[s] = total
+end
+local taken = 1
+for _, clause in ipairs(spec.rule) do
+  local any = false
+  for _, alternative in ipairs(clause) do
+    local all = true
+    for _, bound in ipairs(alternative) do
+      local total = 0
+      for _, term in ipairs(bound[1]) do total = total + term[2] * sums[term[1] + 1] end
+      if total > bound[2] then all = false break end
+    end
+    if all then any = true break end
+  end
+  if not any then taken = 0 break end
+end
+if taken == 1 then
+  at = 0
+  for s = 1, #spec.sizes do
+    at = at + spec.sizes[s]
+    if spec.take[s] == 1 and spec.sizes[s] > 0 then
+      redis.call('INCR', KEYS[at])
+      if redis.call('PTTL', KEYS[at]) < 0 then redis.call('PEXPIRE', KEYS[at], spec.ttls[s]) end
+    end
+  end
+end
+local out = {taken}
+for i = 1, at do out[i + 1] = counts[i] end
+return out
+"""
+
 # Errors that mean "the store is away" (READONLY: a master demoted under us, outside Sentinel).
 _AWAY = (RedisConnectionError, RedisTimeoutError, ReadOnlyError)
 
@@ -196,6 +246,7 @@ class RedisStore:
             self._redis = aioredis.Redis.from_url(url, retry_on_timeout=False, **options)
         else:
             raise ValueError("RedisStore needs a URL or a SentinelMaster")
+        self._take_if = self._redis.register_script(TAKE_IF)
         self._wait_ms = int(min(REPLICA_WAIT_SECONDS, timeout / 2) * 1000)
         self._no_replica_until = 0.0
         self._unreleased: dict[bytes, tuple[Lock, float]] = {}
@@ -274,6 +325,24 @@ class RedisStore:
                     pipe.pexpire(name, max(1, int(ttl * 1000)), nx=True)
                 result = await pipe.execute()
         return int(result[0])
+
+    async def take_if(self, series: Sequence[Series], rule: Rule) -> tuple[bool, list[list[int]]]:
+        keys = [self._k(key) for one in series for key in one.keys]
+        spec = {
+            "sizes": [len(one.keys) for one in series],
+            "ttls": [_px(one.ttl) for one in series],
+            "take": [1 if one.take else 0 for one in series],
+            "rule": rule,
+        }
+        with _answering():
+            out: Any = await self._take_if(keys=keys, args=[json.dumps(spec)])
+        counts = [int(value) for value in out[1:]]
+        values: list[list[int]] = []
+        at = 0
+        for one in series:
+            values.append(counts[at : at + len(one.keys)])
+            at += len(one.keys)
+        return bool(out[0]), values
 
     async def ttl(self, key: str) -> float | None:
         with _answering():

@@ -98,6 +98,11 @@ class UpstreamGateway:
         # Until when (time.monotonic) the upstream's last 429 asked us to wait.
         self.rate_limited_until = 0.0
 
+    async def background_wait(self) -> float:
+        """How long background work waits for the budget now (kit/deadline.py asks it for a
+        request waiting on a load the budget may hold)."""
+        return await self.budget.background_wait()
+
     def rate_limited_for(self) -> float:
         """Seconds the upstream's last Retry-After still asks us to wait (0 when none)."""
         return max(0.0, self.rate_limited_until - time.monotonic())
