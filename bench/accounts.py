@@ -18,9 +18,9 @@ from typing import Any
 import httpx
 
 from bench import procs
-from bench.indexing import _percentile, service_parts
+from bench.indexing import _percentile, client_service
 from isp_gateway.accounts.service import AccountService
-from isp_gateway.clients.service import ClientService
+from isp_gateway.kit.cache import Lists
 from isp_gateway.simulator import (
     SimulatorConfig,
     SimulatorState,
@@ -72,9 +72,11 @@ async def _raw_fetch(url: str) -> float:
 
 
 async def _service(url: str, sample: list[int], rounds: int) -> tuple[float, int, list[float]]:
-    async with service_parts(url) as parts:
-        clients = ClientService(parts)
-        accounts = AccountService(parts, clients)
+    async with client_service(url) as clients:
+        lists = Lists(clients.store, float(clients.settings.STALE_IF_ERROR_SECONDS))
+        accounts = AccountService(
+            settings=clients.settings, gateway=clients.gateway, lists=lists, clients=clients
+        )
         started = time.perf_counter()
         await accounts.invoices.refresh()
         load = time.perf_counter() - started
