@@ -105,7 +105,7 @@ class ClientService:
             "clients", self._load, self._index, ttl=settings.CLIENT_CACHE_SECONDS, patch=self._patch
         )
         self._tasks: set[asyncio.Task[None]] = set()
-        self.misses = Misses(settings=settings, store=store, gateway=gateway)
+        self.misses = Misses(settings=settings, store=store, gateway=gateway, learned=self._learned)
 
     async def start(self) -> None:
         """Warm the cache and keep it fresh in the background (start-up does not wait)."""
@@ -210,23 +210,28 @@ class ClientService:
         matches = await self.misses.matches(
             kind, key, upstream_value, accept, complete=snapshot is not None
         )
-        # The index's choice among clients sharing a key: an active one, then the lowest id.
-        active = self.settings.ACTIVE_CLIENT_STATES
-        record = min(
-            matches,
-            key=lambda r: (r["client"]["payment_status"] not in active, r["client"]["service_id"]),
-        )
-        if snapshot is not None:
-            # A client the cached list did not know yet: keep it for the next lookups, in
-            # the background (the cache lock may be held by a reload).
-            task = asyncio.create_task(self.remember(record))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+        record = self._choose(matches)
         others = None
         if kind != "service_id":
             chosen = record["client"]["service_id"]
             others = sorted({r["client"]["service_id"] for r in matches} - {chosen})
         return Found(record["client"], record=record, others=others)
+
+    def _choose(self, matches: list[ClientRecord]) -> ClientRecord:
+        """The index's choice among clients sharing a key: an active one, then the lowest id."""
+        active = self.settings.ACTIVE_CLIENT_STATES
+        return min(
+            matches,
+            key=lambda r: (r["client"]["payment_status"] not in active, r["client"]["service_id"]),
+        )
+
+    def _learned(self, matches: list[ClientRecord]) -> None:
+        """A client the cached list did not know yet, found by a question upstream: kept for
+        the next lookups (once per question, whoever waited for it), in the background (the
+        cache lock may be held by a reload)."""
+        task = asyncio.create_task(self.remember(self._choose(matches)))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def fresh_hit_body(self, kind: str, raw: str) -> bytes | None:
         """The rendered `client_found` answer when a lookup hits the fresh, warm index;
