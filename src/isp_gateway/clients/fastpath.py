@@ -27,7 +27,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from isp_gateway.auth.credentials import Gatekeeper, bearer, valid_end_user
 from isp_gateway.auth.keys import CLIENTS_READ, KEY_PREFIX, enforce_key_rate
+from isp_gateway.kit import deadline
 from isp_gateway.kit.errors import Locked, StoreUnavailable
+from isp_gateway.web.middleware import store_budget
 from isp_gateway.web.route_table import ROUTE_TEMPLATE
 
 if TYPE_CHECKING:
@@ -145,12 +147,16 @@ class LookupEdge:
         ids: RequestIds | None = None,
         access_log: AccessLog | None = None,
         metrics: Metrics | None = None,
+        store_seconds: float | None = None,
     ) -> None:
         self.app = app
         self.runtime_getter = runtime_getter
         self.ids = ids
         self.access_log = access_log
         self.metrics = metrics
+        # In front of the request middleware, with Redis: the request's store budget starts
+        # here, and the stack behind takes it over when the request falls through.
+        self.store_seconds = store_seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not await self.serve(scope, send):
@@ -163,6 +169,8 @@ class LookupEdge:
             return False
         started = time.perf_counter()
         kind, value, token, api_key, incoming_id = candidate
+        if self.store_seconds is not None:
+            deadline.start(self.store_seconds, None, store_budget(scope, self.store_seconds))
         try:
             body = await _hit(self.runtime_getter(), kind, value, token, api_key)
         except StoreUnavailable:
