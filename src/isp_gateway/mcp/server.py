@@ -30,7 +30,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from isp_gateway.auth.dependencies import CREDENTIALS_ERROR
+from isp_gateway.auth.credentials import CREDENTIALS_ERROR
 from isp_gateway.kit import deadline, messages
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.callers import Caller, set_current_caller
