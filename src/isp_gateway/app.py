@@ -233,7 +233,9 @@ def create_app(settings: Settings) -> FastAPI:
             per_address=settings.RATE_LIMIT_PER_MINUTE,
             per_subject=settings.RATE_LIMIT_PER_SUBJECT_PER_MINUTE,
         )
-    if settings.uses_redis:  # the memory store cannot be away
+    # The memory store cannot be away, nor be waited for.
+    store_seconds = settings.REDIS_TIMEOUT_SECONDS if settings.uses_redis else None
+    if settings.uses_redis:
         app.add_middleware(StoreUnavailableMiddleware)
     ids = RequestIds()
     access_log = AccessLog() if settings.ACCESS_LOG else None
@@ -243,6 +245,7 @@ def create_app(settings: Settings) -> FastAPI:
         access_log=access_log,
         deadline_seconds=settings.UPSTREAM_TIMEOUT_SECONDS,
         rate_limits=lambda: getattr(app.state, "runtime", None) and app.state.runtime.gateway,
+        store_seconds=store_seconds,
     )
     if metrics is not None:
         # Outermost: it sees every answer, the rate limiter's and the edge's too.
@@ -253,6 +256,7 @@ def create_app(settings: Settings) -> FastAPI:
             "ids": ids,
             "access_log": access_log,
             "metrics": metrics,
+            "store_seconds": store_seconds,
         }
     install_openapi(app, settings, [partial(document_subjects, settings)])
     # Build the OpenAPI schema now: it also makes FastAPI resolve every route's

@@ -45,6 +45,15 @@ class BadEndUser(Exception):
 
 
 END_USER_ERROR = f"must be 1 to {MAX_END_USER_LENGTH} printable ASCII characters"
+CREDENTIALS_ERROR = "Could not validate credentials."
+
+
+def refused_credential(runtime: Gatekeeper, kind: str) -> None:
+    """Called once for every refused credential (a 401), wherever it is refused (the regular
+    dependency, MCP, the lookup edge): `kind` is "missing", "jwt" or "api_key". The hook for
+    counting 401s (CALLERS.md 6 "The audit cannot be flushed"); it must stay cheap and
+    synchronous, as a flood of bad tokens runs through it (aggregate in memory, write
+    later). Nothing is recorded yet."""
 
 
 def bearer(authorization: str | None) -> str | None:
@@ -91,13 +100,16 @@ async def authenticate(runtime: Gatekeeper, headers: Mapping[str, str], address:
     if presented is not None:
         found = runtime.key_ring.lookup(presented)
         if found is None:  # unknown, revoked, malformed, or keys are off: as a bad JWT
+            refused_credential(runtime, "api_key")
             raise Unauthenticated()
         caller = Caller(found.name, _end_user(end_user, found.name), address, found.scopes)
         set_current_caller(caller)
         await enforce_key_rate(runtime.store, found)
         return caller
-    subject = jwt_subject(runtime, headers.get("authorization"))
+    authorization = headers.get("authorization")
+    subject = jwt_subject(runtime, authorization)
     if subject is None:
+        refused_credential(runtime, "jwt" if bearer(authorization) else "missing")
         raise Unauthenticated()
     name = f"jwt:{subject}"
     caller = Caller(name, _end_user(end_user, name), address, JWT_SCOPES)

@@ -12,6 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.security import APIKeyHeader, OAuth2PasswordBearer, SecurityScopes
 
 from isp_gateway.auth.credentials import (
+    CREDENTIALS_ERROR,
     END_USER_ERROR,
     BadEndUser,
     Gatekeeper,
@@ -40,8 +41,6 @@ api_key_scheme = APIKeyHeader(
     description="An API key (`igw_...`) made with `isp-gateway keys create`; it holds only "
     "its own scopes. Also accepted as `Authorization: Bearer igw_...`.",
 )
-
-CREDENTIALS_ERROR = "Could not validate credentials."
 
 
 def _unauthorized() -> HTTPException:

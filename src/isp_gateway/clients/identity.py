@@ -13,13 +13,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from isp_gateway.clients.matching import address_tokens, price_matches, text_matches, tokens
+from isp_gateway.clients.misses import MSG_NOT_FOUND_ES, client_not_found, unable_to_fetch
 from isp_gateway.clients.schemas import VerifyRequest
-from isp_gateway.clients.service import (
-    MSG_NOT_FOUND_ES,
-    Found,
-    client_not_found,
-    unable_to_fetch,
-)
+from isp_gateway.clients.service import Found
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.callers import current_caller
 from isp_gateway.kit.errors import (

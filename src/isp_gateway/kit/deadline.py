@@ -7,6 +7,10 @@ Retry-After, or held by another worker's lock) waits only while time is left (`b
 past it, or at once when the upstream asked us to wait longer than the time left, it answers
 with the upstream's failure while the load goes on for the next caller. Background work has
 no deadline (`clear`).
+
+The store has its own budget (CALLERS.md 6 "One deadline for the store"): all the store calls
+of one request share REDIS_TIMEOUT_SECONDS of waiting (`StoreBudget`, read by
+store/redis.py), so a frozen Redis costs a request one timeout, not one per call.
 """
 
 from __future__ import annotations
@@ -37,10 +41,22 @@ class RateLimitView(Protocol):
 POLL_SECONDS = 0.2
 
 
+@dataclass
+class StoreBudget:
+    """The seconds one request may still wait on the store, its store calls together: each
+    call waits at most what is left, and what it waited is taken off."""
+
+    left: float
+
+    def spend(self, seconds: float) -> None:
+        self.left -= seconds
+
+
 @dataclass(frozen=True)
 class Deadline:
     at: float  # time.monotonic()
     gateway: RateLimitView | None = None
+    store: StoreBudget | None = None
 
     def left(self) -> float:
         return self.at - time.monotonic()
@@ -49,11 +65,14 @@ class Deadline:
 _deadline: ContextVar[Deadline | None] = ContextVar("request_deadline", default=None)
 
 
-def start(seconds: float, gateway: RateLimitView | None = None) -> None:
-    """This request answers within `seconds` from now. Set afresh each time: a context
-    that outlived its request (a server reusing one for the next) never hands its
-    expired deadline on."""
-    _deadline.set(Deadline(time.monotonic() + seconds, gateway))
+def start(
+    seconds: float, gateway: RateLimitView | None = None, store: StoreBudget | None = None
+) -> None:
+    """This request answers within `seconds` from now, and waits on the store at most
+    `store` (None: each store call its own timeout). Set afresh each time: a context that
+    outlived its request (a server reusing one for the next) never hands its expired
+    deadline on."""
+    _deadline.set(Deadline(time.monotonic() + seconds, gateway, store))
 
 
 def adopt(deadline: Deadline | None) -> None:
@@ -69,6 +88,12 @@ def clear() -> None:
 
 def current() -> Deadline | None:
     return _deadline.get()
+
+
+def store_budget() -> StoreBudget | None:
+    """The store budget of the request this context serves, if any."""
+    deadline = _deadline.get()
+    return None if deadline is None else deadline.store
 
 
 async def bounded(task: asyncio.Future[T], *, background: bool = False) -> T:

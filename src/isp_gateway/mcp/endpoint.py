@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from isp_gateway.auth.dependencies import CREDENTIALS_ERROR
+from isp_gateway.auth.credentials import CREDENTIALS_ERROR
 from isp_gateway.kit import deadline
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.callers import set_current_caller

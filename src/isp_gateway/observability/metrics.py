@@ -43,7 +43,7 @@ from isp_gateway.observability.workers import multiprocess_dir
 from isp_gateway.web.route_table import ROUTE_TEMPLATE, UNMATCHED, RouteTable
 
 if TYPE_CHECKING:
-    from isp_gateway.kit.cache import CachedResource
+    from isp_gateway.kit.warm import Watched
     from isp_gateway.upstream.budget import RateBudget
     from isp_gateway.upstream.planner import RefreshPlanner
 
@@ -174,7 +174,7 @@ class Metrics:
         # (route, method, status) -> [count, seconds, per-bucket counts], not yet flushed.
         self._pending: dict[tuple[str, str, int], list[Any]] = {}
         self._flusher: asyncio.Task[None] | None = None
-        self._caches: list[CachedResource[Any]] = []
+        self._caches: list[Watched] = []
         self._budgets: list[RateBudget] = []
         self._planners: list[RefreshPlanner] = []
 
@@ -232,7 +232,7 @@ class Metrics:
 
     # -- values read when scraped ------------------------------------------------------
 
-    def watch_cache(self, resource: CachedResource[Any]) -> None:
+    def watch_cache(self, resource: Watched) -> None:
         self._caches.append(resource)
 
     def watch_budget(self, budget: RateBudget) -> None:

@@ -97,14 +97,15 @@ class TicketCreation:
         # in flight 409 `idempotency_key_in_progress`; both are safe to repeat.
         self.zone_wait_seconds = max(5.0, timeout / 2)
 
-    async def _record_zone(self, order: TicketOrder) -> CreateTicketRequest:
+    async def _record_zone(self, order: TicketOrder) -> tuple[CreateTicketRequest, bool]:
         """The request with the zone of the service's client record (CALLERS.md 2, "Zone
         cap"): the zone counted, locked and capped is never the caller's word. A body zone
         that differs is a 422 `zone_mismatch` (nothing reaches the upstream); a record with no
         zone keeps the body's. 404 for an unknown service. A clients source that cannot
         answer fails the creation: the zone is never guessed. An order `from_record` takes
         the record's zone and technician (or DEFAULT_TECHNICIAN_ID), and is refused without
-        them (400 `ticket_creation_failed`, `meta.reason` `no_zone` or `no_technician`)."""
+        them (400 `ticket_creation_failed`, `meta.reason` `no_zone` or `no_technician`).
+        And whether the zone is the body's because the record has none (CALLERS.md 6)."""
         request = order.request
         service_id = request.service_id
         try:
@@ -131,9 +132,9 @@ class TicketCreation:
             raise NotFound(f"Client {service_id} not found", action=Action.CLIENT_NOT_FOUND)
         zone_id = client.get("zone_id")
         if order.from_record:
-            return self._from_record(request, zone_id, client.get("technician_id"))
+            return self._from_record(request, zone_id, client.get("technician_id")), False
         if zone_id is None or zone_id == request.zone_id:
-            return request
+            return request, zone_id is None
         raise ZoneMismatch(
             f"Service {service_id} is in zone {zone_id}, not zone {request.zone_id}",
             data={"zone_id": zone_id},
@@ -161,7 +162,7 @@ class TicketCreation:
 
     async def create(self, order: TicketOrder) -> Ticket:
         # Outside the zone lock: a miss of the cached list may cost an upstream query.
-        request = await self._record_zone(order)
+        request, borrowed = await self._record_zone(order)
         zone_id = request.zone_id
         # Every answer within UPSTREAM_TIMEOUT_SECONDS + 2 s (CALLERS.md 2): the locks are
         # waited for only while the request has time left.
@@ -179,7 +180,7 @@ class TicketCreation:
                     blocking_timeout=_within_deadline(wait),
                 ),
             ):
-                return await self._zone_step(request, order.priority, order.fingerprint)
+                return await self._zone_step(request, order.priority, order.fingerprint, borrowed)
         except LockTimeout:
             raise TicketCreationFailed(
                 f"Zone {zone_id} is busy with another ticket creation; retry shortly",
@@ -188,7 +189,9 @@ class TicketCreation:
                 headers={"Retry-After": "2"},
             ) from None
 
-    async def _zone_step(self, request: CreateTicketRequest, priority: int, fp: str) -> Ticket:
+    async def _zone_step(
+        self, request: CreateTicketRequest, priority: int, fp: str, borrowed: bool
+    ) -> Ticket:
         zone_id, cap = request.zone_id, self.settings.MAX_ACTIVE_TICKETS_PER_ZONE
         unconfirmed_key = f"tickets:unconfirmed:{fp}"
         posting_at = posting_key(zone_id)
@@ -208,7 +211,11 @@ class TicketCreation:
                 log.info("ticket %d: an unconfirmed creation did happen", found.ticket_id)
                 await self.store.delete(unconfirmed_key)
                 await self.zones.remember_created(
-                    zone_id, found.model_copy(update={"zone_id": zone_id}), request.technician_id
+                    zone_id,
+                    found.model_copy(update={"zone_id": zone_id}),
+                    request.technician_id,
+                    borrowed=borrowed,
+                    active=count.tickets,
                 )
                 return self._reconciled(found, request, priority)
         if count.active >= cap:
@@ -291,7 +298,9 @@ class TicketCreation:
             technician_name=created.technician_name,
             technician_email=created.technician_email,
         )
-        await self.zones.remember_created(zone_id, listed, request.technician_id)
+        await self.zones.remember_created(
+            zone_id, listed, request.technician_id, borrowed=borrowed, active=count.tickets
+        )
         await self.zones.unmark(unconfirmed_key, posting_at)
         return listed
 

@@ -309,7 +309,7 @@ class UpstreamGateway:
         read = len(first)
         out = [transform(first)]
         if not has_next or not first:
-            self._check_whole(path, count, read)
+            self.check_whole(path, count, read)
             return out
         # The upstream may cap the page size below what we asked for.
         step = len(first)
@@ -348,11 +348,11 @@ class UpstreamGateway:
             out.append(transform(page))
             offset += step
             more = has_next and bool(page)
-        self._check_whole(path, count, read)
+        self.check_whole(path, count, read)
         return out
 
     @staticmethod
-    def _check_whole(path: str, count: int | None, read: int) -> None:
+    def check_whole(path: str, count: int | None, read: int) -> None:
         """A list is whole only when the rows read reach the first page's `count`. A short
         read (a page that ended early, an empty page, `next: null` too soon) is a failed
         read: published, it would say "not found" or "owes nothing" about rows never seen.

@@ -25,6 +25,20 @@ from isp_gateway.web.route_table import ROUTE_TEMPLATE, UNMATCHED
 error_log = logging.getLogger("isp_gateway")
 
 _SAFE_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+# The request's store budget when a layer in front of this middleware (the lookup edge)
+# started it: its store calls and the stack's share one REDIS_TIMEOUT_SECONDS.
+STORE_BUDGET = "isp_gateway.store_budget"
+
+
+def store_budget(scope: Scope, seconds: float | None) -> deadline.StoreBudget | None:
+    """The request's store budget: the one a layer in front started, else a new one of
+    `seconds` (None: no budget, each store call its own timeout, as with no Redis)."""
+    if seconds is None:
+        return None
+    budget = scope.get(STORE_BUDGET)
+    if budget is None:
+        budget = scope[STORE_BUDGET] = deadline.StoreBudget(seconds)
+    return budget
 
 
 async def send_json(
@@ -81,7 +95,8 @@ class RequestIds:
 class RequestContextMiddleware:
     """Gives every request an id (kept from `X-Request-ID` when sane), echoes it, logs one
     access line, and starts the request's deadline: every answer comes within
-    UPSTREAM_TIMEOUT_SECONDS + 2 s (CALLERS.md 2; kit/deadline.py). The one place a deadline
+    UPSTREAM_TIMEOUT_SECONDS + 2 s (CALLERS.md 2; kit/deadline.py), and all its store calls
+    share REDIS_TIMEOUT_SECONDS (CALLERS.md 6). The one place a deadline
     starts: what runs below (routes, MCP tools, shared loads) reads it.
     Query strings are not logged: they can hold documents and phones.
     `access_log=None` (ACCESS_LOG=false) turns the access line off."""
@@ -94,6 +109,7 @@ class RequestContextMiddleware:
         access_log: AccessLog | None = None,
         deadline_seconds: float | None = None,
         rate_limits: Callable[[], deadline.RateLimitView | None] = lambda: None,
+        store_seconds: float | None = None,
     ) -> None:
         self.app = app
         self.ids = ids
@@ -103,6 +119,8 @@ class RequestContextMiddleware:
         # Retry-After a waiting request reads.
         self.deadline_seconds = deadline_seconds
         self.rate_limits = rate_limits
+        # REDIS_TIMEOUT_SECONDS with Redis: all the store calls of a request share it.
+        self.store_seconds = store_seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -120,7 +138,8 @@ class RequestContextMiddleware:
         scope.setdefault("state", {})["request_id"] = request_id
         request_id_var.set(request_id)
         if self.deadline_seconds is not None:
-            deadline.start(self.deadline_seconds, self.rate_limits())
+            budget = store_budget(scope, self.store_seconds)
+            deadline.start(self.deadline_seconds, self.rate_limits(), budget)
         started = time.perf_counter()
         status_holder: dict[str, int] = {"status": 500}
 
