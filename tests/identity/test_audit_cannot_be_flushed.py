@@ -7,15 +7,24 @@ catalogue tools in a loop evicts none of them."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import logging
 import time
+import uuid
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
 import pytest
 
+from isp_gateway.audit.service import AuditLog
+from isp_gateway.kit.callers import Caller, set_current_caller
+from isp_gateway.store import Store
 from tests.agents.conftest import call, mcp_session_at
 from tests.identity.conftest import Served, ServeWorkers
+from tests.support import memory_or_redis
 
 REDIS_DB = 2
 CAP = 100  # AUDIT_MAX_EVENTS' least value: thousands of refusals are many times that
@@ -128,3 +137,111 @@ async def test_mcp_reads_name_their_customer_and_a_catalogue_loop_evicts_none(
     assert {(e["outcome"], e["details"]["tool"], e["service_id"]) for e in listed} == {
         ("ok", "list_internet_plans", None)
     }
+
+
+# -- the counted stream itself, on the memory store and on Redis -----------------------------
+
+RUN = uuid.uuid4().hex[:12]
+KEY = f"{RUN}:audit"
+BOT = Caller("jwt:bot", "chat-1", "203.0.113.7")
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
+    async with memory_or_redis(request, REDIS_DB, f"ispgw:{RUN}:*") as store:
+        yield store
+
+
+async def as_bot(work: Callable[[], Any], who: Caller = BOT) -> Any:
+    async def run() -> Any:
+        set_current_caller(who)
+        return work()
+
+    return await asyncio.create_task(run())
+
+
+def deny(audit: AuditLog) -> None:
+    audit.count("scope_denied", "denied", kind="clients:read", details={"required": "clients:read"})
+
+
+@pytest.mark.anyio
+async def test_two_workers_counting_one_group_write_one_event(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="isp_gateway.audit")
+    first, second = AuditLog(store, CAP, key=KEY), AuditLog(store, CAP, key=KEY)
+    for audit, times in ((first, 3), (second, 2)):
+        for _ in range(times):
+            await as_bot(lambda audit=audit: deny(audit))
+    await first.flush()
+    await second.flush()
+    # One event (the first worker's, whose addition created the counter), the live count.
+    listed = await first.query(event="scope_denied")
+    assert [(e["caller"], e["details"]) for e in listed] == [
+        ("jwt:bot", {"required": "clients:read", "count": 5})
+    ]
+    for _ in range(4):
+        await as_bot(lambda: deny(second))
+    assert [e["details"]["count"] for e in await second.query(event="scope_denied")] == [9]
+    # Written again, final, when its worker stops: still one event, the final count.
+    await second.aclose()
+    await first.aclose()
+    assert [e["details"]["count"] for e in await first.query()] == [9]
+    # The log lines of the group add up to its count, one per worker and flush.
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "isp_gateway.audit"]
+    assert sum(line["details"]["count"] for line in lines) == 9
+    assert all("_at" not in line for line in lines)
+
+
+@pytest.mark.anyio
+async def test_counted_events_keep_their_place_among_kept_ones(store: Store) -> None:
+    audit = AuditLog(store, CAP, key=KEY)
+    await as_bot(lambda: deny(audit))  # first: an old refusal, counted
+    await asyncio.sleep(0.01)
+    update = await audit.record("client_update", "updated", service_id=7, caller=BOT)
+    # Its event is written after the update (at the flush), and again final at the stop.
+    await audit.flush()
+    order = [e["event"] for e in await audit.query()]
+    assert order == ["client_update", "scope_denied"]
+    await audit.aclose()
+    listed = await audit.query()
+    assert [e["event"] for e in listed] == ["client_update", "scope_denied"]
+    assert listed[0] == update
+    # Read a page of one at a time: the final entry, newest in its stream, is held back
+    # until the reader knows nothing newer is left unread.
+    for limit in (1, 2, 3):
+        order = [e["event"] for e in await audit.query(limit=limit)]
+        assert order == ["client_update", "scope_denied"][:limit]
+
+
+@pytest.mark.anyio
+async def test_refusals_of_many_callers_never_evict_a_kept_event(store: Store) -> None:
+    audit = AuditLog(store, CAP, key=KEY)
+    await audit.record("client_update", "updated", service_id=7, caller=BOT)
+    # A thousand callers refused (a group each): ten times what each stream keeps.
+    for n in range(10 * CAP):
+        who = Caller(f"key-{n}", f"key-{n}", "198.51.100.9")
+        audit.count("rate_limited", "refused", caller=who)
+    await audit.aclose()
+    kept = await audit.query(event="client_update")
+    assert [e["outcome"] for e in kept] == ["updated"]
+    newest = await audit.query(limit=5)
+    assert {e["event"] for e in newest} == {"rate_limited"}
+
+
+@pytest.mark.anyio
+async def test_a_late_final_event_is_read_in_its_place(store: Store) -> None:
+    """The counted stream is written out of `time` order (an event again when final): read
+    a page at a time, it still lists newest first."""
+    first, second = AuditLog(store, CAP, key=KEY), AuditLog(store, CAP, key=KEY)
+    await as_bot(lambda: first.count("verification_required", "refused", service_id=1))
+    await first.flush()
+    await asyncio.sleep(0.01)
+    other = Caller("portal", "portal", "198.51.100.2")  # another group: its own event
+    await as_bot(lambda: second.count("verification_required", "refused", service_id=2), other)
+    await second.flush()
+    await first.aclose()  # the older event, written final after the newer one
+    for limit in (1, 2):
+        listed = await first.query(limit=limit)
+        assert [e["service_id"] for e in listed] == [2, 1][:limit]
+    await second.aclose()
