@@ -277,7 +277,9 @@ class IdentityService:
             await self.counters.release(reservation.counters)
             raise
         if wait is not None:
+            # Kept counted as a failure (a guess at a locked service), like the 404s below.
             self._refused("resolve", "locked", verified[0]["service_id"])
+            await self.counters.failed(reservation, "resolve")
             raise locked(wait)
         # Both 404 outcomes stay counted as failures (the reservation is kept).
         if not candidates:
