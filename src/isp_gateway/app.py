@@ -232,6 +232,7 @@ def create_app(settings: Settings) -> FastAPI:
             subject_of=lambda authorization: jwt_subject(app.state.runtime, authorization),
             per_address=settings.RATE_LIMIT_PER_MINUTE,
             per_subject=settings.RATE_LIMIT_PER_SUBJECT_PER_MINUTE,
+            audit=lambda: app.state.runtime.audit,
         )
     # The memory store cannot be away, nor be waited for.
     store_seconds = settings.REDIS_TIMEOUT_SECONDS if settings.uses_redis else None

@@ -194,6 +194,9 @@ async def start_runtime(
         stack.push_async_callback(metrics.aclose)
     gateway = UpstreamGateway(settings, http, budget, metrics)
     audit = AuditLog(store, settings.AUDIT_MAX_EVENTS, enabled=settings.AUDIT_ENABLED)
+    # Its counted refusals are flushed every second, and last before the store closes.
+    audit.start()
+    stack.push_async_callback(audit.aclose)
     stopping = Stopping()
     services = await _start_services(
         stack, settings, store, gateway, audit, stopping, metrics, planner

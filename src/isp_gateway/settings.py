@@ -154,6 +154,17 @@ class Settings(BaseSettings):
     # service, before a lock (same window).
     VERIFY_END_USER_MAX_FAILURES: int = Field(default=20, ge=1)
     VERIFY_SERVICE_MAX_FAILURES: int = Field(default=20, ge=1)
+    # CALLERS.md 6: identity failures of one caller (API key or JWT subject), whatever
+    # X-End-User-Id it sends, before every identity call of it is locked (same window); and
+    # the distinct services it may resolve in any hour (each a slot read per resolve).
+    CALLER_IDENTITY_FAILURES: int = Field(default=100, ge=1)
+    CALLER_RESOLVES_PER_HOUR: int = Field(default=60, ge=1, le=1000)
+    # CALLERS.md 6: `spec` answers verify and resolve as the spec does (a failed verify shows
+    # the record's address, plan and price in `debug`; 3 of 4 fields, plan name and price
+    # counted apart; resolve returns the record). `strict`, for any bot strangers can talk
+    # to: no debug, the plan counts as one fact beside the name and the address, resolve
+    # answers ids and a verification_id. strict and REQUIRE_VERIFICATION imply each other.
+    IDENTITY_POLICY: Literal["spec", "strict"] = "spec"
     # A lookup that misses a complete index asks the upstream about that value at most once
     # per this many seconds, across workers (CALLERS.md 2).
     MISS_RECHECK_SECONDS: int = Field(default=300, ge=0)
@@ -427,6 +438,16 @@ class Settings(BaseSettings):
                     f"{', '.join(stray)}: only read with REDIS_SENTINELS (a REDIS_URL "
                     "carries its own password)"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _strict_means_verified(self) -> Settings:
+        """CALLERS.md 6: REQUIRE_VERIFICATION=true implies IDENTITY_POLICY=strict and strict
+        implies it. Either one set (in .env.example both are written out, the other left at
+        its default) turns both on: the safer reading always wins."""
+        if self.REQUIRE_VERIFICATION or self.IDENTITY_POLICY == "strict":
+            self.IDENTITY_POLICY = "strict"
+            self.REQUIRE_VERIFICATION = True
         return self
 
     @model_validator(mode="after")

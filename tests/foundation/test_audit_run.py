@@ -24,6 +24,7 @@ from tests.support import emptied_redis
 # Every event the audit declares: one the run below does not produce fails the test.
 EVERY_EVENT = set(EVENTS)
 NEW_PHONE = "3209998877"
+SLOW_KEY = generate_key()
 REDIS_DB = 8
 
 
@@ -47,7 +48,14 @@ def test_the_audit_of_a_run_holds_every_event_and_no_personal_data(
     caplog.set_level(logging.INFO, logger="isp_gateway.audit")
     key = generate_key()
     keys_file = tmp_path / "keys.json"
-    write_key_entries(keys_file, [new_entry(key, "portal", ["clients:read"], None)])
+    write_key_entries(
+        keys_file,
+        [
+            new_entry(key, "portal", ["clients:read"], None),
+            # CALLERS.md 6: a key past its own rate, counted as `rate_limited`.
+            new_entry(SLOW_KEY, "slow", ["plans:read"], 1),
+        ],
+    )
     sim: Simulator = start_simulator()
     with emptied_redis(shared):
         gw: Gateway = start_gateway(sim.url, API_KEYS_FILE=str(keys_file), REDIS_URL=shared)
@@ -66,6 +74,7 @@ def _run_and_check(gw: Gateway, key: str, caplog: pytest.LogCaptureFixture) -> N
         NEW_PHONE,
         PASSWORD,
         key,
+        SLOW_KEY,
     ]
 
     auth = gw.url + "/api/v1/auth/token"
@@ -103,6 +112,13 @@ def _run_and_check(gw: Gateway, key: str, caplog: pytest.LogCaptureFixture) -> N
     # A key without the scope, and an agent acting before verifying.
     refused = gw.client.get("/api/v1/audit", headers={"X-API-Key": key})
     assert refused.status_code == 403
+    # No valid credential (401), and a key past its rate (429): counted too (CALLERS.md 6).
+    assert httpx.get(gw.url + "/api/v1/internet-plans/").status_code == 401
+    slow = [
+        gw.client.get("/api/v1/internet-plans/", headers={"X-API-Key": SLOW_KEY}).status_code
+        for _ in range(3)  # a minute's turn between two of them still leaves a 429
+    ]
+    assert 429 in slow, slow
 
     async def agent() -> None:
         async with mcp_session(gw) as session:

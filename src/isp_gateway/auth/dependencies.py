@@ -100,16 +100,19 @@ CurrentCaller = Annotated[Caller, Depends(current_caller)]
 async def _scoped(
     security_scopes: SecurityScopes, request: Request, caller: CurrentCaller
 ) -> Caller:
-    """The route's scope (given by `Scoped`), or 403 `insufficient_scope`, audited as
-    `scope_denied` before the answer is sent."""
+    """The route's scope (given by `Scoped`), or 403 `insufficient_scope`, counted in the
+    audit as `scope_denied`."""
     for required in security_scopes.scopes:
         try:
             require_scope(caller.scopes, required)
         except InsufficientScope:
             route = request.scope.get("route")
-            await gatekeeper(request).audit.record(
+            # Counted, not stored one by one (CALLERS.md 6): one event per caller, scope
+            # and minute, with the first refusal's details and `details.count`.
+            gatekeeper(request).audit.count(
                 "scope_denied",
                 "denied",
+                kind=required,
                 details={
                     "required": required,
                     "method": request.method,

@@ -181,6 +181,12 @@ def cmd_demo(ns: argparse.Namespace) -> int:
                     f'  curl -s -H "Authorization: Bearer $TOKEN" '
                     f"{base}/api/v1/clients/by-document/{document}",
                     "",
+                    f"Identity policy: {settings.IDENTITY_POLICY}. Use IDENTITY_POLICY=strict "
+                    "for any bot that",
+                    "strangers can talk to: under spec a failed verify shows the record's "
+                    "address, plan",
+                    "and price, and a name plus a public plan resolves a customer's record.",
+                    "",
                     *_demo_data_lines(ns.clients, ns.seed),
                     "Ctrl-C stops both.",
                     "",

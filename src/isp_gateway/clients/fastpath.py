@@ -124,7 +124,12 @@ class EdgeRuntime(Gatekeeper, Protocol):
 
 
 async def _hit(
-    runtime: EdgeRuntime, kind: str, value: str, token: str | None, api_key: str | None
+    runtime: EdgeRuntime,
+    kind: str,
+    value: str,
+    token: str | None,
+    api_key: str | None,
+    address: str,
 ) -> bytes | None:
     """The hit's body, None to fall through, or Unauthenticated (a refused credential)."""
     if api_key is not None:
@@ -132,7 +137,7 @@ async def _hit(
         # with the scope; without it, the regular route answers 403.
         found = runtime.key_ring.lookup(api_key)
         if found is None:
-            refused_credential(runtime, "api_key")
+            refused_credential(runtime, address)
             raise _Refused()
         if not found.allows(CLIENTS_READ):
             return None
@@ -144,14 +149,14 @@ async def _hit(
                 return None  # the regular route counts it again and answers 429
         return body
     if not token:
-        refused_credential(runtime, "missing")
+        refused_credential(runtime, address)
         raise _Refused()
     if runtime.token_cache.get(token) is None:
         # Verified in full here (the regular dependency's check, and its cache).
         try:
             verify_token(runtime.settings, token, runtime.token_cache)
         except InvalidToken:
-            refused_credential(runtime, "jwt")
+            refused_credential(runtime, address)
             raise _Refused() from None
     return await runtime.services.clients.fresh_hit_body(kind, value)
 
@@ -204,7 +209,9 @@ class LookupEdge:
             deadline.start(self.store_seconds, None, store_budget(scope, self.store_seconds))
         status = 200
         try:
-            body = await _hit(self.runtime_getter(), kind, value, token, api_key)
+            client = scope.get("client")
+            address = str(client[0]) if client else "unknown"
+            body = await _hit(self.runtime_getter(), kind, value, token, api_key, address)
         except StoreUnavailable:
             return False
         except _Refused:

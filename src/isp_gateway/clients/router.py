@@ -15,6 +15,7 @@ from isp_gateway.clients.schemas import (
     DOCUMENT_PATTERN,
     PHONE_PATTERN,
     ClientResponse,
+    ResolvedIdentity,
     UpdateClientRequest,
     VerificationResult,
     VerifyRequest,
@@ -170,7 +171,7 @@ async def get_client_by_service_id(service_id: ServiceIdPath, clients: ClientsDe
 @router.post(
     "/resolve",
     dependencies=[Scoped(CLIENTS_VERIFY)],
-    response_model=BackendResponse[ClientResponse],
+    response_model=BackendResponse[ClientResponse | ResolvedIdentity],
     responses=error_responses(
         400,
         404,
@@ -182,18 +183,31 @@ async def get_client_by_service_id(service_id: ServiceIdPath, clients: ClientsDe
             400: Action.CLIENT_VERIFICATION_FAILED,
             404: [NOT_FOUND, Action.CLIENT_VERIFICATION_FAILED],
             409: Action.CLIENT_AMBIGUOUS,
-            429: Action.CLIENT_VERIFICATION_LOCKED,
+            429: [Action.CLIENT_VERIFICATION_LOCKED, Action.IDENTITY_RATE_LIMITED],
             502: UPSTREAM,
         },
     ),
 )
 async def resolve_client(body: VerifyRequest, identity: IdentityDep) -> Response:
-    """Identify and verify a client without a service id (at least 3 of the 4 fields)."""
+    """Identify and verify a client without a service id. `IDENTITY_POLICY=spec`: at least
+    3 of the 4 fields, and the answer is the client's record. `strict`: the name, the
+    address and the plan (name or price), and the answer is `service_ids` and a
+    `verification_id` only (400 `data.missing` names what is lacking). Each caller may
+    resolve at most CALLER_RESOLVES_PER_HOUR distinct services an hour (429
+    `identity_rate_limited`)."""
     found = await identity.resolve(body)
     message = "Cliente identificado y verificado"
-    return respond(
-        200, success(Action.CLIENT_VERIFIED, found.client, message=message, meta=_meta(found.stale))
-    )
+    meta = _meta(found.stale)
+    if not identity.strict:
+        return respond(
+            200, success(Action.CLIENT_VERIFIED, found.client, message=message, meta=meta)
+        )
+    service_id = found.client["service_id"]
+    data = {
+        "service_ids": [service_id],
+        "verification_id": await identity.rest_verification_id(service_id),
+    }
+    return respond(200, success(Action.CLIENT_VERIFIED, data, message=message, meta=meta))
 
 
 @router.post(
@@ -217,7 +231,10 @@ async def resolve_client(body: VerifyRequest, identity: IdentityDep) -> Response
 async def verify_client(
     service_id: ServiceIdPath, body: VerifyRequest, identity: IdentityDep
 ) -> Response:
-    """Verify a client's identity from billing data (at least 3 of the 4 fields)."""
+    """Verify a client's identity from billing data. `IDENTITY_POLICY=spec`: at least 3 of
+    the 4 fields; a mismatch carries `debug`. `strict`: the name, the address and the plan
+    (name or price); a mismatch carries `attempts_left`, never a value of the record. A
+    success always carries `verification_id`."""
     result = await identity.verify(parse_service_id(service_id), body)
     data: dict[str, Any] = {"is_valid": result.is_valid, "matched_fields": result.matched_fields}
     if result.is_valid:
@@ -225,7 +242,10 @@ async def verify_client(
         if verification_id is not None:
             data["verification_id"] = verification_id
         return respond(200, success(Action.CLIENT_VERIFIED, data, message=MSG_VERIFIED))
-    data["debug"] = result.debug
+    if result.attempts_left is not None:  # strict
+        data["attempts_left"] = result.attempts_left
+    else:
+        data["debug"] = result.debug
     return respond(200, success(Action.CLIENT_VERIFICATION_FAILED, data, message=MSG_MISMATCH))
 
 

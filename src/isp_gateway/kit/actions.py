@@ -39,6 +39,8 @@ class Action(StrEnum):
     CLIENT_VERIFIED = "client_verified"
     CLIENT_VERIFICATION_FAILED = "client_verification_failed"
     CLIENT_VERIFICATION_LOCKED = "client_verification_locked"
+    # CALLERS.md 6: a caller past its distinct resolves an hour (CALLER_RESOLVES_PER_HOUR).
+    IDENTITY_RATE_LIMITED = "identity_rate_limited"
     CLIENT_AMBIGUOUS = "client_ambiguous"
     CLIENT_UPDATED = "client_updated"
     CLIENT_UPDATE_FAILED = "client_update_failed"

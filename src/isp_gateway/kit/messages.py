@@ -47,6 +47,9 @@ _SENTENCES: dict[Action, str] = {
     Action.CLIENT_VERIFICATION_LOCKED: (
         "Demasiados intentos de verificación fallidos; intente más tarde."
     ),
+    Action.IDENTITY_RATE_LIMITED: (
+        "Se alcanzó el límite de identificaciones por ahora; intente más tarde."
+    ),
     Action.CLIENT_AMBIGUOUS: (
         "Varios clientes coinciden con esos datos; necesito un dato adicional."
     ),

@@ -30,7 +30,7 @@ from isp_gateway.kit.errors import Locked, ServiceError
 from isp_gateway.kit.verifications import VerificationRequired
 from isp_gateway.mcp.auth import allows
 from isp_gateway.mcp.request import SCOPE_KEY, McpRequest
-from isp_gateway.mcp.tools import BY_NAME, TOOLS, Call, Outcome, ToolFailure, run
+from isp_gateway.mcp.tools import BY_NAME, TOOLS, Call, Outcome, ToolFailure, run, target
 
 if TYPE_CHECKING:
     pass
@@ -40,7 +40,7 @@ log = logging.getLogger("isp_gateway.mcp")
 INSTRUCTIONS = (
     "Tools of an internet service provider's support desk. Always: 1) find_customer by the "
     "phone, document or service id the customer gives (it returns service ids only); "
-    "2) verify_customer with 3 or 4 of name, address, plan name and plan price exactly as "
+    "2) verify_customer with the name, the address and the plan name or price exactly as "
     "the customer states them; 3) act with the verification_id it returns. Never ask the "
     "tools for data of a customer who did not verify. Read the Spanish sentence of each "
     "result to the customer."
@@ -81,6 +81,9 @@ def _service_failure(exc: ServiceError) -> types.CallToolResult:
     sentence = messages.sentence(exc.action, exc.message)
     if isinstance(exc, Locked):
         return _failure(exc.action, sentence, retry_after=exc.retry_after)
+    if isinstance(exc.data, dict) and "missing" in exc.data:
+        # Too few facts to verify (CALLERS.md 6): the sentence names what would complete it.
+        return _failure(exc.action, exc.message, missing=exc.data["missing"])
     return _failure(exc.action, sentence)
 
 
@@ -113,10 +116,14 @@ async def list_tools(
 async def call_tool(
     ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
 ) -> types.CallToolResult:
-    """Every tool call, audited (CALLERS.md 4) once its outcome is decided, before the
-    answer is sent: `mcp_tool` (the tool's name, `ok` or `error`) and, for a refusal for a
-    missing, unknown, expired or foreign verification id, `verification_required`."""
-    result = await _call_tool(ctx, params)
+    """Every tool call, audited (CALLERS.md 4 and 6) once its outcome is decided, before
+    the answer is sent: `mcp_tool` (the tool's name, `ok` or `error`, and the service its
+    verification names). A call that served a customer is kept one by one; any other (a
+    catalogue, a lookup, a refusal, an error) is counted per caller, tool and minute, so no
+    key can flush the customer reads out of the audit with calls about no one. A refusal
+    for a missing, unknown, expired or foreign verification id is also counted as
+    `verification_required`."""
+    result, service_id = await _call_tool(ctx, params)
     request = _request_of(ctx)
     # A name the server does not know is the agent's text: it is not repeated in the audit.
     tool = params.name if params.name in BY_NAME else "unknown"
@@ -125,10 +132,15 @@ async def call_tool(
     if isinstance(code, str):
         details["error"] = code
     audit = request.runtime.audit
+    outcome = "error" if result.is_error else "ok"
+    if code == Action.VERIFICATION_REQUIRED:
+        audit.count(Action.VERIFICATION_REQUIRED, "refused", details={"tool": tool}, kind=tool)
+    if service_id is None or result.is_error:
+        kind = f"{tool}:{code}" if isinstance(code, str) else tool
+        audit.count("mcp_tool", outcome, service_id=service_id, details=details, kind=kind)
+        return result
     try:
-        if code == Action.VERIFICATION_REQUIRED:
-            await audit.record(Action.VERIFICATION_REQUIRED, "refused", details={"tool": tool})
-        await audit.record("mcp_tool", "error" if result.is_error else "ok", details=details)
+        await audit.record("mcp_tool", outcome, service_id=service_id, details=details)
     except ServiceError as exc:
         # The store is away (the log line was written): the agent still gets its answer.
         log.warning("mcp tool %s: audit event not stored (%s)", tool, exc.action)
@@ -137,7 +149,8 @@ async def call_tool(
 
 async def _call_tool(
     ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-) -> types.CallToolResult:
+) -> tuple[types.CallToolResult, int | None]:
+    """The tool's result, and the service it was about (None for a call about none)."""
     request = _request_of(ctx)
     # The handler may run in a task of the SDK's own: the caller is set here too, for the
     # rules below that key on it (the upstream budget's fair share).
@@ -145,11 +158,11 @@ async def _call_tool(
     spec = BY_NAME.get(params.name)
     if spec is None or not allows(request.scopes, spec.scope):
         # A tool the credential lacks the scope for is neither listed nor callable.
-        return _failure("unknown_tool", "Esa herramienta no existe o no está disponible.")
+        return _failure("unknown_tool", "Esa herramienta no existe o no está disponible."), None
     try:
         args = spec.args.model_validate(params.arguments or {})
     except ValidationError as exc:
-        return _invalid(exc)
+        return _invalid(exc), None
     runtime = request.runtime
     settings = runtime.settings
     # Every answer within UPSTREAM_TIMEOUT_SECONDS + 2 s, as on REST (CALLERS.md 2).
@@ -160,20 +173,22 @@ async def _call_tool(
         settings=settings,
         caller=request.caller,
     )
+    service_id: int | None = None
     try:
-        outcome: Outcome = await run(spec, call, args)
+        service_id = await target(spec, call, args)
+        outcome: Outcome = await run(spec, call, args, service_id)
     except VerificationRequired:
-        return _failure(Action.VERIFICATION_REQUIRED, MSG_VERIFY_FIRST)
+        return _failure(Action.VERIFICATION_REQUIRED, MSG_VERIFY_FIRST), service_id
     except ToolFailure as failure:
-        return _failure(failure.code, failure.sentence)
+        return _failure(failure.code, failure.sentence), service_id
     except ServiceError as exc:
-        return _service_failure(exc)
+        return _service_failure(exc), service_id
     except ValidationError as exc:
-        return _invalid(exc)
+        return _invalid(exc), service_id
     except Exception as exc:  # the agent gets a sentence; the log the kind, no traceback
         log.error("mcp tool %s failed: %s", spec.name, type(exc).__name__)
-        return _failure("internal_error", MSG_INTERNAL)
-    return _result(outcome.data, outcome.sentence, error=False)
+        return _failure("internal_error", MSG_INTERNAL), service_id
+    return _result(outcome.data, outcome.sentence, error=False), service_id
 
 
 def build_server() -> Server[Any]:

@@ -34,8 +34,8 @@ MAX_SERVICE_ID = 9_999_999_999  # at most 10 digits (CALLERS.md 2)
 MAX_DIAGNOSE_WAIT = 25.0
 
 ORDER = (
-    "Order: find_customer (service ids only) -> verify_customer (3 or 4 of name, address, "
-    "plan_name, plan_price, as the customer states them) -> the other tools with the "
+    "Order: find_customer (service ids only) -> verify_customer (name, address and "
+    "plan_name or plan_price, as the customer states them) -> the other tools with the "
     "verification_id it returns."
 )
 VERIFIED_ONLY = (
@@ -161,7 +161,9 @@ async def verify_customer(call: Call, args: BaseModel) -> Outcome:
         internet_plan_price=args.plan_price,
     )
     identity = call.services.identity
-    result = await identity.verify(args.service_id, body)
+    # MCP is always strict (CALLERS.md 6): name, address and the plan; too few facts is a
+    # tool error naming what is missing.
+    result = await identity.verify(args.service_id, body, strict=True)
     if result.is_valid:
         issued = await call.verifications.issue(args.service_id, call.caller)
         data = {
@@ -172,7 +174,9 @@ async def verify_customer(call: Call, args: BaseModel) -> Outcome:
         return Outcome(data, "Identidad verificada; ya puede consultar y gestionar el servicio.")
     # Never the matched fields nor the record's values (REST's debug block): only the count
     # of attempts left before the lock.
-    left = await identity.verify_attempts_left(args.service_id)
+    left = result.attempts_left
+    if left is None:
+        left = await identity.verify_attempts_left(args.service_id)
     sentence = "Los datos no coinciden con los del titular del servicio."
     sentence += f" Quedan {left} intentos." if left else " No quedan intentos por ahora."
     return Outcome({"verified": False, "attempts_left": left}, sentence)
@@ -344,10 +348,11 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "verify_customer",
         "clients:verify",
-        "Step 2: check the identity of the holder of a service with 3 or 4 of name, address, "
-        "plan_name and plan_price exactly as the customer states them (never guess or reuse "
-        "values). On success returns a verification_id (valid expires_in seconds) that the "
-        "other tools need; on failure the attempts left before a temporary lock. "
+        "Step 2: check the identity of the holder of a service with the name, the address "
+        "and the plan (plan_name or plan_price, or both) exactly as the customer states them "
+        "(never guess or reuse values). On success returns a verification_id (valid "
+        "expires_in seconds) that the other tools need; on failure the attempts left before "
+        "a temporary lock; with a fact missing, an error naming it. "
         f"{ORDER}",
         VerifyArgs,
         read_only=False,
@@ -438,17 +443,25 @@ TOOLS: tuple[ToolSpec, ...] = (
 BY_NAME = {tool.name: tool for tool in TOOLS}
 
 
-async def run(tool: ToolSpec, call: Call, args: Args) -> Outcome:
-    """Run one tool: a verified tool first resolves its service from the verification id
-    (VerificationRequired otherwise); errors are the services' own (ServiceError)."""
+async def target(tool: ToolSpec, call: Call, args: Args) -> int | None:
+    """The service a call is about: a verified tool's, from its verification id
+    (VerificationRequired otherwise); the one verify_customer names; else None."""
+    if tool.plain is None:
+        assert isinstance(args, Verified)
+        return await call.verifications.service_of(args.verification_id, call.caller)
+    return args.service_id if isinstance(args, VerifyArgs) else None
+
+
+async def run(tool: ToolSpec, call: Call, args: Args, service_id: int | None) -> Outcome:
+    """Run one tool, a verified one on `service_id` (its `target`); errors are the
+    services' own (ServiceError)."""
     if tool.plain is not None:
         return await tool.plain(call, args)
-    assert isinstance(args, Verified)
-    service_id = await call.verifications.service_of(args.verification_id, call.caller)
+    assert service_id is not None
     if tool.on_service is not None:
         return await tool.on_service(call, service_id)
     assert tool.on_service_args is not None
     return await tool.on_service_args(call, service_id, args)
 
 
-__all__ = ["BY_NAME", "TOOLS", "Call", "Outcome", "ToolFailure", "ToolSpec", "run"]
+__all__ = ["BY_NAME", "TOOLS", "Call", "Outcome", "ToolFailure", "ToolSpec", "run", "target"]

@@ -16,7 +16,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from isp_gateway.kit import deadline
 from isp_gateway.kit.actions import Action
+from isp_gateway.kit.callers import Caller
 from isp_gateway.kit.errors import StoreUnavailable
+from isp_gateway.kit.recorder import Recorder
 from isp_gateway.kit.storage import Store
 from isp_gateway.web.envelope import encode, envelope
 from isp_gateway.web.logs import AccessLog, mask_path, mask_unknown_path, request_id_var
@@ -286,14 +288,27 @@ class RateLimitMiddleware:
         subject_of: Callable[[str], str | None],
         per_address: int,
         per_subject: int,
+        audit: Callable[[], Recorder] | None = None,
     ) -> None:
         self.app = app
         self.store = store
+        # Each refusal is counted in the audit (CALLERS.md 6), in memory: no store call.
+        self.audit = audit
         # The subject of a valid Bearer token in an Authorization header, else None
         # (auth/credentials.py's jwt_subject: no 401 here, the auth check answers that).
         self.subject_of = subject_of
         self.per_address = per_address
         self.per_subject = per_subject
+
+    def _count(self, subject: str | None, address: str) -> None:
+        if self.audit is None:
+            return
+        if subject is None:  # no valid token read here: the address is all that is known
+            self.audit().count(Action.RATE_LIMITED, "refused", anonymous_from=address)
+            return
+        name = f"jwt:{subject}"
+        caller = Caller(name, name, address)
+        self.audit().count(Action.RATE_LIMITED, "refused", caller=caller)
 
     def _subject(self, scope: Scope) -> str | None:
         for name, value in scope["headers"]:
@@ -313,15 +328,18 @@ class RateLimitMiddleware:
         now = time.time()
         window = int(now // 60)
         keys: list[tuple[str, int]] = []
+        client = scope.get("client")
+        address = str(client[0]) if client else "unknown"
+        subject = None
         if self.per_address > 0:
-            client = scope.get("client")
-            keys.append((f"ratelimit:addr:{client[0] if client else 'unknown'}", self.per_address))
+            keys.append((f"ratelimit:addr:{address}", self.per_address))
         if self.per_subject > 0:
             subject = self._subject(scope)
             if subject is not None:
                 keys.append((f"ratelimit:sub:{subject}", self.per_subject))
         for key, limit in keys:
             if await self.store().incr(f"{key}:{window}", 1, ttl=65) > limit:
+                self._count(subject, address)
                 retry_after = [(b"retry-after", str(max(1, int((window + 1) * 60 - now))).encode())]
                 if scope["path"].startswith("/api/v1/auth/"):
                     # The token endpoint answers OAuth2-style, outside the envelope.

@@ -102,7 +102,7 @@ SERVICE_ROUTE_ERRORS_VERIFIED: Responses = {**SERVICE_ROUTE_ERRORS, **VERIFICATI
 
 
 async def require_verification(request: Request, service_id: int) -> None:
-    """With REQUIRE_VERIFICATION, refuse (403 `verification_required`, and an audit event)
+    """With REQUIRE_VERIFICATION, refuse (403 `verification_required`, counted in the audit)
     unless the request's X-Verification-Id names a verification of `service_id` by this
     caller and end user; without it, nothing. Unknown, expired, malformed, another
     service's and another person's ids are refused alike.
@@ -126,7 +126,8 @@ async def require_verification(request: Request, service_id: int) -> None:
         if verified != service_id:
             raise VerificationRequired(MSG_VERIFY_FIRST)
     except VerificationRequired:
-        await runtime.audit.record(Action.VERIFICATION_REQUIRED, "refused", service_id=service_id)
+        # Counted (CALLERS.md 6): one event per caller and minute, the first one's service.
+        runtime.audit.count(Action.VERIFICATION_REQUIRED, "refused", service_id=service_id)
         raise
 
 
