@@ -314,8 +314,16 @@ class Settings(BaseSettings):
     def _http_url(cls, value: str) -> str:
         if not value.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
-        if not urlsplit(value).hostname:
+        parts = urlsplit(value)
+        if not parts.hostname:
             raise ValueError("must name a host, e.g. https://api.wisphub.net")
+        if parts.path.rstrip("/").lower().endswith("/api"):
+            # Every call adds `api/...` itself: `https://x/api` would ask `/api/api/clientes/`,
+            # which answers 404 (an HTML page), and the service could never read a list.
+            raise ValueError(
+                "must be the backend's base address without /api (the service adds api/... "
+                "itself), e.g. https://api.wisphub.net"
+            )
         return value.rstrip("/")
 
     @field_validator(

@@ -1,5 +1,5 @@
 """Issue 28, running it: `serve` refuses a port in use (granian and uvicorn, one worker or
-several) as a real subprocess."""
+several) and `UPSTREAM_NET_HOST` ending in /api is refused, both as real subprocesses."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.foundation.conftest import required_env
-from tests.foundation.test_cli import base_env
+from tests.foundation.test_cli import base_env, run_cli
 from tests.support import free_port, serving
 
 
@@ -67,3 +67,21 @@ def test_a_second_serve_on_the_port_of_a_running_one_is_refused(
     assert status == 1
     assert f"cannot listen on 127.0.0.1:{port}: already in use" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "host", ["https://isp.example.com/api", "https://isp.example.com/api/", "http://h:8000/API"]
+)
+def test_an_upstream_host_ending_in_api_is_refused(
+    tmp_path: Path, password_hash: str, host: str
+) -> None:
+    env = base_env(**{**required_env(password_hash), "UPSTREAM_NET_HOST": host})
+    result = run_cli("check-config", env=env, cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "isp-gateway: invalid configuration: UPSTREAM_NET_HOST: must be the backend's base "
+        "address without /api (the service adds api/... itself), e.g. https://api.wisphub.net"
+    ]
+    # A path that only contains "api" elsewhere is a base address like any other.
+    env["UPSTREAM_NET_HOST"] = "https://isp.example.com/apis/wisp"
+    assert run_cli("check-config", env=env, cwd=tmp_path).returncode == 0
