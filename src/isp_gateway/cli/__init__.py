@@ -53,6 +53,13 @@ def build_parser() -> argparse.ArgumentParser:
     hashpw.set_defaults(func=cmd_hash_password)
 
     check = sub.add_parser("check-config", help="validate the environment's settings")
+    check.add_argument(
+        "--probe",
+        action="store_true",
+        help="also reach what they name: the upstream (one page of one client, with the real "
+        "key), Redis or each sentinel and the master they name, and API_KEYS_FILE; one line a "
+        "check, exit 1 naming each failure (run it as the service's user)",
+    )
     check.set_defaults(func=cmd_check_config)
 
     keys_cmd = sub.add_parser("keys", help="create, list or revoke API keys (API_KEYS_FILE)")

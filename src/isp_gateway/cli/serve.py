@@ -133,4 +133,8 @@ def app_from_env() -> Any:
 def cmd_check_config(ns: argparse.Namespace) -> int:
     settings = load_settings_or_exit()
     print(f"configuration OK; upstream {settings.UPSTREAM_NET_HOST}")
+    if getattr(ns, "probe", False):
+        from isp_gateway.cli.probe import run_probe
+
+        return run_probe(settings)
     return 0

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
+from urllib.parse import urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
 from redis.asyncio.lock import Lock
@@ -99,6 +100,28 @@ class _Sentinels(Sentinel):
             f"no sentinel answered with a master named {service_name!r} that is up "
             f"({away} of {len(self.clients)} sentinels did not answer)"
         )
+
+
+def redacted_url(url: str) -> str:
+    """A Redis URL as logs and messages may show it: scheme, user, host, port and database,
+    never a password (in the address or in the query string, which is dropped)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    netloc = (f"{parts.username}@" if parts.username else "") + host
+    if port is not None:
+        netloc += f":{port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def address(host: str, port: int) -> str:
+    """host:port, an IPv6 address in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 @dataclass(frozen=True)
