@@ -119,10 +119,13 @@ def _secret(value: SecretStr | None) -> str | None:
 
 
 async def build_store(settings: Settings) -> Store:
+    """The store, named in the log (issue 28: the logs never said which one was in use)."""
     if settings.uses_redis:
         store = redis_store(settings)
         await store.ping()
+        log.info("store: %s", store.describe())
         return store
+    log.info("store: memory, this process only (REDIS_URL or REDIS_SENTINELS share it)")
     return MemoryStore()
 
 

@@ -81,6 +81,20 @@ class _Sentinels(Sentinel):
     def __init__(self, sentinels: list[tuple[str, int]], **kwargs: Any) -> None:
         super().__init__(sentinels, **kwargs)  # type: ignore[no-untyped-call]  # untyped
         self.clients: tuple[aioredis.Redis, ...] = tuple(self.sentinels)
+        # The master's address as last discovered (None before the first discovery).
+        self.master_address: tuple[str, int] | None = None
+
+    def _found(self, service_name: str, found: tuple[str, int]) -> None:
+        """Remember the master's address; a new one is a failover: one WARNING naming it
+        (every new connection rediscovers, so only the first to see it logs)."""
+        before, self.master_address = self.master_address, found
+        if before is not None and before != found:
+            log.warning(
+                "Redis Sentinel: master %r moved to %s (was %s)",
+                service_name,
+                address(*found),
+                address(*before),
+            )
 
     async def discover_master(self, service_name: str) -> tuple[str, int]:
         away = 0
@@ -95,7 +109,9 @@ class _Sentinels(Sentinel):
             if state and self.check_master_state(state, service_name):
                 self.sentinels.remove(sentinel)
                 self.sentinels.insert(0, sentinel)
-                return state["ip"], int(state["port"])
+                found = (str(state["ip"]), int(state["port"]))
+                self._found(service_name, found)
+                return found
         raise MasterNotFoundError(
             f"no sentinel answered with a master named {service_name!r} that is up "
             f"({away} of {len(self.clients)} sentinels did not answer)"
@@ -144,28 +160,6 @@ def _px(ttl: float | None) -> int | None:
 def _cancel_requests() -> int:
     task = asyncio.current_task()
     return 0 if task is None else task.cancelling()
-
-
-@contextlib.contextmanager
-def _answering() -> Iterator[None]:
-    """Map a Redis that is down, unreachable or too slow to `StoreUnavailable`, and never let
-    a cancellation go unnoticed.
-
-    redis-py's asyncio client can complete a command during which the calling task was
-    cancelled and return normally: the CancelledError is swallowed and the task runs on
-    (measured: about 40 % of cancellations that land inside a GET or INCRBY under uvloop).
-    A background page paused on the budget re-checks it in Redis, so at shutdown its
-    cancellation was lost often enough; the page then waited for the budget again, its load
-    outlived the lifespan's close, and the server's stop took tens of seconds. A task whose
-    cancellation was requested during the command is therefore cancelled here."""
-    requested = _cancel_requests()
-    try:
-        yield
-    except _AWAY:
-        # redis-py's message names host and port only; the URL (and its password) stays out.
-        raise StoreUnavailable() from None
-    if _cancel_requests() > requested:
-        raise asyncio.CancelledError()
 
 
 class RedisStore:
@@ -219,6 +213,11 @@ class RedisStore:
             self._redis = aioredis.Redis.from_url(url, retry_on_timeout=False, **options)
         else:
             raise ValueError("RedisStore needs a URL or a SentinelMaster")
+        self._where = None if url is None else f"Redis {redacted_url(url)}"
+        self._master = sentinel
+        # Since when (time.monotonic) commands fail, None while the store answers: the
+        # WARNING lines are written once per transition, not once per request.
+        self._lost_since: float | None = None
         self._wait_ms = int(min(REPLICA_WAIT_SECONDS, timeout / 2) * 1000)
         self._no_replica_until = 0.0
         self._unreleased: dict[bytes, tuple[Lock, float]] = {}
@@ -229,24 +228,83 @@ class RedisStore:
     def _k(key: str) -> str:
         return PREFIX + key
 
+    def describe(self) -> str:
+        """Which Redis, for the logs: its URL without the password, or the master's name and
+        address through Sentinel (the address as last discovered) and the sentinels."""
+        if self._where is not None:
+            return self._where
+        assert self._master is not None and self._sentinel is not None
+        found = self._sentinel.master_address
+        at = "not found yet" if found is None else address(*found)
+        sentinels = ",".join(address(host, port) for host, port in self._master.sentinels)
+        return f"Redis Sentinel master {self._master.name!r} at {at} (sentinels {sentinels})"
+
+    def _lost(self, exc: BaseException) -> None:
+        if self._lost_since is not None:
+            return
+        self._lost_since = time.monotonic()
+        log.warning(
+            "store lost: %s does not answer (%s); requests that need it answer 503 "
+            "store_unavailable until it is back",
+            self.describe(),
+            type(exc).__name__,
+        )
+
+    def _answered(self) -> None:
+        lost_since = self._lost_since
+        if lost_since is None:
+            return
+        self._lost_since = None
+        log.warning(
+            "store back: %s answers again after %.1f s",
+            self.describe(),
+            time.monotonic() - lost_since,
+        )
+
+    @contextlib.contextmanager
+    def _answering(self) -> Iterator[None]:
+        """Map a Redis that is down, unreachable or too slow to `StoreUnavailable` (and log
+        the store's loss and return, once each), and never let a cancellation go unnoticed.
+
+        redis-py's asyncio client can complete a command during which the calling task was
+        cancelled and return normally: the CancelledError is swallowed and the task runs on
+        (measured: about 40 % of cancellations that land inside a GET or INCRBY under
+        uvloop). A background page paused on the budget re-checks it in Redis, so at
+        shutdown its cancellation was lost often enough; the page then waited for the
+        budget again, its load outlived the lifespan's close, and the server's stop took
+        tens of seconds. A task whose cancellation was requested during the command is
+        therefore cancelled here."""
+        requested = _cancel_requests()
+        try:
+            yield
+        except _AWAY as exc:
+            self._lost(exc)
+            # redis-py's message names host and port only; the URL (and its password) stays
+            # out.
+            raise StoreUnavailable() from None
+        if self._lost_since is not None:
+            self._answered()
+        if _cancel_requests() > requested:
+            raise asyncio.CancelledError()
+
     async def ping(self) -> None:
         await self._redis.ping()
 
     async def get(self, key: str) -> Any | None:
-        with _answering():
+        with self._answering():
             raw = await self._redis.get(self._k(key))
         return None if raw is None else json.loads(raw)
 
     async def get_many(self, keys: list[str]) -> list[Any | None]:
         if not keys:
             return []
-        with _answering():
+        with self._answering():
             raws = await self._redis.mget([self._k(key) for key in keys])
         return [None if raw is None else json.loads(raw) for raw in raws]
 
     async def set(self, key: str, value: Any, ttl: float | None = None) -> None:
         px = _px(ttl)
-        with _answering():
+        with self._answering():
             await self._redis.set(self._k(key), json.dumps(value, separators=(",", ":")), px=px)
 
     async def set_replicated(self, key: str, value: Any, ttl: float | None = None) -> None:
@@ -261,7 +319,7 @@ class RedisStore:
         px = _px(ttl)
         # WAIT on the connection that wrote: it returns once a replica has every write up
         # to this one (Sentinel promotes the replica that has the most of them).
-        with _answering():
+        with self._answering():
             async with self._redis.pipeline(transaction=False) as pipe:
                 pipe.set(self._k(key), payload, px=px)
                 pipe.wait(1, self._wait_ms)
@@ -277,19 +335,19 @@ class RedisStore:
 
     async def set_if_absent(self, key: str, value: Any, ttl: float | None = None) -> bool:
         px = _px(ttl)
-        with _answering():
+        with self._answering():
             done = await self._redis.set(
                 self._k(key), json.dumps(value, separators=(",", ":")), px=px, nx=True
             )
         return bool(done)
 
     async def delete(self, key: str) -> None:
-        with _answering():
+        with self._answering():
             await self._redis.delete(self._k(key))
 
     async def incr(self, key: str, amount: int = 1, ttl: float | None = None) -> int:
         name = self._k(key)
-        with _answering():
+        with self._answering():
             async with self._redis.pipeline(transaction=True) as pipe:
                 pipe.incrby(name, amount)
                 if ttl is not None:
@@ -299,14 +357,14 @@ class RedisStore:
         return int(result[0])
 
     async def ttl(self, key: str) -> float | None:
-        with _answering():
+        with self._answering():
             ms = await self._redis.pttl(self._k(key))
         return None if ms is None or ms < 0 else ms / 1000
 
     async def log_append(self, key: str, value: Any, max_len: int) -> None:
         # MAXLEN ~: Redis trims whole blocks of entries, cheaply, keeping at least max_len.
         payload = json.dumps(value, separators=(",", ":"))
-        with _answering():
+        with self._answering():
             await self._redis.xadd(self._k(key), {"v": payload}, maxlen=max_len, approximate=True)
 
     async def log_read(
@@ -314,7 +372,7 @@ class RedisStore:
     ) -> list[tuple[str, Any]]:
         # "(" makes the upper bound exclusive (Redis 6.2+).
         upper = "+" if before is None else "(" + before
-        with _answering():
+        with self._answering():
             entries: Any = await self._redis.xrevrange(self._k(key), upper, "-", count=count)
         out: list[tuple[str, Any]] = []
         for entry_id, fields in entries or ():
@@ -338,7 +396,7 @@ class RedisStore:
         deadline = None if blocking_timeout is None else time.monotonic() + blocking_timeout
         try:
             while True:
-                with _answering():
+                with self._answering():
                     if await lock.acquire(blocking=False, token=token):
                         break
                 if deadline is not None and time.monotonic() >= deadline:
