@@ -38,6 +38,8 @@ STALE = {"stale": True}
 # Our key refused upstream: spec 5.2's CLIENT_NOT_FOUND (502) on every client endpoint.
 UPSTREAM = ["upstream_unavailable", "CLIENT_NOT_FOUND"]
 NOT_FOUND = "client_not_found"
+# The routes that need the whole client list: during its first load, 503 `loading`.
+LOADING = ["upstream_rate_limited", "loading"]
 Handler = Callable[..., Awaitable[Response]]
 
 
@@ -101,7 +103,7 @@ def _found(found: Found) -> Response:
     "/",
     dependencies=[Scoped(CLIENTS_READ)],
     response_model=BackendResponse[list[ClientResponse]],
-    responses=error_responses(500, 502, 503, actions={502: "CLIENT_NOT_FOUND"}),
+    responses=error_responses(500, 502, 503, actions={502: "CLIENT_NOT_FOUND", 503: LOADING}),
 )
 async def list_clients(clients: ClientsDep) -> Response:
     """List every active client (served from the client cache)."""
@@ -125,7 +127,7 @@ def _listed(
     "/search",
     dependencies=[Scoped(CLIENTS_READ)],
     response_model=BackendResponse[list[ClientResponse]],
-    responses=error_responses(400, 502, 503, actions={400: "error", 502: UPSTREAM}),
+    responses=error_responses(400, 502, 503, actions={400: "error", 502: UPSTREAM, 503: LOADING}),
     openapi_extra={"parameters": [Q_PARAMETER]},
 )
 async def search_clients(
@@ -176,6 +178,7 @@ async def get_client_by_service_id(service_id: ServiceIdPath, clients: ClientsDe
             409: "client_ambiguous",
             429: "client_verification_locked",
             502: UPSTREAM,
+            503: LOADING,
         },
     ),
 )

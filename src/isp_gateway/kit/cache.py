@@ -18,12 +18,20 @@ Store keys (JSON): `cache:<name>` {"loaded_at", "value"}; `cache:<name>:at` the 
 `cache:<name>:patches`, log first, so a reader that sees revision n finds item n in the log.
 A new base starts a new log carrying the items written after its load began (its fetch may
 have missed them); see `_load`.
+
+A first load (nothing cached) reports its progress (issue 28): `cache:<name>:progress`
+{"started", "read", "total"}, written after each page by the worker loading, read by the
+others (and /ready); a line in the log at each tenth of a list of several pages. A request
+waiting on it for a list that `answers_loading` is told 503 `loading` with a Retry-After
+estimated from the progress, at once when the load will not end within its deadline.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
@@ -31,10 +39,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from isp_gateway.kit import deadline
-from isp_gateway.kit.errors import StoreUnavailable, UpstreamError
+from isp_gateway.kit.errors import (
+    Loading,
+    StoreUnavailable,
+    UpstreamError,
+    UpstreamRateLimited,
+    UpstreamUnavailable,
+)
 from isp_gateway.kit.trim import release_free_memory
 from isp_gateway.store import Store
-from isp_gateway.upstream.gateway import counting_calls
+from isp_gateway.upstream.gateway import counting_calls, reporting_progress
 from isp_gateway.upstream.planner import DEFAULT_REFRESH_RATIO, RefreshPlanner
 
 if TYPE_CHECKING:
@@ -49,6 +63,40 @@ D = TypeVar("D")
 STORE_AWAY_SECONDS = 1.0
 
 Stamp = tuple[float | None, int]  # (base load time or None when nothing is cached, revision)
+
+# A first load's progress record outlives a page's wait (a budget pause) but not a worker
+# that died loading.
+PROGRESS_TTL_SECONDS = 120.0
+
+
+@dataclass
+class LoadProgress:
+    """How far a first load has come: rows read of the total the upstream announced."""
+
+    started: float  # time.time()
+    read: int = 0
+    total: int | None = None
+    logged: int = -1  # the last tenth written to the log
+
+    def label(self) -> str:
+        """What /ready says: `loading 12000/20000`."""
+        return f"loading {self.read}/{self.total}"
+
+    def remaining(self, now: float | None = None) -> float | None:
+        """Seconds the rest should take at the pace so far; None before a page is read."""
+        if not self.total or self.read <= 0:
+            return None
+        elapsed = max(0.001, (time.time() if now is None else now) - self.started)
+        return max(0.0, (self.total - self.read) * elapsed / self.read)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"started": self.started, "read": self.read, "total": self.total}
+
+    @classmethod
+    def from_json(cls, raw: Any) -> LoadProgress | None:
+        if not isinstance(raw, dict) or not isinstance(raw.get("total"), int):
+            return None
+        return cls(float(raw["started"]), int(raw["read"]), int(raw["total"]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,9 +120,12 @@ class Lists:
         stale_ttl: float | None = None,
         patch: Callable[[D, Any], D] | None = None,
         planned: bool = True,
+        answers_loading: str | None = None,
     ) -> CachedResource[D]:
         """A list kept warm; `planned=False` for one whose refreshes are not planned (they
-        are made on demand and rarely)."""
+        are made on demand and rarely). `answers_loading` names the list (e.g. "client
+        list") for the 503 `loading` a request waiting on its first load is told; None: it
+        waits, as for any load, until its deadline."""
         return CachedResource(
             self.store,
             key,
@@ -85,6 +136,7 @@ class Lists:
             patch=patch,
             metrics=self.metrics,
             planner=self.planner if planned else None,
+            answers_loading=answers_loading,
         )
 
 
@@ -132,12 +184,18 @@ class CachedResource(Generic[D]):
         patch: Callable[[D, Any], D] | None = None,
         metrics: Metrics | None = None,
         planner: RefreshPlanner | None = None,
+        answers_loading: str | None = None,
     ) -> None:
         self.name = key
         self._store = store
         self._key = f"cache:{key}"
         self._stamp_key = f"cache:{key}:at"
         self._log_key = f"cache:{key}:patches"
+        self._progress_key = f"cache:{key}:progress"
+        # This process's first load in flight (see LoadProgress), and what it is called in
+        # the 503 `loading` of a request waiting on it (None: no such answer).
+        self._progress: LoadProgress | None = None
+        self._answers_loading = answers_loading
         self._loader = loader  # called with background=True/False
         self._derive = derive
         # `patch(derived, item)` applies one logged item to a derived structure (see update).
@@ -344,8 +402,21 @@ class CachedResource(Generic[D]):
             # A large list's load is background work whoever waits for it: it spends only
             # the background share, never the interactive reserve.
             large = self._planner is not None and self._planner.is_large(self.name)
-            with counting_calls() as calls:
-                value = await self._loader(background or large)
+            first = entry is None
+            if first:
+                self._progress = LoadProgress(time.time())
+            try:
+                with (
+                    counting_calls() as calls,
+                    reporting_progress(self._page_read if first else None),
+                ):
+                    value = await self._loader(background or large)
+            except Exception:
+                if first:
+                    await self._end_progress()
+                raise
+            finally:
+                progress, self._progress = self._progress, None
             self.loads += 1
             self._measured(calls.count)
             loaded_at = time.time()
@@ -364,10 +435,85 @@ class CachedResource(Generic[D]):
                 )
             self._local = _Local(loaded_at, 0, derived)
             self._apply(new_log)
+            if first:
+                await self._end_progress(progress)
         # The store's copy was encoded (for Redis, the whole list as one JSON text and its
         # bytes) and freed: give the heap's free memory back, off the event loop.
         await asyncio.to_thread(release_free_memory)
         return loaded_at, value
+
+    # -- a first load's progress -------------------------------------------------------
+
+    async def _page_read(self, rows: int, total: int | None) -> None:
+        """A page of the first load arrived: count it, log each tenth of a list of several
+        pages, and publish the progress for the other workers (best effort)."""
+        progress = self._progress
+        if progress is None:
+            return
+        progress.read += rows
+        if total is not None:
+            progress.total = (progress.total or 0) + total
+        if not progress.total or (progress.total <= progress.read and progress.logged < 0):
+            return  # one page was the whole list: nothing to show
+        tenth = progress.read * 10 // progress.total
+        if progress.logged < tenth < 10:  # the end has a line of its own (_end_progress)
+            progress.logged = tenth
+            log.info("%s: loading %d/%d", self.name, progress.read, progress.total)
+        with contextlib.suppress(StoreUnavailable):
+            await self._store.set(self._progress_key, progress.as_json(), ttl=PROGRESS_TTL_SECONDS)
+
+    async def _end_progress(self, progress: LoadProgress | None = None) -> None:
+        """The first load is over (published, or failed): no worker reports it any longer."""
+        if progress is not None and progress.logged >= 0:
+            log.info(
+                "%s: loaded %d in %.1f s", self.name, progress.read, time.time() - progress.started
+            )
+        with contextlib.suppress(StoreUnavailable):
+            await self._store.delete(self._progress_key)
+
+    async def progress(self) -> LoadProgress | None:
+        """The first load under way, this worker's or another's (through the store), once
+        its first page has told the total; None when there is none."""
+        local = self._progress
+        if local is not None and local.total is not None:
+            return local
+        return LoadProgress.from_json(await self._store.get(self._progress_key))
+
+    async def _awaiting_first_load(
+        self, task: asyncio.Future[tuple[float, Any]]
+    ) -> tuple[float, Any]:
+        """The first load `task`, waited for like `deadline.bounded`, except that for a list
+        that `answers_loading`, a request is told 503 `loading` (Retry-After from the
+        progress) as soon as the load, at its pace so far, will not end within the request's
+        deadline, and when the deadline comes: never a 502 for a backend that answers."""
+        current = deadline.current()
+        if current is None or self._answers_loading is None:
+            return await deadline.bounded(task)
+        while True:
+            left = current.left()
+            await asyncio.wait({task}, timeout=max(0.0, min(left, deadline.POLL_SECONDS)))
+            if task.done():
+                return task.result()
+            try:
+                progress = await self.progress()
+            except StoreUnavailable:
+                progress = None
+            left = current.left()
+            if progress is not None:
+                remaining = progress.remaining()
+                if remaining is None or remaining > left or left <= 0:
+                    raise self._loading(progress, remaining)
+            gateway = current.gateway
+            wait = 0.0 if gateway is None else gateway.rate_limited_for()
+            if wait > max(0.0, left):
+                raise UpstreamRateLimited(wait)
+            if left <= 0:
+                raise UpstreamUnavailable()
+
+    def _loading(self, progress: LoadProgress, remaining: float | None) -> Loading:
+        assert self._answers_loading is not None and progress.total is not None
+        retry = max(1, math.ceil(remaining if remaining is not None else 1.0))
+        return Loading(self._answers_loading, progress.read, progress.total, retry)
 
     @staticmethod
     def _carry(raw_log: Any, since: Stamp) -> list[dict[str, Any]]:
@@ -382,7 +528,11 @@ class CachedResource(Generic[D]):
         return [{"rev": n, "item": i["item"]} for n, i in enumerate(items, start=1)]
 
     async def _single_flight(
-        self, background: bool, replacing: float | None = None, started_after: float = 0.0
+        self,
+        background: bool,
+        replacing: float | None = None,
+        started_after: float = 0.0,
+        first: bool = False,
     ) -> tuple[float, Any]:
         if (
             self._inflight is not None
@@ -398,6 +548,8 @@ class CachedResource(Generic[D]):
         # Shielded: a client that disconnects must not cancel the load others wait for. A
         # request waits only while it has time left (a load may be paused for the budget,
         # a Retry-After or another worker's lock); the load goes on for the next caller.
+        if first:  # nothing cached: the first load, whose progress may answer instead
+            return await self._awaiting_first_load(self._inflight)
         return await deadline.bounded(self._inflight)
 
     async def _without_deadline(
@@ -470,7 +622,7 @@ class CachedResource(Generic[D]):
         return Snapshot(current[1], current[0], False)
 
     async def _loaded(self, background: bool) -> tuple[float, D]:
-        loaded_at, value = await self._single_flight(background)
+        loaded_at, value = await self._single_flight(background, first=True)
         await self._derived(loaded_at, value)
         local = await self._catch_up()
         assert local is not None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -58,6 +58,29 @@ def counting_calls() -> Iterator[CallCount]:
         yield counter
     finally:
         _calls.reset(token)
+
+
+# Told the rows of each page a whole-list read gets, and the count its first page announces.
+ProgressReport = Callable[[int, int | None], Awaitable[None]]
+_progress: ContextVar[ProgressReport | None] = ContextVar("load_progress", default=None)
+
+
+@contextmanager
+def reporting_progress(report: ProgressReport | None) -> Iterator[None]:
+    """Tell `report` about every page the whole-list reads of this context get (tasks it
+    starts included): `report(rows, total)`, `total` the count the first page of a read
+    announces (None on the others). A cached list's first load shows its progress this way."""
+    token = _progress.set(report)
+    try:
+        yield
+    finally:
+        _progress.reset(token)
+
+
+async def _report(rows: int, count: int | None) -> None:
+    report = _progress.get()
+    if report is not None:
+        await report(rows, count)
 
 
 def build_http_client(settings: Settings) -> httpx.AsyncClient:
@@ -307,6 +330,9 @@ class UpstreamGateway:
         count, has_next, first = await self.get_page(path, params, size, 0, background=background)
         read = len(first)
         out = [transform(first)]
+        # Without a count (an unpaginated answer, an upstream that omits it) the total is
+        # what is known so far.
+        await _report(read, count if count is not None else read)
         if not has_next or not first:
             self._check_whole(path, count, read)
             return out
@@ -321,7 +347,9 @@ class UpstreamGateway:
                     _, nxt, page = await self.get_page(
                         path, params, step, offset, background=background
                     )
-                    return nxt, len(page), transform(page)
+                    done = transform(page)
+                    await _report(len(page), None)
+                    return nxt, len(page), done
 
             # A task group, not gather: when one page fails or the load is cancelled (a
             # shutdown), the other pages are cancelled and awaited, never left running
@@ -345,6 +373,7 @@ class UpstreamGateway:
             )
             read += len(page)
             out.append(transform(page))
+            await _report(len(page), None)
             offset += step
             more = has_next and bool(page)
         self._check_whole(path, count, read)

@@ -85,7 +85,8 @@ STATUSES: dict[int, _Status] = {
         ("upstream_unavailable", "upstream_unauthorized"),
     ),
     503: _Status(
-        "The ISP backend is rate limiting the service; retry after `Retry-After`",
+        "The ISP backend is rate limiting the service (`upstream_rate_limited`), or a list the "
+        "answer needs is still loading at start-up (`loading`); retry after `Retry-After`",
         ("upstream_rate_limited",),
         (("Retry-After", _RETRY_AFTER),),
     ),

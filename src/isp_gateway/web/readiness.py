@@ -43,7 +43,14 @@ async def _clients_check(runtime: Runtime) -> str:
         at = await asyncio.wait_for(cache.loaded_at(), CHECK_SECONDS)
     except (StoreUnavailable, TimeoutError):
         at = None
-    return "ok" if at is not None else "not_loaded"
+    if at is not None:
+        return "ok"
+    try:
+        # Or be loading it for the first time: `loading 12000/20000` (issue 28).
+        progress = await asyncio.wait_for(cache.progress(), CHECK_SECONDS)
+    except (StoreUnavailable, TimeoutError):
+        progress = None
+    return "not_loaded" if progress is None else progress.label()
 
 
 def _upstream_check(runtime: Runtime) -> str:
