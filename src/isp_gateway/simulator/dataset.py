@@ -123,6 +123,9 @@ _STAFF = [
     "Carlos Ruiz", "Andrés Gómez", "Jhon Fredy Castaño", "Luis Ángel Pérez", "Diana Marcela Ríos",
     "Óscar Beltrán", "Wilson Peña", "Sebastián Muñoz", "Yurany Zapata", "Hernán Giraldo",
 ]  # fmt: skip
+# The staff ids of every generated dataset (whatever the seed): `demo` names the first as
+# DEFAULT_TECHNICIAN_ID, for the clients that have no technician of their own.
+STAFF_IDS = tuple(range(11, 11 + len(_STAFF)))
 # (name, tipo, price, download, upload): speeds deliberately mix "20" and "10M" forms.
 _PLANS: list[tuple[str, str, str, str, str]] = [
     ("PLAN 5MB", "PPPOE", "30000.00", "5", "1"),
@@ -281,7 +284,9 @@ def build_dataset(clients: int = 200, seed: int = 1, *, tickets: int = 300) -> D
         }
         for zone in zones
     ]
-    staff: list[Row] = [{"id": 11 + i, "nombre": name} for i, name in enumerate(_STAFF)]
+    staff: list[Row] = [
+        {"id": i, "nombre": name} for i, name in zip(STAFF_IDS, _STAFF, strict=True)
+    ]
     plans: list[Row] = [
         {"id": i + 1, "nombre": n, "tipo": t, "precio": p, "bajada": d, "subida": u}
         for i, (n, t, p, d, u) in enumerate(_PLANS)
