@@ -134,7 +134,8 @@ def test_serve_and_demo_help_show_their_defaults(tmp_path: Path) -> None:
         return " ".join(run_cli(*command, "--help", env=base_env(), cwd=tmp_path).stdout.split())
 
     serve = shown("serve")
-    assert "(default: 8000)" in serve and "(default: 127.0.0.1)" in serve
+    assert "(default: ISP_GATEWAY_PORT, 8000)" in serve
+    assert "(default: ISP_GATEWAY_HOST, 127.0.0.1)" in serve
     assert "(default: 1)" in serve  # --workers
     demo = shown("demo")
     assert "(default: 2000)" in demo and "(default: 0.3,0.6)" in demo

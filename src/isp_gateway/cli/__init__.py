@@ -56,8 +56,17 @@ def build_parser() -> argparse.ArgumentParser:
         )
 
     serve = command("serve", "run the gateway (settings from the environment and .env)")
-    serve.add_argument("--host", default="127.0.0.1", help="the address to listen on")
-    serve.add_argument("--port", type=int, default=8000, help="the port to listen on")
+    serve.add_argument(
+        "--host",
+        default=None,
+        help="the address to listen on (default: ISP_GATEWAY_HOST, 127.0.0.1)",
+    )
+    serve.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        help="the port to listen on (default: ISP_GATEWAY_PORT, 8000)",
+    )
     serve.add_argument(
         "--workers",
         type=int,

@@ -110,16 +110,19 @@ def cmd_serve(ns: argparse.Namespace) -> int:
 
     settings = load_settings_or_exit()
     configure_logging(settings.LOG_LEVEL, settings.LOG_FORMAT)
-    _check_port_or_exit(ns.host, ns.port)
+    # The command line wins; else the settings (a systemd unit's environment file).
+    host = settings.ISP_GATEWAY_HOST if ns.host is None else ns.host
+    port = settings.ISP_GATEWAY_PORT if ns.port is None else ns.port
+    _check_port_or_exit(host, port)
     if settings.uses_redis:
         _check_redis_or_exit(settings)
     if settings.METRICS_ENABLED and settings.METRICS_PORT is not None:
-        _check_metrics_port_or_exit(settings.METRICS_HOST, settings.METRICS_PORT, ns.port)
+        _check_metrics_port_or_exit(settings.METRICS_HOST, settings.METRICS_PORT, port)
     # Each worker builds its own app from the environment; with several workers, a Redis
     # (REDIS_URL or REDIS_SENTINELS) makes locks, caches and throttles shared.
     metrics_workers.prepare_metrics_dir(settings, ns.workers)  # before any worker starts
     serving.log_worker_warning(settings, ns.workers)
-    serving.run(settings, ns.host, ns.port, workers=ns.workers, proxy_headers=ns.proxy_headers)
+    serving.run(settings, host, port, workers=ns.workers, proxy_headers=ns.proxy_headers)
     return 0
 
 
