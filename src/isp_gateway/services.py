@@ -130,7 +130,14 @@ class Runtime:
             at = await asyncio.wait_for(cache.loaded_at(), CHECK_SECONDS)
         except (StoreUnavailable, TimeoutError):
             at = None
-        return "ok" if at is not None else "not_loaded"
+        if at is not None:
+            return "ok"
+        try:
+            # Or be loading it for the first time: `loading 12000/20000` (issue 28).
+            progress = await asyncio.wait_for(cache.progress(), CHECK_SECONDS)
+        except (StoreUnavailable, TimeoutError):
+            progress = None
+        return "not_loaded" if progress is None else progress.label()
 
     def _upstream_check(self) -> str:
         """`unauthorized` while the upstream's last word about our key was a 401/403 (a
@@ -163,10 +170,13 @@ def _secret(value: SecretStr | None) -> str | None:
 
 
 async def build_store(settings: Settings) -> Store:
+    """The store, named in the log (issue 28: the logs never said which one was in use)."""
     if settings.uses_redis:
         store = redis_store(settings)
         await store.ping()
+        log.info("store: %s", store.describe())
         return store
+    log.info("store: memory, this process only (REDIS_URL or REDIS_SENTINELS share it)")
     return MemoryStore()
 
 

@@ -212,7 +212,11 @@ class Settings(BaseSettings):
     # then no longer on the API port; unset = /metrics on the API port. The address it binds.
     METRICS_PORT: int | None = Field(default=None, ge=1, le=65535)
     METRICS_HOST: str = Field(default="127.0.0.1", min_length=1)
-    # Serving and logs: the server `isp-gateway serve` runs, the access log, the log format.
+    # Serving and logs: where `isp-gateway serve` listens when --host/--port are not given
+    # (a systemd unit's environment file names the host: issue 28), the server it runs, the
+    # access log, the log format.
+    ISP_GATEWAY_HOST: str = Field(default="127.0.0.1", min_length=1)
+    ISP_GATEWAY_PORT: int = Field(default=8000, ge=1, le=65535)
     SERVER: Literal["granian", "uvicorn"] = "granian"
     ACCESS_LOG: bool = True
     LOG_FORMAT: Literal["text", "json"] = "text"
@@ -330,8 +334,16 @@ class Settings(BaseSettings):
     def _http_url(cls, value: str) -> str:
         if not value.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
-        if not urlsplit(value).hostname:
+        parts = urlsplit(value)
+        if not parts.hostname:
             raise ValueError("must name a host, e.g. https://api.wisphub.net")
+        if parts.path.rstrip("/").lower().endswith("/api"):
+            # Every call adds `api/...` itself: `https://x/api` would ask `/api/api/clientes/`,
+            # which answers 404 (an HTML page), and the service could never read a list.
+            raise ValueError(
+                "must be the backend's base address without /api (the service adds api/... "
+                "itself), e.g. https://api.wisphub.net"
+            )
         return value.rstrip("/")
 
     @field_validator(

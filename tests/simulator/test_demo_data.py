@@ -4,7 +4,9 @@ technician for every record, so every active customer can get a ticket (issue 28
 
 from __future__ import annotations
 
-from isp_gateway.cli.demo import _demo_data_lines, demo_overrides
+from pathlib import Path
+
+from isp_gateway.cli.demo import _demo_data_lines, gateway_overrides
 from isp_gateway.settings import load_settings
 from isp_gateway.simulator import DEMO_TECHNICIAN_ID, build_dataset, suspended_debtors
 from tests.conftest import JWT_SECRET
@@ -53,8 +55,9 @@ def test_every_active_demo_customer_has_a_technician_the_backend_knows() -> None
         assert DEMO_TECHNICIAN_ID in {m["id"] for m in build_dataset(clients, seed).staff}
 
 
-def test_the_demo_gateway_gets_the_default_technician(password_hash: str) -> None:
-    overrides = demo_overrides("k" * 24, "http://127.0.0.1:9", "demo", password_hash)
+def test_the_demo_gateway_gets_the_default_technician(password_hash: str, tmp_path: Path) -> None:
+    keys_file = tmp_path / "keys.json"
+    overrides = gateway_overrides("k" * 24, "http://127.0.0.1:9", "demo", password_hash, keys_file)
     assert overrides["DEFAULT_TECHNICIAN_ID"] == str(DEMO_TECHNICIAN_ID)
     settings = load_settings(**{**overrides, "JWT_SECRET_KEY": JWT_SECRET})
     assert settings.DEFAULT_TECHNICIAN_ID == DEMO_TECHNICIAN_ID

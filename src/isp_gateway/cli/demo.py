@@ -5,11 +5,16 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
+import shlex
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from isp_gateway.cli.common import EXIT_CONFIG, configure_logging, load_settings_or_exit
@@ -68,10 +73,20 @@ def _wait_http(url: str, headers: dict[str, str], deadline: float) -> Any:
     raise RuntimeError(f"{url} did not answer in time")
 
 
-def demo_overrides(
-    api_key: str, upstream: str, username: str, password_hash: str
+def _cli() -> str:
+    """How the user ran this command, to print commands they can paste: `.venv/bin/isp-gateway`
+    under `make demo`, else this interpreter with `-m isp_gateway`."""
+    if Path(sys.argv[0]).name == "isp-gateway":
+        return shlex.quote(sys.argv[0])
+    return f"{shlex.quote(sys.executable)} -m isp_gateway"
+
+
+def gateway_overrides(
+    api_key: str, upstream: str, username: str, password_hash: str, keys_file: Path
 ) -> dict[str, str]:
-    """The demo gateway's settings: generated secrets against its simulator."""
+    """The demo gateway's settings beyond the environment: generated secrets, its own API
+    keys file, a technician of the simulator's staff for clients that name none (an agent's
+    ticket needs one), and a line per request in the log."""
     from isp_gateway.simulator import DEMO_TECHNICIAN_ID
 
     return {
@@ -80,11 +95,11 @@ def demo_overrides(
         "JWT_SECRET_KEY": secrets.token_urlsafe(48),
         "API_USERNAME": username,
         "API_PASSWORD_HASH": password_hash,
-        # A generated record may name no technician (issue 28): an agent's ticket for it
-        # goes to a technician the simulator's staff has.
+        "API_KEYS_FILE": str(keys_file),
         "DEFAULT_TECHNICIAN_ID": str(DEMO_TECHNICIAN_ID),
-        # The terminal shows the instructions, not a line per request.
-        "LOG_LEVEL": "WARNING",
+        # Start-up, the first load and one access line per request (on stderr; the
+        # instructions are on stdout).
+        "LOG_LEVEL": "INFO",
     }
 
 
@@ -107,6 +122,21 @@ def _demo_data_lines(clients: int, seed: int) -> list[str]:
     return [*lines, ""]
 
 
+def _announce_when_up(url: str, banner: str, stop: threading.Event) -> None:
+    """Print `banner` once `url` (the gateway's /health) answers: a command pasted from it
+    then finds the gateway listening."""
+    import httpx
+
+    while not stop.is_set():
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                print(banner, flush=True)
+                return
+        except httpx.HTTPError:
+            pass
+        stop.wait(0.1)
+
+
 def cmd_demo(ns: argparse.Namespace) -> int:
     from isp_gateway import serving
     from isp_gateway.auth.passwords import hash_password
@@ -125,6 +155,10 @@ def cmd_demo(ns: argparse.Namespace) -> int:
         print(f"(port {DEMO_PORT} is in use; the demo listens on {port} instead)", flush=True)
     api_key = secrets.token_urlsafe(24)
     sim_port = ns.simulator_port or _free_port()
+    # The demo's own API keys file, removed when it stops.
+    keys_dir = Path(tempfile.mkdtemp(prefix="isp-gateway-demo-"))
+    keys_file = keys_dir / "keys.json"
+    stop = threading.Event()
     sim = subprocess.Popen(  # noqa: S603 - our own interpreter and module, fixed args
         [
             sys.executable,
@@ -154,7 +188,9 @@ def cmd_demo(ns: argparse.Namespace) -> int:
         )
         document = page["results"][0]["cedula"] if page.get("results") else "12345678"
         username, password = "demo", secrets.token_urlsafe(12)
-        overrides = demo_overrides(api_key, upstream, username, hash_password(password))
+        overrides = gateway_overrides(
+            api_key, upstream, username, hash_password(password), keys_file
+        )
         settings = load_settings_or_exit(**overrides)
         configure_logging(settings.LOG_LEVEL, settings.LOG_FORMAT)
         base = f"http://{ns.host}:{port}"
@@ -163,42 +199,57 @@ def cmd_demo(ns: argparse.Namespace) -> int:
             f"-d 'username={username}&password={password}' "
             "| python3 -c 'import sys,json; print(json.load(sys.stdin)[\"access_token\"])')"
         )
-        print(
-            "\n".join(
-                [
-                    "",
-                    "isp-gateway demo (simulated WispHub backend, generated secrets)",
-                    f"  API explorer  {base}/docs   (Authorize: {username} / {password})",
-                    f"  ReDoc         {base}/redoc",
-                    f"  Health        {base}/health",
-                    f"  Simulator     {upstream}  ({ns.clients} generated clients)",
-                    "",
-                    f"  username: {username}",
-                    f"  password: {password}",
-                    "",
-                    "Try it:",
-                    f"  {token_cmd}",
-                    f'  curl -s -H "Authorization: Bearer $TOKEN" '
-                    f"{base}/api/v1/clients/by-document/{document}",
-                    "",
-                    f"Identity policy: {settings.IDENTITY_POLICY}. Use IDENTITY_POLICY=strict "
-                    "for any bot that",
-                    "strangers can talk to: under spec a failed verify shows the record's "
-                    "address, plan",
-                    "and price, and a name plus a public plan resolves a customer's record.",
-                    "",
-                    *_demo_data_lines(ns.clients, ns.seed),
-                    "Ctrl-C stops both.",
-                    "",
-                ]
-            ),
-            flush=True,
+        keys_cmd = (
+            f"KEY=$(API_KEYS_FILE={shlex.quote(str(keys_file))} {_cli()} keys create "
+            "my-bot --scopes '*')"
         )
+        banner = "\n".join(
+            [
+                "",
+                "isp-gateway demo (simulated WispHub backend, generated secrets)",
+                f"  API explorer  {base}/docs   (Authorize: {username} / {password})",
+                f"  ReDoc         {base}/redoc",
+                f"  Health        {base}/health",
+                f"  Simulator     {upstream}  ({ns.clients} generated clients)",
+                f"  API keys      {keys_file}  (removed when the demo stops)",
+                "",
+                f"  username: {username}",
+                f"  password: {password}",
+                "",
+                "Try it:",
+                f"  {token_cmd}",
+                f'  curl -s -H "Authorization: Bearer $TOKEN" '
+                f"{base}/api/v1/clients/by-document/{document}",
+                "",
+                "With an API key (the running demo accepts a new key within 5 s):",
+                f"  {keys_cmd}",
+                f'  curl -s -H "X-API-Key: $KEY" {base}/api/v1/clients/by-document/{document}',
+                "",
+                f"Identity policy: {settings.IDENTITY_POLICY}. Use IDENTITY_POLICY=strict "
+                "for any bot that",
+                "strangers can talk to: under spec a failed verify shows the record's "
+                "address, plan",
+                "and price, and a name plus a public plan resolves a customer's record.",
+                "",
+                *_demo_data_lines(ns.clients, ns.seed),
+                "Ctrl-C stops both.",
+                "",
+            ]
+        )
+        # After the gateway answers, never before: a command pasted at once must find it.
+        threading.Thread(
+            target=_announce_when_up,
+            args=(f"{base}/health", banner, stop),
+            name="demo-banner",
+            daemon=True,
+        ).start()
         serving.run(settings, ns.host, port, overrides=overrides)
     finally:
+        stop.set()
         sim.send_signal(signal.SIGINT)
         try:
             sim.wait(timeout=10)
         except subprocess.TimeoutExpired:
             sim.kill()
+        shutil.rmtree(keys_dir, ignore_errors=True)
     return 0

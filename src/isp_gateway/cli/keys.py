@@ -9,6 +9,33 @@ from typing import Any
 
 from isp_gateway.cli.common import EXIT_CONFIG
 
+# A bcrypt hash of a short password falls to a guess: `hash-password` refuses those.
+MIN_PASSWORD_CHARS = 12
+
+# What each scope lets a key do (CALLERS.md 3), for `keys create --help`.
+SCOPE_HELP = {
+    "clients:read": "list, search and look up clients (document, phone, service id)",
+    "clients:verify": "verify a client's identity, resolve one without a service id",
+    "clients:write": "update a client's phone or document (PUT)",
+    "accounts:read": "a client's account (balance, invoices) and the payment methods",
+    "tickets:read": "ticket subjects, a ticket, a zone's status, a client's tickets",
+    "tickets:write": "create tickets",
+    "network:ping": "remote pings of a client's antenna, and diagnose",
+    "plans:read": "the internet plans",
+    "audit:read": "the audit log (GET /api/v1/audit)",
+    "*": "every scope above",
+}
+
+
+def scopes_epilog() -> str:
+    """The scopes, one a line, for `keys create --help`."""
+    from isp_gateway.auth import keys
+
+    names = (*keys.SCOPES, keys.ALL_SCOPES)
+    width = max(len(name) for name in names)
+    lines = [f"  {name.ljust(width)}  {SCOPE_HELP.get(name, '')}".rstrip() for name in names]
+    return "scopes (--scopes takes any of them, comma-separated):\n" + "\n".join(lines)
+
 
 def cmd_hash_password(ns: argparse.Namespace) -> int:
     from isp_gateway.auth.passwords import hash_password
@@ -31,6 +58,13 @@ def cmd_hash_password(ns: argparse.Namespace) -> int:
         password = sys.stdin.readline().rstrip("\r\n")
     if not password:
         print("isp-gateway: empty password", file=sys.stderr)
+        return 1
+    if len(password) < MIN_PASSWORD_CHARS:
+        print(
+            f"isp-gateway: the password is too short: at least {MIN_PASSWORD_CHARS} characters "
+            "(it is typed once, into the bot's configuration: make it long)",
+            file=sys.stderr,
+        )
         return 1
     if len(password.encode()) > 72:
         print("isp-gateway: bcrypt uses at most 72 bytes of a password", file=sys.stderr)

@@ -45,6 +45,8 @@ STALE = {"stale": True}
 # Our key refused upstream: spec 5.2's CLIENT_NOT_FOUND (502) on every client endpoint.
 UPSTREAM = [Action.UPSTREAM_UNAVAILABLE, Action.UPSTREAM_REFUSED_CLIENT_FETCH]
 NOT_FOUND = Action.CLIENT_NOT_FOUND
+# The routes that need the whole client list: during its first load, 503 `loading`.
+LOADING = [Action.UPSTREAM_RATE_LIMITED, Action.LOADING]
 Handler = Callable[..., Awaitable[Response]]
 
 
@@ -108,7 +110,9 @@ def _found(found: Found) -> Response:
     "/",
     dependencies=[Scoped(CLIENTS_READ)],
     response_model=BackendResponse[list[ClientResponse]],
-    responses=error_responses(500, 502, 503, actions={502: Action.UPSTREAM_REFUSED_CLIENT_FETCH}),
+    responses=error_responses(
+        500, 502, 503, actions={502: Action.UPSTREAM_REFUSED_CLIENT_FETCH, 503: LOADING}
+    ),
 )
 async def list_clients(clients: ClientsDep) -> Response:
     """List every active client (served from the client cache)."""
@@ -132,7 +136,9 @@ def _listed(
     "/search",
     dependencies=[Scoped(CLIENTS_READ)],
     response_model=BackendResponse[list[ClientResponse]],
-    responses=error_responses(400, 502, 503, actions={400: Action.ERROR, 502: UPSTREAM}),
+    responses=error_responses(
+        400, 502, 503, actions={400: Action.ERROR, 502: UPSTREAM, 503: LOADING}
+    ),
     openapi_extra={"parameters": [Q_PARAMETER]},
 )
 async def search_clients(
@@ -185,6 +191,7 @@ async def get_client_by_service_id(service_id: ServiceIdPath, clients: ClientsDe
             409: Action.CLIENT_AMBIGUOUS,
             429: [Action.CLIENT_VERIFICATION_LOCKED, Action.IDENTITY_RATE_LIMITED],
             502: UPSTREAM,
+            503: LOADING,
         },
     ),
 )

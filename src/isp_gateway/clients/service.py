@@ -102,7 +102,14 @@ class ClientService:
         self.settings = settings = settings
         self.gateway = gateway
         self.cache: CachedResource[ClientIndex] = lists.resource(
-            "clients", self._load, self._index, ttl=settings.CLIENT_CACHE_SECONDS, patch=self._patch
+            "clients",
+            self._load,
+            self._index,
+            ttl=settings.CLIENT_CACHE_SECONDS,
+            patch=self._patch,
+            # A first load of a large list takes minutes within the budget: a request that
+            # needs the whole list is told so (503 `loading`, Retry-After), never a 502.
+            answers_loading="client list",
         )
         self._tasks: set[asyncio.Task[None]] = set()
         self.misses = Misses(settings=settings, store=store, gateway=gateway, learned=self._learned)

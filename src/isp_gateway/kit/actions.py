@@ -21,6 +21,8 @@ class Action(StrEnum):
     INSUFFICIENT_SCOPE = "insufficient_scope"
     VERIFICATION_REQUIRED = "verification_required"
     STORE_UNAVAILABLE = "store_unavailable"
+    # A list the answer needs is still loading at start-up (its first load).
+    LOADING = "loading"
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
     IDEMPOTENCY_KEY_IN_PROGRESS = "idempotency_key_in_progress"
     # -- the upstream ----------------------------------------------------------------------

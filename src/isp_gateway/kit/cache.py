@@ -60,9 +60,12 @@ class Lists:
         stale_ttl: float | None = None,
         patch: Callable[[D, Any], D] | None = None,
         planned: bool = True,
+        answers_loading: str | None = None,
     ) -> CachedResource[D]:
         """A list kept warm; `planned=False` for one whose refreshes are not planned (they
-        are made on demand and rarely)."""
+        are made on demand and rarely). `answers_loading` names the list (e.g. "client
+        list") for the 503 `loading` a request waiting on its first load is told
+        (kit/progress.py); None: it waits, as for any load, until its deadline."""
         return CachedResource(
             self.store,
             key,
@@ -73,4 +76,5 @@ class Lists:
             patch=patch,
             metrics=self.metrics,
             planner=self.planner if planned else None,
+            answers_loading=answers_loading,
         )

@@ -25,6 +25,7 @@ _SENTENCES: dict[Action, str] = {
         "Primero necesito confirmar la identidad del titular del servicio."
     ),
     Action.STORE_UNAVAILABLE: UNAVAILABLE,
+    Action.LOADING: "El sistema se está preparando; intente de nuevo en un momento.",
     Action.IDEMPOTENCY_KEY_REUSED: "Esa solicitud ya se usó con otros datos.",
     Action.IDEMPOTENCY_KEY_IN_PROGRESS: (
         "Su solicitud anterior todavía se está procesando; intente de nuevo en un momento."

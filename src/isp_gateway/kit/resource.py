@@ -11,10 +11,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
 from isp_gateway.kit import deadline
-from isp_gateway.kit.calls import counting_calls
+from isp_gateway.kit.calls import counting_calls, reporting_progress
 from isp_gateway.kit.errors import StoreUnavailable, UpstreamError
 from isp_gateway.kit.localcopy import LocalCopy
 from isp_gateway.kit.patches import PatchLog, Stamp
+from isp_gateway.kit.progress import FirstLoad, LoadProgress
 from isp_gateway.kit.storage import Store
 from isp_gateway.kit.trim import release_free_memory
 from isp_gateway.kit.warm import DEFAULT_REFRESH_RATIO, Planner, Snapshot, Watcher, keep_fresh
@@ -42,11 +43,13 @@ class CachedResource(Generic[D]):
         patch: Callable[[D, Any], D] | None = None,
         metrics: Watcher | None = None,
         planner: Planner | None = None,
+        answers_loading: str | None = None,
     ) -> None:
         self.name = key
         self._store = store
         self._key = f"cache:{key}"
         self._log: PatchLog[D] = PatchLog(store, key, patch)
+        self.first_load = FirstLoad(store, key, answers_loading)
         self._loader = loader  # called with background=True/False
         self._derive = derive
         self._ttl = ttl
@@ -183,8 +186,21 @@ class CachedResource(Generic[D]):
             # Updates logged up to here were written upstream before this fetch starts,
             # so the fetched list includes them; later ones may be missing from it.
             since = await self._log.stamp() or (None, 0)
-            with counting_calls() as calls:
-                value = await self._loader(self._spends_background(background))
+            first = entry is None
+            if first:
+                self.first_load.begin()
+            try:
+                with (
+                    counting_calls() as calls,
+                    reporting_progress(self.first_load.page_read if first else None),
+                ):
+                    value = await self._loader(self._spends_background(background))
+            except Exception:
+                if first:
+                    await self.first_load.end()
+                raise
+            finally:
+                progress = self.first_load.taken() if first else None
             self.loads += 1
             self._measured(calls.count)
             loaded_at = time.time()
@@ -197,6 +213,8 @@ class CachedResource(Generic[D]):
                 await self._store.set(self._key, stored, ttl=ttl)
                 new_log = await self._log.start_base(loaded_at, since, ttl)
             self._copy.hold(loaded_at, derived, new_log)
+            if first:
+                await self.first_load.end(progress)
         # The store's copy was encoded (for Redis, the whole list as one JSON text and its
         # bytes) and freed: give the heap's free memory back, off the event loop.
         await asyncio.to_thread(release_free_memory)
@@ -209,7 +227,11 @@ class CachedResource(Generic[D]):
         return background or (self._planner is not None and self._planner.is_large(self.name))
 
     async def _single_flight(
-        self, background: bool, replacing: float | None = None, started_after: float = 0.0
+        self,
+        background: bool,
+        replacing: float | None = None,
+        started_after: float = 0.0,
+        first: bool = False,
     ) -> tuple[float, Any]:
         if (
             self._inflight is not None
@@ -227,6 +249,8 @@ class CachedResource(Generic[D]):
         # request waits only while it has time left (a load may be paused for the budget,
         # a Retry-After or another worker's lock); the load goes on for the next caller. A
         # load held by the budget answers 503 upstream_rate_limited (deadline.bounded).
+        if first:  # nothing cached: the first load, whose progress may answer instead
+            return await self.first_load.awaited(self._inflight, self._inflight_background)
         return await deadline.bounded(self._inflight, background=self._inflight_background)
 
     async def _without_deadline(
@@ -299,7 +323,7 @@ class CachedResource(Generic[D]):
         return Snapshot(current[1], current[0], False)
 
     async def _loaded(self, background: bool) -> tuple[float, D]:
-        loaded_at, value = await self._single_flight(background)
+        loaded_at, value = await self._single_flight(background, first=True)
         await self._copy.derived(loaded_at, value)
         local = await self._copy.catch_up()
         assert local is not None
@@ -402,3 +426,7 @@ class CachedResource(Generic[D]):
         # lifespan closes next.
         if tasks:
             await asyncio.wait(tasks, timeout=5)
+
+    async def progress(self) -> LoadProgress | None:
+        """The first load under way, this worker's or another's (kit/progress.py)."""
+        return await self.first_load.progress()

@@ -123,11 +123,13 @@ _STAFF = [
     "Carlos Ruiz", "Andrés Gómez", "Jhon Fredy Castaño", "Luis Ángel Pérez", "Diana Marcela Ríos",
     "Óscar Beltrán", "Wilson Peña", "Sebastián Muñoz", "Yurany Zapata", "Hernán Giraldo",
 ]  # fmt: skip
-# Generated staff ids run from here, in `_STAFF` order.
+# Generated staff ids run from here, in `_STAFF` order: the same in every generated dataset,
+# whatever the seed.
 _FIRST_STAFF_ID = 11
+STAFF_IDS = tuple(range(_FIRST_STAFF_ID, _FIRST_STAFF_ID + len(_STAFF)))
 # A technician every generated dataset has (Carlos Ruiz, the first of the staff): the demo's
 # DEFAULT_TECHNICIAN_ID, so a ticket for a record that names no technician can still be filed.
-DEMO_TECHNICIAN_ID = _FIRST_STAFF_ID
+DEMO_TECHNICIAN_ID = STAFF_IDS[0]
 # (name, tipo, price, download, upload): speeds deliberately mix "20" and "10M" forms.
 _PLANS: list[tuple[str, str, str, str, str]] = [
     ("PLAN 5MB", "PPPOE", "30000.00", "5", "1"),
@@ -287,7 +289,7 @@ def build_dataset(clients: int = 200, seed: int = 1, *, tickets: int = 300) -> D
         for zone in zones
     ]
     staff: list[Row] = [
-        {"id": _FIRST_STAFF_ID + i, "nombre": name} for i, name in enumerate(_STAFF)
+        {"id": i, "nombre": name} for i, name in zip(STAFF_IDS, _STAFF, strict=True)
     ]
     plans: list[Row] = [
         {"id": i + 1, "nombre": n, "tipo": t, "precio": p, "bajada": d, "subida": u}

@@ -33,6 +33,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from isp_gateway.kit import deadline
 from isp_gateway.kit.errors import StoreUnavailable
 from isp_gateway.kit.storage import LockTimeout, Rule, Series
+from isp_gateway.store.health import Health, address, redacted_url
 from isp_gateway.store.sentinel import FollowingConnection, SentinelMaster, Sentinels
 
 # What other modules import from here.
@@ -122,9 +123,9 @@ def _cancel_requests() -> int:
 
 
 @contextlib.contextmanager
-def _answering() -> Iterator[None]:
-    """Map a Redis that is down, unreachable or too slow to `StoreUnavailable`, and never let
-    a cancellation go unnoticed.
+def _answering(health: Health) -> Iterator[None]:
+    """Map a Redis that is down, unreachable or too slow to `StoreUnavailable` (`health`
+    logs the store's loss and return, once each), and never let a cancellation go unnoticed.
 
     redis-py's asyncio client can complete a command during which the calling task was
     cancelled and return normally: the CancelledError is swallowed and the task runs on
@@ -136,9 +137,12 @@ def _answering() -> Iterator[None]:
     requested = _cancel_requests()
     try:
         yield
-    except _AWAY:
+    except _AWAY as exc:
+        health.lost(exc)
         # redis-py's message names host and port only; the URL (and its password) stays out.
         raise StoreUnavailable() from None
+    if health.lost_since is not None:
+        health.answered()
     if _cancel_requests() > requested:
         raise asyncio.CancelledError()
 
@@ -196,6 +200,9 @@ class RedisStore:
             raise ValueError("RedisStore needs a URL or a SentinelMaster")
         self._take_if = self._redis.register_script(TAKE_IF)
         self._timeout = timeout
+        self._where = None if url is None else f"Redis {redacted_url(url)}"
+        self._master = sentinel
+        self._health = Health(self.describe)
         self._wait_ms = int(min(REPLICA_WAIT_SECONDS, timeout / 2) * 1000)
         self._no_replica_until = 0.0
         self._unreleased: dict[bytes, tuple[Lock, float]] = {}
@@ -206,13 +213,24 @@ class RedisStore:
     def _k(key: str) -> str:
         return PREFIX + key
 
+    def describe(self) -> str:
+        """Which Redis, for the logs: its URL without the password, or the master's name and
+        address through Sentinel (the address as last discovered) and the sentinels."""
+        if self._where is not None:
+            return self._where
+        assert self._master is not None and self._sentinel is not None
+        found = self._sentinel.master_address
+        at = "not found yet" if found is None else address(*found)
+        sentinels = ",".join(address(host, port) for host, port in self._master.sentinels)
+        return f"Redis Sentinel master {self._master.name!r} at {at} (sentinels {sentinels})"
+
     async def _run(self, command: Awaitable[T]) -> T:
         """One command, within what the request's store budget leaves (kit/deadline.py): a
         frozen Redis costs a request one REDIS_TIMEOUT_SECONDS, not one per call. Outside a
         request (background work) the connection's own timeout applies."""
         budget = deadline.store_budget()
         if budget is None:
-            with _answering():
+            with _answering(self._health):
                 return await command
         left = budget.left
         if left <= 0:
@@ -221,7 +239,7 @@ class RedisStore:
             raise StoreUnavailable()
         started = time.monotonic()
         try:
-            with _answering():
+            with _answering(self._health):
                 if left >= self._timeout:
                     return await command  # the connection's timeout is the shorter
                 async with asyncio.timeout(left):

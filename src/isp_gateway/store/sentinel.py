@@ -3,6 +3,7 @@ at, followed across a failover."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -10,6 +11,10 @@ import redis.asyncio as aioredis
 from redis.asyncio.sentinel import MasterNotFoundError, Sentinel, SentinelManagedConnection
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from isp_gateway.store.health import address
+
+log = logging.getLogger("isp_gateway.store")
 
 
 class FollowingConnection(SentinelManagedConnection):
@@ -37,6 +42,20 @@ class Sentinels(Sentinel):
     def __init__(self, sentinels: list[tuple[str, int]], **kwargs: Any) -> None:
         super().__init__(sentinels, **kwargs)  # type: ignore[no-untyped-call]  # untyped
         self.clients: tuple[aioredis.Redis, ...] = tuple(self.sentinels)
+        # The master's address as last discovered (None before the first discovery).
+        self.master_address: tuple[str, int] | None = None
+
+    def _found(self, service_name: str, found: tuple[str, int]) -> None:
+        """Remember the master's address; a new one is a failover: one WARNING naming it
+        (every new connection rediscovers, so only the first to see it logs)."""
+        before, self.master_address = self.master_address, found
+        if before is not None and before != found:
+            log.warning(
+                "Redis Sentinel: master %r moved to %s (was %s)",
+                service_name,
+                address(*found),
+                address(*before),
+            )
 
     async def discover_master(self, service_name: str) -> tuple[str, int]:
         away = 0
@@ -51,7 +70,9 @@ class Sentinels(Sentinel):
             if state and self.check_master_state(state, service_name):
                 self.sentinels.remove(sentinel)
                 self.sentinels.insert(0, sentinel)
-                return state["ip"], int(state["port"])
+                found = (str(state["ip"]), int(state["port"]))
+                self._found(service_name, found)
+                return found
         raise MasterNotFoundError(
             f"no sentinel answered with a master named {service_name!r} that is up "
             f"({away} of {len(self.clients)} sentinels did not answer)"

@@ -17,7 +17,7 @@ from typing import Any, Protocol, TypeVar
 import httpx
 
 from isp_gateway.kit.actions import Action
-from isp_gateway.kit.calls import count_call
+from isp_gateway.kit.calls import count_call, report_page
 from isp_gateway.kit.errors import (
     UpstreamRateLimited,
     UpstreamRejected,
@@ -308,6 +308,9 @@ class UpstreamGateway:
         count, has_next, first = await self.get_page(path, params, size, 0, background=background)
         read = len(first)
         out = [transform(first)]
+        # Without a count (an unpaginated answer, an upstream that omits it) the total is
+        # what is known so far.
+        await report_page(read, count if count is not None else read)
         if not has_next or not first:
             self.check_whole(path, count, read)
             return out
@@ -322,7 +325,9 @@ class UpstreamGateway:
                     _, nxt, page = await self.get_page(
                         path, params, step, offset, background=background
                     )
-                    return nxt, len(page), transform(page)
+                    done = transform(page)
+                    await report_page(len(page), None)
+                    return nxt, len(page), done
 
             # A task group, not gather: when one page fails or the load is cancelled (a
             # shutdown), the other pages are cancelled and awaited, never left running
@@ -346,6 +351,7 @@ class UpstreamGateway:
             )
             read += len(page)
             out.append(transform(page))
+            await report_page(len(page), None)
             offset += step
             more = has_next and bool(page)
         self.check_whole(path, count, read)
