@@ -117,7 +117,8 @@ def test_every_failure_is_named(tmp_path: Path, password_hash: str) -> None:
     assert lines[0] == f"configuration OK; upstream {upstream}"
     assert lines[1].startswith(f"FAIL  upstream {upstream}: unreachable (ConnectError")
     assert lines[2].startswith(f"FAIL  Redis redis://127.0.0.1:{redis_port}/0: unreachable (")
-    assert lines[3].startswith(f"FAIL  API_KEYS_FILE {unreadable}: cannot be read (IsADirectoryError")
+    keys_line = f"FAIL  API_KEYS_FILE {unreadable}: cannot be read (IsADirectoryError"
+    assert lines[3].startswith(keys_line)
     assert err.splitlines() == [
         f"isp-gateway: probe failed: upstream {upstream}; Redis redis://127.0.0.1:{redis_port}/0; "
         f"API_KEYS_FILE {unreadable}"
