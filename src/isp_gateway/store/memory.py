@@ -65,6 +65,13 @@ class MemoryStore:
     async def delete(self, key: str) -> None:
         self._data.pop(key, None)
 
+    async def lease(self, key: str, owner: str, ttl: float) -> bool:
+        held = self._alive(key)
+        if held is not None and held[0] != owner:
+            return False
+        self._put(key, owner, ttl)
+        return True
+
     async def incr(self, key: str, amount: int = 1, ttl: float | None = None) -> int:
         item = self._alive(key)
         if item is None:

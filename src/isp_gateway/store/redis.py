@@ -51,6 +51,8 @@ MAX_UNRELEASED = 1000
 # after a failover must not cost every write the wait).
 REPLICA_WAIT_SECONDS = 0.5
 NO_REPLICA_SECONDS = 10.0
+_LEASE = """local v = redis.call('GET', KEYS[1]) if v and v ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1"""
 # Errors that mean "the store is away" (READONLY: a master demoted under us, outside Sentinel).
 _AWAY = (RedisConnectionError, RedisTimeoutError, ReadOnlyError)
 
@@ -263,6 +265,11 @@ class RedisStore:
     async def delete(self, key: str) -> None:
         with _answering():
             await self._redis.delete(self._k(key))
+
+    async def lease(self, key: str, owner: str, ttl: float) -> bool:
+        px = max(1, int(ttl * 1000))
+        with _answering():
+            return bool(await self._redis.eval(_LEASE, 1, self._k(key), json.dumps(owner), px))
 
     async def incr(self, key: str, amount: int = 1, ttl: float | None = None) -> int:
         name = self._k(key)
