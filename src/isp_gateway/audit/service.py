@@ -49,6 +49,8 @@ AuditEventName = Literal[
     "scope_denied",
     Action.VERIFICATION_REQUIRED,
     "mcp_tool",
+    "outage",
+    "webhook",
 ]
 EVENTS: tuple[str, ...] = get_args(AuditEventName)
 

@@ -1,4 +1,5 @@
-"""`isp-gateway` command line: serve · demo · simulator · hash-password · check-config · keys."""
+"""`isp-gateway` command line: serve · demo · simulator · hash-password · check-config · keys ·
+webhooks."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Sequence
 from isp_gateway.cli.demo import DEMO_PORT, cmd_demo, cmd_simulator
 from isp_gateway.cli.keys import cmd_hash_password, cmd_keys
 from isp_gateway.cli.serve import app_from_env, cmd_check_config, cmd_serve
+from isp_gateway.cli.webhooks import add_parser as add_webhooks_parser
 
 __all__ = ["app_from_env", "build_parser", "main"]
 
@@ -67,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     revoke = keys_sub.add_parser("revoke", help="remove a key by name")
     revoke.add_argument("name")
     keys_cmd.set_defaults(func=cmd_keys)
+    add_webhooks_parser(sub)
     return parser
 
 
