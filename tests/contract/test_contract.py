@@ -82,6 +82,7 @@ def test_route_statuses_carry_their_actions(gateway: Gateway) -> None:
     assert actions(create["409"]) == [
         "zone_ticket_limit_reached",
         "ticket_already_open",
+        "outage_in_progress",
         "idempotency_key_in_progress",
     ]
     assert actions(create["404"]) == ["client_not_found"]

@@ -53,6 +53,8 @@ def _client(service_id: int, estado: str, zone_id: int, router_id: int) -> dict[
         "zona": {"id": zone_id, "nombre": f"Zona {zone_id}"},
         "router": dict(router),
         "tecnico": TECH,
+        "plan_internet": {"id": 1, "nombre": "PLAN 10MB"},
+        "precio_plan": "40000.00",
     }
 
 
@@ -61,7 +63,11 @@ def build_dataset() -> dict[str, Any]:
         "clients": [_client(sid, *spec) for sid, spec in CLIENTS.items()],
         "routers": ROUTERS,
         "staff": [TECH],
-    }
+        "plans": [
+            {"id": 1, "nombre": "PLAN 10MB", "tipo": "PPPOE", "precio": "40000.00",
+             "bajada": "10M", "subida": "2M"}
+        ],
+    }  # fmt: skip
 
 
 @pytest.fixture
@@ -198,3 +204,15 @@ def raise_outage(sim: Simulator, router_id: int, description: str = "") -> None:
 
 def clear_outage(sim: Simulator, router_id: int) -> None:
     sim.state.set_outage(router_id, False)
+
+
+def seen(gw: Gateway, timeout: float = 10.0) -> list[dict[str, Any]]:
+    """The outages `GET /api/v1/outages` lists, once it lists any (a flag raised now shows
+    within OUTAGE_CACHE_SECONDS)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        listed: list[dict[str, Any]] = gw.get("/api/v1/outages").json()["data"]
+        if listed:
+            return listed
+        assert time.monotonic() < deadline, "the outage was never listed"
+        time.sleep(0.05)

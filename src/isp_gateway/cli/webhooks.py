@@ -91,7 +91,7 @@ def cmd_webhooks(ns: argparse.Namespace) -> int:
             return 0
         if ns.webhooks_command == "test":
             return _test(entries, ns.name, allow_http)
-        return _add(path, ns, allow_http)
+        return _add(path, entries, ns, allow_http)
     except subs.SubscriptionError as exc:
         _error(f"WEBHOOKS_FILE {exc}; nothing changed")
         return 1
@@ -118,7 +118,9 @@ def _list(path: Path, entries: list[dict[str, Any]]) -> int:
     return 0
 
 
-def _add(path: Path, ns: argparse.Namespace, allow_http: bool) -> int:
+def _add(
+    path: Path, entries: list[dict[str, Any]], ns: argparse.Namespace, allow_http: bool
+) -> int:
     from isp_gateway.notices import subscriptions as subs
 
     if not subs.NAME_PATTERN.fullmatch(ns.name):
@@ -130,6 +132,9 @@ def _add(path: Path, ns: argparse.Namespace, allow_http: bool) -> int:
     problem = subs.url_problem(ns.url, allow_http) or subs.http_addresses_problem(ns.url)
     if problem is not None:
         _error(f"the URL {problem}")
+        return EXIT_CONFIG
+    if any(e.get("name") == ns.name for e in entries):
+        _error(f"a webhook named {ns.name!r} already exists; remove it first or choose another")
         return EXIT_CONFIG
     events = [part.strip() for part in ns.events.split(",") if part.strip()]
     unknown = [e for e in events if e not in subs.EVENT_TYPES]

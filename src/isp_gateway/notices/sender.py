@@ -240,7 +240,6 @@ async def report_dropped(audit: Recorder, name: str, item: Delivery, why: str) -
     )
     details: dict[str, Any] = {
         "webhook": name,
-        "event_id": item["id"],
         "event_type": item["type"],
         "attempts": int(item["attempts"]),
         "reason": why,

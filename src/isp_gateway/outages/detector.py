@@ -180,9 +180,11 @@ class OutageDetector:
             kind,
             notices,
         )
+        # The router and the second it was first seen name the outage (the audit would mask
+        # the outage id's run of digits).
         details = {
-            "outage_id": outage["outage_id"],
             "router_id": outage["router_id"],
+            "since": int(float(outage["since"])),
             "affected_count": outage.get("affected_count"),
             "notices": notices,
         }

@@ -69,7 +69,10 @@ class MemoryStore:
         held = self._alive(key)
         if held is not None and held[0] != owner:
             return False
-        self._put(key, owner, ttl)
+        if ttl <= 0:
+            self._data.pop(key, None)
+        else:
+            self._put(key, owner, ttl)
         return True
 
     async def incr(self, key: str, amount: int = 1, ttl: float | None = None) -> int:

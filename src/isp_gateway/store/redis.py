@@ -52,6 +52,7 @@ MAX_UNRELEASED = 1000
 REPLICA_WAIT_SECONDS = 0.5
 NO_REPLICA_SECONDS = 10.0
 _LEASE = """local v = redis.call('GET', KEYS[1]) if v and v ~= ARGV[1] then return 0 end
+if ARGV[2] == '0' then redis.call('DEL', KEYS[1]) return 1 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1"""
 # Errors that mean "the store is away" (READONLY: a master demoted under us, outside Sentinel).
 _AWAY = (RedisConnectionError, RedisTimeoutError, ReadOnlyError)
@@ -267,7 +268,7 @@ class RedisStore:
             await self._redis.delete(self._k(key))
 
     async def lease(self, key: str, owner: str, ttl: float) -> bool:
-        px = max(1, int(ttl * 1000))
+        px = max(0, int(ttl * 1000))
         with _answering():
             return bool(await self._redis.eval(_LEASE, 1, self._k(key), json.dumps(owner), px))
 

@@ -260,8 +260,8 @@ class TicketService:
         elif isinstance(refusal, ZoneMismatch):
             details["record_zone_id"] = (refusal.data or {}).get("zone_id")
         elif isinstance(refusal, OutageInProgress):
-            held = refusal.data or {}
-            details.update(outage_id=held.get("outage_id"), router_id=held.get("router_id"))
+            # The router, not the outage id: the audit masks its run of digits.
+            details["router_id"] = (refusal.data or {}).get("router_id")
         else:
             details["reason"] = (refusal.meta or {}).get("reason", refusal.action)
         await self._decided(outcome, order.request.service_id, self._with(order, details))
