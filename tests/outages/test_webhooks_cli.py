@@ -3,16 +3,26 @@ printed once, the URL rules, and `webhooks test` printing the receiver's answer.
 
 from __future__ import annotations
 
+import os
+import signal
 import stat
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx
 import pytest
 
 from isp_gateway.cli import main
 from isp_gateway.notices import subscriptions as subs
+from isp_gateway.notices.signing import body_text, signed_headers
 from tests.outages.conftest import Receiver, verified
+from tests.support import free_port
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "webhook_receiver.py"
 
 
 @pytest.fixture
@@ -108,3 +118,43 @@ def test_webhooks_test_prints_the_receivers_answer(
     receiver.answers = [500]
     assert main(["webhooks", "test", "bot"]) == 1
     assert "HTTP 500 Internal Server Error" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["-m", "isp_gateway", "webhooks", "receive", "--port", "{port}", "--secret", "{secret}"],
+        [str(EXAMPLE)],
+    ],
+    ids=["webhooks-receive", "example"],
+)
+def test_the_receivers_print_a_verified_notice_and_refuse_a_forged_one(
+    command: list[str], tmp_path: Path
+) -> None:
+    secret = subs.new_secret()
+    port = free_port()
+    args = [a.format(port=port, secret=secret) for a in command]
+    env = {**os.environ, "WEBHOOK_SECRET": secret, "PORT": str(port)}
+    proc = subprocess.Popen(
+        [sys.executable, *args], env=env, cwd=tmp_path, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        url = f"http://127.0.0.1:{port}/hook"
+        data = {"outage_id": "r7-1", "message": "Hay una falla general en su sector."}
+        body = body_text("outage.started", time.time(), data)
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                good = httpx.post(url, content=body, headers=signed_headers(secret, "msg_a", body))
+                break
+            except httpx.ConnectError:
+                assert time.monotonic() < deadline, "the receiver never listened"
+                time.sleep(0.1)
+        assert good.status_code == 204
+        forged = signed_headers(subs.new_secret(), "msg_b", body)
+        assert httpx.post(url, content=body, headers=forged).status_code == 401
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=10)
+    assert "msg_a" in out and "Hay una falla general en su sector." in out
+    assert "msg_b" not in out

@@ -9,12 +9,16 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from isp_gateway.cli.common import EXIT_CONFIG, configure_logging, load_settings_or_exit
 
 DEMO_PORT = 8000
+# The demo's router catalogue is read this often, so an outage raised shows within seconds.
+DEMO_OUTAGE_SECONDS = 10
 
 
 def cmd_simulator(ns: argparse.Namespace) -> int:
@@ -107,6 +111,36 @@ def _demo_data_lines(clients: int, seed: int) -> list[str]:
     return [*lines, ""]
 
 
+def _notices(directory: Path) -> tuple[dict[str, str], list[str]]:
+    """The demo's outage notices (docs/outages.md): a WEBHOOKS_FILE of its own with one
+    subscription to a receiver on loopback. The gateway's settings for it, and the
+    receiver's command (`webhooks receive`, which verifies and prints each notice)."""
+    from isp_gateway.notices import subscriptions
+
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/hook"
+    entry = subscriptions.new_entry("demo-receiver", url, list(subscriptions.EVENT_TYPES))
+    path = directory / "webhooks.json"
+    subscriptions.add(path, entry)
+    settings = {
+        "WEBHOOKS_FILE": str(path),
+        "WEBHOOKS_ALLOW_HTTP": "true",
+        "OUTAGE_CACHE_SECONDS": str(DEMO_OUTAGE_SECONDS),
+    }
+    receive = ["webhooks", "receive", "--port", str(port), "--secret", str(entry["secret"])]
+    return settings, [sys.executable, "-m", "isp_gateway", *receive]
+
+
+def _notice_lines(upstream: str) -> list[str]:
+    body = '{"router_id": 1, "outage": true, "description": "Corte de fibra en la troncal"}'
+    return [
+        "Outage notices (a receiver here prints each signed notice it verifies):",
+        f"  curl -s -X PUT {upstream}/_sim/routers -d '{body}'",
+        f'  (within about {DEMO_OUTAGE_SECONDS + 5} s: outage.started; "outage": false ends it)',
+        "",
+    ]
+
+
 def cmd_demo(ns: argparse.Namespace) -> int:
     from isp_gateway import serving
     from isp_gateway.auth.passwords import hash_password
@@ -145,6 +179,8 @@ def cmd_demo(ns: argparse.Namespace) -> int:
         # one SIGINT. Two (the terminal's and ours) make uvicorn abort with a traceback.
         process_group=0,
     )
+    receiver: subprocess.Popen[bytes] | None = None
+    workdir = tempfile.TemporaryDirectory(prefix="isp-gateway-demo-")
     try:
         upstream = f"http://127.0.0.1:{sim_port}"
         page = _wait_http(
@@ -155,6 +191,8 @@ def cmd_demo(ns: argparse.Namespace) -> int:
         document = page["results"][0]["cedula"] if page.get("results") else "12345678"
         username, password = "demo", secrets.token_urlsafe(12)
         overrides = demo_overrides(api_key, upstream, username, hash_password(password))
+        notice_settings, receiver_command = _notices(Path(workdir.name))
+        overrides.update(notice_settings)
         settings = load_settings_or_exit(**overrides)
         configure_logging(settings.LOG_LEVEL, settings.LOG_FORMAT)
         base = f"http://{ns.host}:{port}"
@@ -182,14 +220,24 @@ def cmd_demo(ns: argparse.Namespace) -> int:
                     f"{base}/api/v1/clients/by-document/{document}",
                     "",
                     *_demo_data_lines(ns.clients, ns.seed),
-                    "Ctrl-C stops both.",
+                    *_notice_lines(upstream),
+                    "Ctrl-C stops them all.",
                     "",
                 ]
             ),
             flush=True,
         )
+        # Its own process group, like the simulator's: stopped by us, once.
+        receiver = subprocess.Popen(receiver_command, process_group=0)  # noqa: S603 - ours
         serving.run(settings, ns.host, port, overrides=overrides)
     finally:
+        if receiver is not None:
+            receiver.send_signal(signal.SIGINT)
+            try:
+                receiver.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                receiver.kill()
+        workdir.cleanup()
         sim.send_signal(signal.SIGINT)
         try:
             sim.wait(timeout=10)

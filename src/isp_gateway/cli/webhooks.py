@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import secrets
 import sys
 import time
@@ -14,7 +15,12 @@ from typing import Any
 
 from isp_gateway.cli.common import EXIT_CONFIG
 
+_ID_LIST = re.compile(r"\[\s*((?:-?\d+,?\s*)+)\]")
 TEST_MESSAGE = "Prueba de notificaciones de isp-gateway: este receptor está bien configurado."
+
+
+def _one_line(found: re.Match[str]) -> str:
+    return "[" + ", ".join(found.group(1).replace(",", " ").split()) + "]"
 
 
 def add_parser(sub: Any) -> None:
@@ -206,11 +212,13 @@ def cmd_receive(ns: argparse.Namespace) -> int:
                 self.send_response(401)
                 self.end_headers()
                 return
-            print(
-                f"verified {event.get('type')} (webhook-id {self.headers['webhook-id']})\n"
-                + json.dumps(event, ensure_ascii=False, indent=2),
-                flush=True,
+            text = json.dumps(event, ensure_ascii=False, indent=2)
+            # Lists of ids on one line each, not one id a line.
+            text = _ID_LIST.sub(
+                lambda m: f"[{', '.join(m.group(1).replace(',', ' ').split())}]", text
             )
+            print(f"verified {event.get('type')} (webhook-id {self.headers['webhook-id']})")
+            print(text, flush=True)
             self.send_response(204)
             self.end_headers()
 
