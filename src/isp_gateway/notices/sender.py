@@ -77,6 +77,7 @@ class Sender:
         self._lanes: dict[str, asyncio.Task[None]] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._store_away = False  # said once while the store is away, not twice a second
 
     def start(self) -> None:
         if self._task is None:
@@ -110,8 +111,11 @@ class Sender:
             if self.leading:
                 try:
                     await self._tick()
+                    self._store_away = False
                 except StoreUnavailable:
-                    log.warning("webhooks: the store is unavailable; sending resumes with it")
+                    if not self._store_away:
+                        log.warning("webhooks: the store is unavailable; sending resumes with it")
+                    self._store_away = True
                 except Exception:
                     log.exception("webhooks: the sender's look at the queues failed")
             pause = TICK_SECONDS if self.leading else max(0.0, renew_at - time.monotonic())

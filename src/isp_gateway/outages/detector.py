@@ -71,6 +71,7 @@ class OutageDetector:
         # The newest catalogue copy this worker compared (or found compared).
         self.compared_at = 0.0
         self.flips = 0  # flips this worker announced, for tests and the bench
+        self._failing: str | None = None  # said once while it lasts, not every second
 
     async def known(self) -> State | None:
         """The state in the store, as last compared (no upstream call)."""
@@ -88,10 +89,13 @@ class OutageDetector:
                 snapshot = await self.catalogue.peek()
                 if snapshot is not None:
                     await self.compare(snapshot.value, snapshot.loaded_at)
+                self._failing = None
             except LockTimeout:
                 continue  # another worker compares a long while: its result is read next time
             except (StoreUnavailable, UpstreamError) as exc:
-                log.warning("outage detection skipped (%s); trying again", exc.action)
+                if self._failing != exc.action:
+                    log.warning("outage detection skipped (%s); trying again", exc.action)
+                self._failing = exc.action
             except Exception:
                 log.exception("outage detection failed; trying again")
 

@@ -24,6 +24,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from isp_gateway.kit import deadline
 from isp_gateway.kit.cache import CachedResource
 from isp_gateway.kit.errors import UpstreamError
 from isp_gateway.kit.storage import LockTimeout
@@ -126,14 +127,15 @@ class OutageService:
         older). Upstream failures raise."""
         snapshot = await self.catalogue.recent(self.ttl)
         # Compared in a task of its own: not cancelled with a client that goes away (it may
-        # hold the lock and have queued notices), and with no caller or request of its own
-        # (the outage's audit event is nobody's request).
+        # hold the lock and have queued notices), with no caller or request of its own (the
+        # outage's audit event is nobody's request), and waited for only while the request
+        # has time left (then 502, or the last known state for the ticket hold).
         task = asyncio.create_task(
             self.detector.compare(snapshot.value, snapshot.loaded_at),
             context=contextvars.Context(),
         )
         try:
-            state: State | None = await asyncio.shield(task)
+            state: State | None = await deadline.bounded(task)
         except LockTimeout:
             state = await self.detector.known()  # another worker compares right now
         return _active(state)
