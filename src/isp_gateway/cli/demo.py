@@ -136,7 +136,7 @@ def _notice_lines(upstream: str) -> list[str]:
     return [
         "Outage notices (a receiver here prints each signed notice it verifies):",
         f"  curl -s -X PUT {upstream}/_sim/routers -d '{body}'",
-        f'  (within about {DEMO_OUTAGE_SECONDS + 5} s: outage.started; "outage": false ends it)',
+        f'  (within about {2 * DEMO_OUTAGE_SECONDS} s: outage.started; "outage": false ends it)',
         "",
     ]
 
