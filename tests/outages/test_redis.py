@@ -7,10 +7,12 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
+import httpx
 import pytest
 
-from tests.conftest import Gateway, Simulator, _start_gateway
+from tests.conftest import Gateway, Simulator, _start_gateway, serve_env
 from tests.outages.conftest import (
     ON_7,
     Hooks,
@@ -21,7 +23,7 @@ from tests.outages.conftest import (
     verified,
     watching,
 )
-from tests.support import emptied_redis
+from tests.support import emptied_redis, serving_workers
 
 REDIS_DB = 1
 SETTLE_SECONDS = 3.0
@@ -62,6 +64,35 @@ def test_two_workers_on_redis_give_exactly_one_event_per_flip(
     assert all(d.compared_at > 0 for d in detectors)
     senders = [d.notices.sender for d in detectors]
     assert sum(s.leading for s in senders) == 1
+
+
+def test_serve_with_two_workers_on_redis_sends_one_notice_per_flip(
+    sim: Simulator,
+    start_receiver: Callable[[], Receiver],
+    hooks: Hooks,
+    shared_redis: str,
+    password_hash: str,
+    tmp_path: Path,
+) -> None:
+    """`isp-gateway serve --workers 2` as a real process: each worker compares the catalogue
+    and could send; a flip is still one notice."""
+    receiver = start_receiver()
+    secret = hooks.add("bot", receiver.url)
+    settings = notice_settings(hooks, REDIS_URL=shared_redis)
+    env = serve_env(sim.url, password_hash, **{k: str(v) for k, v in settings.items()})
+    with serving_workers(env, tmp_path, "/ready") as url:
+        time.sleep(3)  # both workers have compared the catalogue
+        for flip in range(1, 3):
+            raise_outage(sim, 8, f"Corte {flip}")
+            receiver.wait("outage.started", flip)
+            clear_outage(sim, 8)
+            receiver.wait("outage.ended", flip)
+        time.sleep(SETTLE_SECONDS)
+        metrics = httpx.get(f"{url}/metrics").text
+    assert len(receiver.of("outage.started")) == 2 and len(receiver.of("outage.ended")) == 2
+    for received in receiver.received:
+        assert verified(received, secret)["data"]["router_id"] == 8
+    assert 'isp_gateway_webhook_deliveries_total{outcome="delivered"} 4.0' in metrics
 
 
 def test_a_restart_during_an_outage_does_not_announce_it_again(
