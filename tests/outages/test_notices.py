@@ -80,6 +80,13 @@ def test_a_raised_flag_gives_one_signed_started_notice_then_one_ended(
     time.sleep(SETTLE_SECONDS)
     assert len(receiver.of("outage.ended")) == 1 and len(receiver.of("outage.started")) == 1
     assert gw.get("/api/v1/outages").json()["data"] == []
+    # Each flip is audited once, by nobody's request.
+    audit = gw.get("/api/v1/audit", params={"event": "outage"}).json()["data"]
+    assert [e["outcome"] for e in audit] == ["ended", "started"]
+    for entry in audit:
+        assert (entry["caller"], entry["request_id"]) == (None, None)
+        assert entry["details"]["router_id"] == 7 and entry["details"]["affected_count"] == 3
+        assert entry["details"]["notices"] == 1
 
 
 def test_a_receiver_answering_500_twice_gets_the_notice_a_third_time_with_the_same_id(
