@@ -158,3 +158,32 @@ def test_the_receivers_print_a_verified_notice_and_refuse_a_forged_one(
         out, _ = proc.communicate(timeout=10)
     assert "msg_a" in out and "Hay una falla general en su sector." in out
     assert "msg_b" not in out
+
+
+def test_a_broken_file_keeps_the_last_good_subscriptions(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "webhooks.json"
+    subs.add(path, subs.new_entry("bot", "https://bots.example.com/", ["outage.started"]))
+    ring = subs.SubscriptionFile(path, allow_http=False, check_interval=0)
+    assert [s.name for s in ring.current()] == ["bot"]
+    path.write_text('{"webhooks": [{"name": "half')
+    assert [s.name for s in ring.current()] == ["bot"]
+    assert any("not valid JSON" in r.getMessage() for r in caplog.records)
+    secret = ring.current()[0].secret
+    assert all(secret not in r.getMessage() for r in caplog.records)
+    path.unlink()
+    assert ring.current() == []  # the file removed: notices to nobody
+
+
+def test_the_command_says_what_is_missing(
+    hooks_file: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["webhooks", "test", "nobody"]) == 2
+    assert "no webhook named 'nobody'" in capsys.readouterr().err
+    assert main(["webhooks", "add", "bad name", "https://bots.example.com/"]) == 2
+    assert main(["webhooks", "add", "bot", "https://b.example.com/", "--events", "x"]) == 2
+    assert "unknown event x" in capsys.readouterr().err
+    monkeypatch.setenv("WEBHOOKS_FILE", "")
+    assert main(["webhooks", "list"]) == 2
+    assert "WEBHOOKS_FILE is not set" in capsys.readouterr().err
