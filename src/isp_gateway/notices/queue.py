@@ -1,18 +1,20 @@
 """The delivery queue (OUTAGES.md 3): one queue per subscription, in the store.
 
-Each subscription's queue is one store value, `webhooks:queue:<subscription id>`, a list of
-deliveries in the order they were queued:
+Each subscription's queue is one small store value, `webhooks:queue:<subscription id>`, a
+list of deliveries in the order they were queued:
 
-    {"id": "msg_r2-1764103267-started", "type": "outage.started", "body": "<the JSON text>",
+    {"id": "msg_r2-1764103267_started", "type": "outage.started",
      "queued_at": 1764103267.2, "attempts": 0, "due": 1764103267.2}
 
-In Redis it outlives a restart of every worker (at least once: a notice queued before a
-restart is sent after it); in memory (no Redis) it lives as long as the process. The body is
-kept as the exact text that is signed, so every retry sends the same bytes under the same
-`webhook-id`. Changes are read-modify-writes under the store lock of that queue (the publisher
-and the sender may be two workers). A queue expires WEBHOOKS_GIVE_UP_SECONDS + an hour after
-its last change, so the queue of a subscription removed while the service was down does not
-stay for ever.
+and each notice's body is stored once for all its subscriptions, `webhooks:body:<id>`: the
+exact text that is signed, so every retry sends the same bytes under the same `webhook-id`
+(and the sender, which looks at the queues twice a second, never reads the bodies of notices
+that are not due). In Redis both outlive a restart of every worker (at least once: a notice
+queued before a restart is sent after it); in memory (no Redis) they live as long as the
+process. Queue changes are read-modify-writes under the store lock of that queue (the
+publisher and the sender may be two workers). Both expire WEBHOOKS_GIVE_UP_SECONDS + an hour
+after their last write, so the queue of a subscription removed while the service was down
+does not stay for ever.
 """
 
 from __future__ import annotations
@@ -52,6 +54,10 @@ def queue_key(sub_id: str) -> str:
     return f"webhooks:queue:{sub_id}"
 
 
+def body_key(msg_id: str) -> str:
+    return f"webhooks:body:{msg_id}"
+
+
 class DeliveryQueue:
     def __init__(self, store: Store, schedule: RetrySchedule) -> None:
         self.store = store
@@ -79,6 +85,7 @@ class DeliveryQueue:
         """Queue one notice for a subscription (once: a notice already queued under that id
         is not queued again). Returns the deliveries pushed out by MAX_QUEUED."""
         at = time.time() if now is None else now
+        await self.store.set(body_key(msg_id), body, ttl=self.ttl)
         async with self._lock(sub_id):
             items = await self._read(sub_id)
             if any(item["id"] == msg_id for item in items):
@@ -87,7 +94,6 @@ class DeliveryQueue:
                 {
                     "id": msg_id,
                     "type": event_type,
-                    "body": body,
                     "queued_at": at,
                     "attempts": 0,
                     "due": at,
@@ -96,6 +102,11 @@ class DeliveryQueue:
             pushed_out = items[:-MAX_QUEUED] if len(items) > MAX_QUEUED else []
             await self._write(sub_id, items[len(pushed_out) :])
         return pushed_out
+
+    async def body(self, msg_id: str) -> str | None:
+        """The notice's text as signed; None once it has expired."""
+        text = await self.store.get(body_key(msg_id))
+        return text if isinstance(text, str) else None
 
     async def pending(self, sub_ids: list[str]) -> dict[str, list[Delivery]]:
         """Every subscription's waiting deliveries, in one store round trip."""

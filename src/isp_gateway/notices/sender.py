@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from isp_gateway.kit.errors import ServiceError, StoreUnavailable
+from isp_gateway.kit.storage import LockTimeout
 from isp_gateway.notices.signing import signed_headers
 from isp_gateway.notices.subscriptions import http_addresses_problem
 
@@ -176,8 +177,8 @@ class Sender:
                 item = min(due, key=lambda i: (float(i["queued_at"]), str(i["id"])))
                 delivered, detail = await self.attempt(sub, item)
                 await self._settled(sub, item, delivered, detail)
-        except StoreUnavailable:
-            log.warning("webhooks: the store is unavailable; %s waits", sub_id)
+        except (StoreUnavailable, LockTimeout):
+            log.warning("webhooks: the store is unavailable or busy; %s waits", sub_id)
         except Exception:
             log.exception("webhooks: the lane of %s failed", sub_id)
 
@@ -187,7 +188,9 @@ class Sender:
             problem = await asyncio.to_thread(http_addresses_problem, sub.url)
             if problem is not None:
                 return False, problem
-        body = str(item["body"])
+        body = await self.queue.body(str(item["id"]))
+        if body is None:
+            return False, "its text expired from the store"
         headers = signed_headers(sub.secret, str(item["id"]), body)
         try:
             async with (
