@@ -126,14 +126,14 @@ def test_a_hanging_receiver_delays_neither_the_api_nor_another_receiver(
     gw = watching(start_gateway(sim.url, **notice_settings(hooks)))
     raise_outage(sim, 7)
     slow.wait("outage.started")  # it has the first attempt, and holds it
-    fast.wait("outage.started", timeout=3)
+    fast.wait("outage.started", timeout=5)
     clear_outage(sim, 7)
-    fast.wait("outage.ended", timeout=5)  # the slow one's backlog holds nothing of its
+    fast.wait("outage.ended", timeout=8)  # the slow one's backlog holds nothing of its
     assert slow.of("outage.ended") == []  # still inside the first attempt
     for path in ("/health", "/api/v1/outages", "/api/v1/clients/by-service-id/101"):
         started = time.monotonic()
         assert gw.get(path).status_code == 200
-        assert time.monotonic() - started < 1.0, path
+        assert time.monotonic() - started < 2.0, path  # the hung attempt lasts 10 s
     # The first attempt times out at 10 s; the notice is tried again, not lost.
     metrics = httpx.get(f"{gw.url}/metrics").text
     assert 'isp_gateway_webhook_deliveries_total{outcome="delivered"} 2.0' in metrics
