@@ -21,6 +21,7 @@ from isp_gateway.clients.router import router as clients_router
 from isp_gateway.diagnose.router import router as diagnose_router
 from isp_gateway.kit.callers import END_USER_HEADER
 from isp_gateway.network.router import router as network_router
+from isp_gateway.outages.router import router as outages_router
 from isp_gateway.plans.router import router as plans_router
 from isp_gateway.services import start_runtime
 from isp_gateway.settings import Settings
@@ -171,6 +172,7 @@ def create_app(settings: Settings) -> FastAPI:
         accounts_router,
         client_tickets_router,
         diagnose_router,
+        outages_router,
         audit_router,
     )
     if settings.MCP_ENABLED:

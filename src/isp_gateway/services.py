@@ -35,6 +35,8 @@ from isp_gateway.kit.errors import StoreUnavailable
 from isp_gateway.kit.stopping import Stopping
 from isp_gateway.kit.verifications import Verifications
 from isp_gateway.network.service import PingService
+from isp_gateway.notices.sender import build_webhook_client
+from isp_gateway.notices.service import Notices
 from isp_gateway.outages.service import OutageService
 from isp_gateway.plans.service import PlanService
 from isp_gateway.settings import Settings
@@ -208,8 +210,15 @@ async def start_runtime(
     audit.start()
     stack.push_async_callback(audit.aclose)
     stopping = Stopping()
+    # Notices go to the receivers, never through the upstream's client: their own, closed
+    # after the services that queue them (OUTAGES.md 3).
+    webhooks = build_webhook_client()
+    stack.push_async_callback(webhooks.aclose)
+    notices = Notices(settings=settings, store=store, http=webhooks, audit=audit, metrics=metrics)
+    await notices.start()
+    stack.push_async_callback(notices.aclose)
     services = await _start_services(
-        stack, settings, store, gateway, audit, stopping, metrics, planner
+        stack, settings, store, gateway, audit, stopping, metrics, planner, notices
     )
     if metrics is not None:
         metrics.watch_planner(planner)
@@ -236,6 +245,7 @@ async def _start_services(
     stopping: Stopping,
     metrics: Metrics | None,
     planner: RefreshPlanner,
+    notices: Notices,
 ) -> Services:
     lists = Lists(store, float(settings.STALE_IF_ERROR_SECONDS), metrics, planner)
     plans = PlanService(settings=settings, store=store, gateway=gateway, lists=lists)
@@ -252,6 +262,15 @@ async def _start_services(
     updates = UpdateService(
         settings=settings, store=store, gateway=gateway, audit=audit, clients=clients
     )
+    outages = OutageService(
+        settings=settings,
+        store=store,
+        gateway=gateway,
+        lists=lists,
+        clients=clients,
+        notices=notices,
+        audit=audit,
+    )
     tickets = TicketService(
         settings=settings,
         store=store,
@@ -260,6 +279,7 @@ async def _start_services(
         audit=audit,
         stopping=stopping,
         clients=clients,
+        outages=outages,
         metrics=metrics,
     )
     pings = PingService(
@@ -271,7 +291,6 @@ async def _start_services(
         clients=clients,
     )
     accounts = AccountService(settings=settings, gateway=gateway, lists=lists, clients=clients)
-    outages = OutageService(settings=settings, store=store, gateway=gateway, lists=lists)
     for service in (plans, clients, tickets, pings, accounts, outages):
         await service.start()
         stack.push_async_callback(service.aclose)

@@ -187,6 +187,17 @@ class Settings(BaseSettings):
     # Diagnose (BEYOND.md): lifetime of the router catalogue whose general-outage flags it
     # reports; a flag is never older than this.
     OUTAGE_CACHE_SECONDS: int = Field(default=60, ge=1)
+    # Outage notices (docs/outages.md): the subscriptions file `isp-gateway webhooks add`
+    # writes (unset = notices off); http:// receivers on loopback or private addresses; the
+    # delays after each failed delivery (the last one repeated) until one is dropped; and
+    # tickets for a service under an active outage: `allow` (the spec) or `hold` (409).
+    WEBHOOKS_FILE: Path | None = None
+    WEBHOOKS_ALLOW_HTTP: bool = False
+    WEBHOOKS_RETRY_SECONDS: Annotated[list[float], NoDecode] = Field(
+        default_factory=lambda: [5.0, 30.0, 120.0, 600.0, 3600.0]
+    )
+    WEBHOOKS_GIVE_UP_SECONDS: float = Field(default=86400.0, gt=0)
+    OUTAGE_TICKETS: Literal["allow", "hold"] = "allow"
 
     # HTTP surface
     CORS_ORIGINS: Annotated[list[str], NoDecode] = Field(
@@ -238,6 +249,7 @@ class Settings(BaseSettings):
         "EXTRA_HOLIDAYS",
         "ACTIVE_CLIENT_STATES",
         "CORS_ORIGINS",
+        "WEBHOOKS_RETRY_SECONDS",
         mode="before",
     )
     @classmethod
@@ -249,6 +261,13 @@ class Settings(BaseSettings):
     def _states_not_empty(cls, value: list[int]) -> list[int]:
         if not value:
             raise ValueError("must list at least one state")
+        return value
+
+    @field_validator("WEBHOOKS_RETRY_SECONDS")
+    @classmethod
+    def _delays(cls, value: list[float]) -> list[float]:
+        if not value or any(delay <= 0 for delay in value):
+            raise ValueError("must list at least one delay, each above 0 seconds")
         return value
 
     @field_validator("CORS_ORIGINS")
@@ -363,10 +382,10 @@ class Settings(BaseSettings):
             return None
         return value
 
-    @field_validator("API_KEYS_FILE", mode="before")
+    @field_validator("API_KEYS_FILE", "WEBHOOKS_FILE", mode="before")
     @classmethod
     def _blank_keys_file_is_unset(cls, value: Any) -> Any:
-        # `API_KEYS_FILE=` means keys are off, not a file named "".
+        # `API_KEYS_FILE=` means keys are off, not a file named "" (notices, the same).
         if isinstance(value, str) and not value.strip():
             return None
         return value

@@ -38,6 +38,7 @@ TOOLS = {
     "list_internet_plans",
     "list_payment_methods",
     "list_ticket_subjects",
+    "current_outages",
 }
 
 
@@ -98,6 +99,7 @@ def test_each_tool_has_the_scope_of_the_table() -> None:
         "list_internet_plans": "plans:read",
         "list_payment_methods": "accounts:read",
         "list_ticket_subjects": "tickets:read",
+        "current_outages": "outages:read",
     }
 
 
@@ -107,7 +109,7 @@ async def test_tools_listed_with_the_order_in_their_descriptions(gateway: Gatewa
     assert {tool.name for tool in listed} == TOOLS
     for tool in listed:
         assert tool.description
-        if tool.name.startswith("list_"):
+        if tool.name.startswith("list_") or tool.name == "current_outages":
             assert "no verification needed" in tool.description
             continue
         # Every customer tool tells the order: find, verify, then act.

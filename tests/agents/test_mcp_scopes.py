@@ -57,7 +57,7 @@ async def test_tools_without_the_scope_are_not_listed() -> None:
         "customer_summary",
     ]
     everything = await list_tools(context({"*"}), None)
-    assert len(everything.tools) == 11
+    assert len(everything.tools) == 12
 
 
 async def test_tools_without_the_scope_cannot_be_called() -> None:

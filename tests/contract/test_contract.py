@@ -82,6 +82,7 @@ def test_route_statuses_carry_their_actions(gateway: Gateway) -> None:
     assert actions(create["409"]) == [
         "zone_ticket_limit_reached",
         "ticket_already_open",
+        "outage_in_progress",
         "idempotency_key_in_progress",
     ]
     assert actions(create["404"]) == ["client_not_found"]
@@ -96,7 +97,7 @@ def test_route_statuses_carry_their_actions(gateway: Gateway) -> None:
         assert "CLIENT_NOT_FOUND" in actions(answers["502"]), path
         assert actions(answers["503"]) == ["upstream_rate_limited", "store_unavailable"], path
     ref = create["409"]["content"]["application/json"]["schema"]["$ref"]
-    assert ref.endswith("Union_ZoneLimitData__OpenTicketResponse__")
+    assert ref.endswith("Union_ZoneLimitData__OpenTicketResponse__Outage__")
 
 
 DIAGNOSE_OUTCOMES = {

@@ -21,8 +21,9 @@ from tests.conftest import PASSWORD, USERNAME, Gateway, Simulator
 from tests.foundation.test_audit import EVENT_FIELDS
 from tests.support import emptied_redis
 
-# Every event the audit declares: one the run below does not produce fails the test.
-EVERY_EVENT = set(EVENTS)
+# Every event the audit declares: one the run below does not produce fails the test. The
+# outage notices' own (an outage's flips, a dropped notice) are audited by tests/outages.
+EVERY_EVENT = set(EVENTS) - {"outage", "webhook"}
 NEW_PHONE = "3209998877"
 SLOW_KEY = generate_key()
 REDIS_DB = 8

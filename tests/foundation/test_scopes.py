@@ -45,6 +45,7 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("GET", "/api/v1/internet-plans/"): keys.PLANS_READ,
     ("GET", "/api/v1/internet-plans/{plan_id}"): keys.PLANS_READ,
     ("GET", "/api/v1/audit"): keys.AUDIT_READ,
+    ("GET", "/api/v1/outages"): keys.OUTAGES_READ,
 }
 # Anyone may call these (and every path outside /api/v1/: probes, metrics, docs).
 TOKEN = "/api/v1/auth/token"

@@ -81,6 +81,8 @@ AuditEventName = Literal[
     # CALLERS.md 6: a request refused for its credential (401) or its rate (429), counted.
     "unauthorized",
     Action.RATE_LIMITED,
+    "outage",
+    "webhook",
 ]
 EVENTS: tuple[str, ...] = get_args(AuditEventName)
 

@@ -38,6 +38,9 @@ FAMILIES: dict[str, str] = {
     "resolve": ":identity",
     "login": ":login",
     "mcp_tool": ":mcp",
+    # The outage notices: a flip and a notice dropped undelivered (OUTAGES.md 3).
+    "outage": ":notices",
+    "webhook": ":notices",
 }
 COUNTED = ":counted"
 # How many entries one store read brings back while a filtered query pages back.

@@ -64,6 +64,7 @@ TICKETS_WRITE = "tickets:write"  # create
 NETWORK_PING = "network:ping"  # pings, diagnose
 PLANS_READ = "plans:read"
 AUDIT_READ = "audit:read"
+OUTAGES_READ = "outages:read"  # the general outages now active
 ALL_SCOPES = "*"  # every scope; the spec's JWT user has it
 
 SCOPES: tuple[str, ...] = (
@@ -76,6 +77,7 @@ SCOPES: tuple[str, ...] = (
     NETWORK_PING,
     PLANS_READ,
     AUDIT_READ,
+    OUTAGES_READ,
 )
 KNOWN_SCOPES = frozenset((*SCOPES, ALL_SCOPES))
 # What the spec's JWT user holds.

@@ -1,4 +1,5 @@
-"""`isp-gateway` command line: serve · demo · simulator · hash-password · check-config · keys."""
+"""`isp-gateway` command line: serve · demo · simulator · hash-password · check-config · keys ·
+webhooks."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from isp_gateway.cli.demo import DEMO_PORT, cmd_demo, cmd_simulator
 from isp_gateway.cli.keys import MIN_PASSWORD_CHARS, cmd_hash_password, cmd_keys, scopes_epilog
 from isp_gateway.cli.serve import app_from_env, cmd_check_config, cmd_serve
+from isp_gateway.cli.webhooks import add_parser as add_webhooks_parser
 
 __all__ = ["app_from_env", "build_parser", "main"]
 
@@ -154,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     revoke.add_argument("name", help="the name of the key to remove")
     keys_cmd.set_defaults(func=cmd_keys)
+    add_webhooks_parser(sub, HelpFormatter)
     return parser
 
 

@@ -20,6 +20,8 @@ from typing import Any
 from isp_gateway.cli.common import EXIT_CONFIG, configure_logging, load_settings_or_exit
 
 DEMO_PORT = 8000
+# The demo's router catalogue is read this often, so an outage raised shows within seconds.
+DEMO_OUTAGE_SECONDS = 10
 
 
 def cmd_simulator(ns: argparse.Namespace) -> int:
@@ -137,6 +139,36 @@ def _announce_when_up(url: str, banner: str, stop: threading.Event) -> None:
         stop.wait(0.1)
 
 
+def _notices(directory: Path) -> tuple[dict[str, str], list[str]]:
+    """The demo's outage notices (docs/outages.md): a WEBHOOKS_FILE of its own with one
+    subscription to a receiver on loopback. The gateway's settings for it, and the
+    receiver's command (`webhooks receive`, which verifies and prints each notice)."""
+    from isp_gateway.notices import subscriptions
+
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/hook"
+    entry = subscriptions.new_entry("demo-receiver", url, list(subscriptions.EVENT_TYPES))
+    path = directory / "webhooks.json"
+    subscriptions.add(path, entry)
+    settings = {
+        "WEBHOOKS_FILE": str(path),
+        "WEBHOOKS_ALLOW_HTTP": "true",
+        "OUTAGE_CACHE_SECONDS": str(DEMO_OUTAGE_SECONDS),
+    }
+    receive = ["webhooks", "receive", "--port", str(port), "--secret", str(entry["secret"])]
+    return settings, [sys.executable, "-m", "isp_gateway", *receive]
+
+
+def _notice_lines(upstream: str) -> list[str]:
+    body = '{"router_id": 1, "outage": true, "description": "Corte de fibra en la troncal"}'
+    return [
+        "Outage notices (a receiver here prints each signed notice it verifies):",
+        f"  curl -s -X PUT {upstream}/_sim/routers -d '{body}'",
+        f'  (within about {2 * DEMO_OUTAGE_SECONDS} s: outage.started; "outage": false ends it)',
+        "",
+    ]
+
+
 def cmd_demo(ns: argparse.Namespace) -> int:
     from isp_gateway import serving
     from isp_gateway.auth.passwords import hash_password
@@ -179,6 +211,8 @@ def cmd_demo(ns: argparse.Namespace) -> int:
         # one SIGINT. Two (the terminal's and ours) make uvicorn abort with a traceback.
         process_group=0,
     )
+    receiver: subprocess.Popen[bytes] | None = None
+    workdir = tempfile.TemporaryDirectory(prefix="isp-gateway-demo-")
     try:
         upstream = f"http://127.0.0.1:{sim_port}"
         page = _wait_http(
@@ -191,6 +225,8 @@ def cmd_demo(ns: argparse.Namespace) -> int:
         overrides = gateway_overrides(
             api_key, upstream, username, hash_password(password), keys_file
         )
+        notice_settings, receiver_command = _notices(Path(workdir.name))
+        overrides.update(notice_settings)
         settings = load_settings_or_exit(**overrides)
         configure_logging(settings.LOG_LEVEL, settings.LOG_FORMAT)
         base = f"http://{ns.host}:{port}"
@@ -232,7 +268,8 @@ def cmd_demo(ns: argparse.Namespace) -> int:
                 "and price, and a name plus a public plan resolves a customer's record.",
                 "",
                 *_demo_data_lines(ns.clients, ns.seed),
-                "Ctrl-C stops both.",
+                *_notice_lines(upstream),
+                "Ctrl-C stops them all.",
                 "",
             ]
         )
@@ -243,9 +280,18 @@ def cmd_demo(ns: argparse.Namespace) -> int:
             name="demo-banner",
             daemon=True,
         ).start()
+        # Its own process group, like the simulator's: stopped by us, once.
+        receiver = subprocess.Popen(receiver_command, process_group=0)  # noqa: S603 - ours
         serving.run(settings, ns.host, port, overrides=overrides)
     finally:
         stop.set()
+        if receiver is not None:
+            receiver.send_signal(signal.SIGINT)
+            try:
+                receiver.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                receiver.kill()
+        workdir.cleanup()
         sim.send_signal(signal.SIGINT)
         try:
             sim.wait(timeout=10)

@@ -23,6 +23,7 @@ SCOPE_HELP = {
     "network:ping": "remote pings of a client's antenna, and diagnose",
     "plans:read": "the internet plans",
     "audit:read": "the audit log (GET /api/v1/audit)",
+    "outages:read": "the routers under a general outage (GET /api/v1/outages, current_outages)",
     "*": "every scope above",
 }
 

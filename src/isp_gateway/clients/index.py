@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import re
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, cast
@@ -54,6 +55,7 @@ _BODY_MEMO_SIZE = 10_000
 # Below this many clients the active list's JSON is kept between requests; above it, it is
 # joined per request from the packed lines (tens of megabytes are not worth holding).
 _ACTIVE_MEMO_CLIENTS = 20_000
+_NAMES_ROUTER = re.compile(r'"router_id":\d')
 # The client fields the index is built from (map_client writes them first), and the key
 # that follows them in a packed client.
 _INDEXED = frozenset({"service_id", "name", "document", "phone", "address", "city", "locality"})
@@ -255,6 +257,19 @@ class ClientIndex(Searchable):
         """The whole cached record (the client and every other key it carries)."""
         position = self._position(service_id)
         return None if position is None else self._record(position)
+
+    def on_router(self, router_id: int) -> list[Client] | None:
+        """The clients whose row names the router (a general outage's services), or None when
+        no row names any router (the accounts whose rows carry none). A key appears once in
+        a compact JSON object, so the rest lines are matched as text: only matches decode."""
+        marks = (f'"router_id":{router_id},', f'"router_id":{router_id}}}')
+        found, named = [], False
+        for position in range(self._count):
+            client, rest = self._lines(position)
+            named = named or _NAMES_ROUTER.search(rest) is not None
+            if any(mark in rest for mark in marks):
+                found.append(cast(Client, json.loads(client)))
+        return found if named else None
 
     def plan_id(self, service_id: int) -> int | None:
         record = self.record(service_id)

@@ -70,6 +70,9 @@ class Action(StrEnum):
     SERVICE_CANCELLED = "service_cancelled"
     SERVICE_SUSPENDED = "service_suspended"
     ZONE_OUTAGE = "zone_outage"
+    # -- outages ---------------------------------------------------------------------------
+    OUTAGES_LISTED = "outages_listed"
+    OUTAGE_IN_PROGRESS = "outage_in_progress"
     # -- plans -----------------------------------------------------------------------------
     INTERNET_PLANS_LISTED = "internet_plans_listed"
     INTERNET_PLAN_FOUND = "internet_plan_found"

@@ -78,6 +78,11 @@ _SENTENCES: dict[Action, str] = {
     Action.SERVICE_CANCELLED: "El servicio está cancelado.",
     Action.SERVICE_SUSPENDED: "El servicio está suspendido por saldo pendiente.",
     Action.ZONE_OUTAGE: "Hay una falla general en la zona; no hace falta abrir un ticket.",
+    Action.OUTAGES_LISTED: "Estas son las fallas generales en curso.",
+    Action.OUTAGE_IN_PROGRESS: (
+        "Hay una falla general en su sector y ya estamos trabajando en ello; no hace falta "
+        "abrir un ticket."
+    ),
     Action.INTERNET_PLANS_LISTED: "Estos son los planes de internet.",
     Action.INTERNET_PLAN_FOUND: "Este es el plan de internet.",
     Action.INTERNET_PLAN_NOT_FOUND: "No encontré ese plan de internet.",

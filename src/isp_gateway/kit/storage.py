@@ -70,6 +70,12 @@ class Store(Protocol):
 
     async def delete(self, key: str) -> None: ...
 
+    async def lease(self, key: str, owner: str, ttl: float) -> bool:
+        """Hold `key` for `owner` for `ttl` seconds, atomically: taken when free, renewed when
+        `owner` holds it already; False (and nothing changed) when another owner holds it.
+        For work one worker at a time does, taken over when its holder stops renewing (it
+        died). A `ttl` of 0 gives the lease up when `owner` holds it."""
+
     async def incr(self, key: str, amount: int = 1, ttl: float | None = None) -> int:
         """Atomically add to a counter; the ttl is set when the counter is created."""
 

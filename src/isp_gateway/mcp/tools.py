@@ -1,4 +1,4 @@
-"""The eleven MCP tools (CALLERS.md 5): arguments, scope, description and what each does.
+"""The twelve MCP tools (CALLERS.md 5): arguments, scope, description and what each does.
 
 Each tool calls the same service the REST router calls (services.py's `Services`), never a
 router and never a copy of a rule. Order for an agent: find (service ids only), verify
@@ -22,7 +22,8 @@ from isp_gateway.clients.schemas import VerifyRequest
 from isp_gateway.diagnose.schemas import DEFAULT_PINGS
 from isp_gateway.kit import messages
 from isp_gateway.kit.actions import Action
-from isp_gateway.tickets.errors import TicketCreationFailed
+from isp_gateway.mcp.outage_tools import current_outages, held_ticket
+from isp_gateway.tickets.errors import OutageInProgress, TicketCreationFailed
 
 if TYPE_CHECKING:
     from isp_gateway.kit.callers import Caller
@@ -246,6 +247,8 @@ async def open_ticket(call: Call, service_id: int, args: BaseModel) -> Outcome:
         raise ToolFailure(
             "invalid_arguments", "El asunto o la descripción no son válidos."
         ) from None
+    except OutageInProgress as held:
+        return Outcome(*held_ticket(held))
     except TicketCreationFailed as failed:
         sentence = _NO_TICKET.get((failed.meta or {}).get("reason", ""))
         if sentence is None:
@@ -299,6 +302,10 @@ async def list_payment_methods(call: Call, _: BaseModel) -> Outcome:
     listing = await call.services.accounts.payment_methods()
     methods = [dict(method) for method in listing.methods]
     return Outcome({"methods": methods}, f"Hay {len(methods)} medios de pago.")
+
+
+async def list_outages(call: Call, _: BaseModel) -> Outcome:
+    return Outcome(*await current_outages(call.services.outages))
 
 
 async def list_ticket_subjects(call: Call, _: BaseModel) -> Outcome:
@@ -399,8 +406,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         _verified(
             "Open a support ticket for the verified customer (zone and technician come from "
             "the customer's record). Use diagnose_connection first; the subject must be one "
-            "of list_ticket_subjects. May answer that the zone is at its cap or that a "
-            "ticket for that subject is already open."
+            "of list_ticket_subjects. May answer that the zone is at its cap, that a "
+            "ticket for that subject is already open, or that a general outage covers the "
+            "customer (no ticket needed)."
         ),
         TicketArgs,
         read_only=False,
@@ -437,6 +445,16 @@ TOOLS: tuple[ToolSpec, ...] = (
         NoArgs,
         read_only=True,
         plain=list_ticket_subjects,
+    ),
+    ToolSpec(
+        "current_outages",
+        "outages:read",
+        "The general outages now active (a router's flag in the ISP backend): each with its "
+        "description, since when and the zones affected. Before opening a ticket for a "
+        "customer without internet (no customer data; no verification needed).",
+        NoArgs,
+        read_only=True,
+        plain=list_outages,
     ),
 )
 

@@ -65,6 +65,16 @@ class MemoryStore:
     async def delete(self, key: str) -> None:
         self._data.pop(key, None)
 
+    async def lease(self, key: str, owner: str, ttl: float) -> bool:
+        held = self._alive(key)
+        if held is not None and held[0] != owner:
+            return False
+        if ttl <= 0:
+            self._data.pop(key, None)
+        else:
+            self._put(key, owner, ttl)
+        return True
+
     async def incr(self, key: str, amount: int = 1, ttl: float | None = None) -> int:
         return self._incr(key, amount, ttl)
 

@@ -34,6 +34,7 @@ from isp_gateway.kit import deadline
 from isp_gateway.kit.errors import StoreUnavailable
 from isp_gateway.kit.storage import LockTimeout, Rule, Series
 from isp_gateway.store.health import Health, address, redacted_url
+from isp_gateway.store.scripts import LEASE, TAKE_IF
 from isp_gateway.store.sentinel import FollowingConnection, SentinelMaster, Sentinels
 
 # What other modules import from here.
@@ -57,56 +58,6 @@ MAX_UNRELEASED = 1000
 # after a failover must not cost every write the wait).
 REPLICA_WAIT_SECONDS = 0.5
 NO_REPLICA_SECONDS = 10.0
-# `take_if` in one round trip, atomic: the counters of every series read, the rule evaluated
-# as `kit.storage.rule_holds` does, and on success the last counter of each series marked
-# `take` incremented (given its ttl when that creates it). KEYS: the series' keys, series
-# after series; ARGV[1]: {"sizes": [keys per series], "ttls": [ms], "take": [0|1],
-# "rule": [[[[[[index, coefficient], ...], limit], ...], ...], ...]} with 0-based indexes.
-# Returns {taken (0|1), every counter as read}.
-TAKE_IF = """
-local spec = cjson.decode(ARGV[1])
-local read = {}
-if #KEYS > 0 then read = redis.call('MGET', unpack(KEYS)) end
-local counts, sums, at = {}, {}, 0
-for s = 1, #spec.sizes do
-  local total = 0
-  for _ = 1, spec.sizes[s] do
-    at = at + 1
-    local value = tonumber(read[at]) or 0
-    counts[at] = value
-    total = total + value
-  end
-  sums[s] = total
-end
-local taken = 1
-for _, clause in ipairs(spec.rule) do
-  local any = false
-  for _, alternative in ipairs(clause) do
-    local all = true
-    for _, bound in ipairs(alternative) do
-      local total = 0
-      for _, term in ipairs(bound[1]) do total = total + term[2] * sums[term[1] + 1] end
-      if total > bound[2] then all = false break end
-    end
-    if all then any = true break end
-  end
-  if not any then taken = 0 break end
-end
-if taken == 1 then
-  at = 0
-  for s = 1, #spec.sizes do
-    at = at + spec.sizes[s]
-    if spec.take[s] == 1 and spec.sizes[s] > 0 then
-      redis.call('INCR', KEYS[at])
-      if redis.call('PTTL', KEYS[at]) < 0 then redis.call('PEXPIRE', KEYS[at], spec.ttls[s]) end
-    end
-  end
-end
-local out = {taken}
-for i = 1, at do out[i + 1] = counts[i] end
-return out
-"""
-
 # Errors that mean "the store is away" (READONLY: a master demoted under us, outside Sentinel).
 _AWAY = (RedisConnectionError, RedisTimeoutError, ReadOnlyError)
 
@@ -300,6 +251,11 @@ class RedisStore:
 
     async def delete(self, key: str) -> None:
         await self._run(self._redis.delete(self._k(key)))
+
+    async def lease(self, key: str, owner: str, ttl: float) -> bool:
+        px = max(0, int(ttl * 1000))
+        claimed = await self._run(self._redis.eval(LEASE, 1, self._k(key), json.dumps(owner), px))
+        return bool(claimed)
 
     async def incr(self, key: str, amount: int = 1, ttl: float | None = None) -> int:
         name = self._k(key)

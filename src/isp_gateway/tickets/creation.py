@@ -1,6 +1,7 @@
 """Creating a ticket: one atomic step per zone under the store's lock (tickets/service.py
-tells the whole story): the client record's zone, the cap, the duplicate guard, the marks of
-a POST whose outcome may be lost, the POST, and what it made recorded for the next count."""
+tells the whole story): the client record's zone, the outage hold (OUTAGE_TICKETS=hold), the
+cap, the duplicate guard, the marks of a POST whose outcome may be lost, the POST, and what it
+made recorded for the next count."""
 
 from __future__ import annotations
 
@@ -18,10 +19,12 @@ from isp_gateway.kit.errors import (
     UpstreamError,
     UpstreamUnavailable,
 )
+from isp_gateway.outages.events import view
 from isp_gateway.store import LockTimeout
 from isp_gateway.tickets.active import newest_first
 from isp_gateway.tickets.calendar import BusinessCalendar
 from isp_gateway.tickets.errors import (
+    OutageInProgress,
     TicketAlreadyOpen,
     TicketCreationFailed,
     ZoneLimitReached,
@@ -39,6 +42,7 @@ if TYPE_CHECKING:
     from isp_gateway.clients.service import ClientService
     from isp_gateway.kit.stopping import Stopping
     from isp_gateway.kit.storage import Store
+    from isp_gateway.outages.service import OutageService
     from isp_gateway.settings import Settings
     from isp_gateway.upstream.gateway import UpstreamGateway
 
@@ -79,12 +83,14 @@ class TicketCreation:
         store: Store,
         gateway: UpstreamGateway,
         clients: ClientService,
+        outages: OutageService,
         zones: ZoneCounter,
         catalogue: SubjectCatalogue,
         stopping: Stopping,
     ) -> None:
         self.settings, self.store, self.gateway = settings, store, gateway
         self.clients, self.zones, self.catalogue = clients, zones, catalogue
+        self.outages = outages
         self.stopping = stopping
         self.calendar = BusinessCalendar(settings.HOLIDAYS_COUNTRY, settings.EXTRA_HOLIDAYS)
         self.states = zones.states
@@ -97,7 +103,9 @@ class TicketCreation:
         # in flight 409 `idempotency_key_in_progress`; both are safe to repeat.
         self.zone_wait_seconds = max(5.0, timeout / 2)
 
-    async def _record_zone(self, order: TicketOrder) -> tuple[CreateTicketRequest, bool]:
+    async def _record_zone(
+        self, order: TicketOrder
+    ) -> tuple[CreateTicketRequest, bool, int | None]:
         """The request with the zone of the service's client record (CALLERS.md 2, "Zone
         cap"): the zone counted, locked and capped is never the caller's word. A body zone
         that differs is a 422 `zone_mismatch` (nothing reaches the upstream); a record with no
@@ -105,11 +113,15 @@ class TicketCreation:
         answer fails the creation: the zone is never guessed. An order `from_record` takes
         the record's zone and technician (or DEFAULT_TECHNICIAN_ID), and is refused without
         them (400 `ticket_creation_failed`, `meta.reason` `no_zone` or `no_technician`).
-        And whether the zone is the body's because the record has none (CALLERS.md 6)."""
+        And whether the zone is the body's because the record has none (CALLERS.md 6), and
+        the router the record names (the outage hold's question), or None."""
         request = order.request
         service_id = request.service_id
         try:
-            client = await self.clients.get_client(service_id)
+            try:
+                record, _, _ = await self.clients.find_record(service_id)
+            except NotFound:
+                record = None
         except StoreUnavailable:
             raise
         except ServiceError as exc:
@@ -128,13 +140,15 @@ class TicketCreation:
                 "nothing was created, retry shortly",
                 meta={"reason": Action.UPSTREAM_UNAVAILABLE},
             ) from None
-        if client is None:
+        if record is None:
             raise NotFound(f"Client {service_id} not found", action=Action.CLIENT_NOT_FOUND)
+        client, router_id = record["client"], record.get("router_id")
         zone_id = client.get("zone_id")
         if order.from_record:
-            return self._from_record(request, zone_id, client.get("technician_id")), False
+            request = self._from_record(request, zone_id, client.get("technician_id"))
+            return request, False, router_id
         if zone_id is None or zone_id == request.zone_id:
-            return request, zone_id is None
+            return request, zone_id is None, router_id
         raise ZoneMismatch(
             f"Service {service_id} is in zone {zone_id}, not zone {request.zone_id}",
             data={"zone_id": zone_id},
@@ -160,9 +174,24 @@ class TicketCreation:
             )
         return request.model_copy(update={"zone_id": zone_id, "technician_id": technician_id})
 
+    async def _hold(self, service_id: int, router_id: int | None) -> None:
+        """OUTAGE_TICKETS=hold (OUTAGES.md 4): a service whose router has an active general
+        outage gets 409 `outage_in_progress` with the outage, before anything is counted,
+        locked or sent (the bot tells the customer instead of filing the 300th ticket)."""
+        if self.settings.OUTAGE_TICKETS != "hold":
+            return
+        outage = await self.outages.outage_of(service_id, router_id)
+        if outage is not None:
+            raise OutageInProgress(
+                f"Service {service_id} is under the general outage {outage['outage_id']} of "
+                f"router {outage['router_id']}: no ticket is opened while it lasts",
+                data=view(outage),
+            )
+
     async def create(self, order: TicketOrder) -> Ticket:
         # Outside the zone lock: a miss of the cached list may cost an upstream query.
-        request, borrowed = await self._record_zone(order)
+        request, borrowed, router_id = await self._record_zone(order)
+        await self._hold(request.service_id, router_id)
         zone_id = request.zone_id
         # Every answer within UPSTREAM_TIMEOUT_SECONDS + 2 s (CALLERS.md 2): the locks are
         # waited for only while the request has time left.

@@ -84,6 +84,7 @@ SUCCESS_ACTIONS: dict[tuple[str, str], tuple[str | None, ...]] = {
         *_PING_OUTCOMES,
     ),
     ("get", "/api/v1/audit"): (Action.AUDIT_LISTED,),
+    ("get", "/api/v1/outages"): (Action.OUTAGES_LISTED,),
 }
 STORE_UNAVAILABLE = Action.STORE_UNAVAILABLE
 _STORE_503 = (
