@@ -49,6 +49,10 @@ AuditEventName = Literal[
     "scope_denied",
     Action.VERIFICATION_REQUIRED,
     "mcp_tool",
+    # Money (MONEY.md): a promise `created`, `refused` (+ reason) or `failed`; a report
+    # `received`, `duplicate` or `failed`.
+    "payment_promise",
+    "payment_report",
 ]
 EVENTS: tuple[str, ...] = get_args(AuditEventName)
 
@@ -78,6 +82,9 @@ MASKED_WORDS = frozenset(
         "movil",
         "mobile",
         "whatsapp",
+        # A payment's bank reference (MONEY.md 2: masked like a document).
+        "reference",
+        "referencia",
     }
 )
 # Words that may never name a detail: a person's name or address, a password, a key or token.

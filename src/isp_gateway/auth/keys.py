@@ -52,6 +52,8 @@ TICKETS_WRITE = "tickets:write"  # create
 NETWORK_PING = "network:ping"  # pings, diagnose
 PLANS_READ = "plans:read"
 AUDIT_READ = "audit:read"
+PAYMENTS_PROMISE = "payments:promise"  # a payment promise (reconnects a suspended service)
+PAYMENTS_REPORT = "payments:report"  # a payment report with its receipt, for staff review
 ALL_SCOPES = "*"  # every scope; the spec's JWT user has it
 
 SCOPES: tuple[str, ...] = (
@@ -64,6 +66,8 @@ SCOPES: tuple[str, ...] = (
     NETWORK_PING,
     PLANS_READ,
     AUDIT_READ,
+    PAYMENTS_PROMISE,
+    PAYMENTS_REPORT,
 )
 KNOWN_SCOPES = frozenset((*SCOPES, ALL_SCOPES))
 # What the spec's JWT user holds.
