@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, Field
 
 from isp_gateway.accounts.schemas import ActivePromiseResponse
-from isp_gateway.kit.models import NON_BLANK, RequestModel
+from isp_gateway.kit.models import RequestModel
 from isp_gateway.payments.errors import (
     BROKEN_PROMISE,
     NOTHING_OWED,
@@ -88,9 +88,10 @@ class ReportRefusedResponse(BaseModel):
 
 # -- the report's multipart body ---------------------------------------------------------------
 
-# 1-64 characters, none of them a control character, not all blank.
+# 1-64 characters, none of them a control character (C0 or C1), not all blank.
 _PRINTABLE = r"[^\x00-\x1f\x7f-\x9f]"
-REFERENCE_PATTERN = rf"^{_PRINTABLE}*{NON_BLANK}{_PRINTABLE}*$"
+_VISIBLE = r"[^\s\x00-\x1f\x7f-\x9f]"
+REFERENCE_PATTERN = rf"^{_PRINTABLE}*{_VISIBLE}{_PRINTABLE}*$"
 # A plain decimal with a dot, more than zero: "40000" or "40000.50". Never "40.000": in the
 # customers' own writing that is forty thousand, as a number it would be forty.
 AMOUNT_PATTERN = r"^(?!0+(\.0+)?$)[0-9]{1,12}(\.[0-9]{1,2})?$"
