@@ -6,12 +6,14 @@ touches the disk; and a worker holds a bounded number of receipts at once."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import socket
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -152,12 +154,17 @@ def test_a_text_file_is_refused_on_its_first_bytes(start_money: StartMoney) -> N
 def test_a_receipt_above_the_body_limit_passes_on_its_route_only(
     start_money: StartMoney, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Python's temporary files go to a directory of the test's own: Starlette's form parser
-    # would spool a receipt over 1 MB there.
+    sim, gw = start_money(MAX_BODY_BYTES=65536)
+    # Every temporary file the gateway makes is seen: Starlette's form parser would spool a
+    # receipt over 1 MB to one (unnamed on Linux, so watched by its maker rather than in its
+    # directory; a named one would land in a directory of the test's own).
     spool = tmp_path / "spool"
     spool.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(spool))
-    sim, gw = start_money(MAX_BODY_BYTES=65536)
+    made: list[str] = []
+    loop = gw.runtime.services.clients.cache._periodic.get_loop()
+    for maker in ("TemporaryFile", "NamedTemporaryFile", "mkstemp", "mkdtemp"):
+        monkeypatch.setattr(tempfile, maker, watched(getattr(tempfile, maker), loop, made))
     sid = DEBTORS[3]
     vid = verification_id(gw, sid)
     big = pdf_file() + b"%" + b"9" * 1_600_000 + b"\n"  # 1.6 MB, a comment line of a PDF
@@ -165,7 +172,7 @@ def test_a_receipt_above_the_body_limit_passes_on_its_route_only(
     assert answer.status_code == 202, answer.text
     [filed] = sim_reports(sim)
     assert filed.content == big
-    assert list(spool.iterdir()) == []  # never written to disk
+    assert made == [] and list(spool.iterdir()) == []  # never written to disk
     # Every other route keeps MAX_BODY_BYTES.
     refused = gw.post(
         PROMISE.format(sid),
@@ -173,6 +180,25 @@ def test_a_receipt_above_the_body_limit_passes_on_its_route_only(
         headers={"Content-Type": "application/json", "X-Verification-Id": vid},
     )
     assert (refused.status_code, refused.json()["action"]) == (413, "payload_too_large")
+
+
+def watched(
+    maker: Callable[..., Any], loop: asyncio.AbstractEventLoop, made: list[str]
+) -> Callable[..., Any]:
+    """`maker`, noting each call the gateway makes: on its loop, or in a worker thread of
+    its loop (the simulator, in this process too, spools the uploads it receives: that is
+    its own business as the backend)."""
+
+    def make(*args: Any, **kwargs: Any) -> Any:
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = getattr(threading.current_thread(), "loop", None)
+        if running is loop:
+            made.append(getattr(maker, "__name__", "a temporary file"))
+        return maker(*args, **kwargs)
+
+    return make
 
 
 def test_a_worker_holds_a_bounded_number_of_receipts(start_money: StartMoney) -> None:
