@@ -132,9 +132,20 @@ def ready(gw: Gateway) -> None:
 STATEMENT = {"name": "CLIENTE {}", "address": "CALLE 1 # 2-3", "internet_plan_name": "PLAN 10MB"}
 
 
-def mcp_verify(gw: Gateway, service_id: int, headers: dict[str, str]) -> str:
+def statement_of(service_id: int) -> dict[str, str]:
+    """What the crafted customer states: the REST verify's three fields."""
+    return {**STATEMENT, "name": STATEMENT["name"].format(service_id)}
+
+
+def mcp_verify(
+    gw: Gateway,
+    service_id: int,
+    headers: dict[str, str],
+    statement: dict[str, str] | None = None,
+) -> str:
     """verify_customer through /mcp (one JSON-RPC call over HTTP) with these credentials:
     its id is bound to the same caller and end user as a REST call with the same headers."""
+    said = statement or statement_of(service_id)
     call = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -143,9 +154,9 @@ def mcp_verify(gw: Gateway, service_id: int, headers: dict[str, str]) -> str:
             "name": "verify_customer",
             "arguments": {
                 "service_id": service_id,
-                "name": f"CLIENTE {service_id}",
-                "address": STATEMENT["address"],
-                "plan_name": STATEMENT["internet_plan_name"],
+                "name": said["name"],
+                "address": said["address"],
+                "plan_name": said["internet_plan_name"],
             },
         },
     }
@@ -160,11 +171,17 @@ def mcp_verify(gw: Gateway, service_id: int, headers: dict[str, str]) -> str:
     return vid
 
 
-def verification_id(gw: Gateway, service_id: int, end_user: str | None = None) -> str:
+def verification_id(
+    gw: Gateway,
+    service_id: int,
+    end_user: str | None = None,
+    statement: dict[str, str] | None = None,
+) -> str:
     """A verification of `service_id` by this gateway's JWT caller (and `end_user`): the
-    REST verify's `data.verification_id` when it carries one, else verify_customer's."""
+    REST verify's `data.verification_id` when it carries one (MONEY.md 1: always, once
+    every build does), else MCP verify_customer's for the same caller and end user."""
     headers = {"X-End-User-Id": end_user} if end_user else {}
-    body = {**STATEMENT, "name": STATEMENT["name"].format(service_id)}
+    body = statement or statement_of(service_id)
     answer = gw.post(f"/api/v1/clients/{service_id}/verify", json=body, headers=headers)
     assert answer.status_code == 200, answer.text
     data = answer.json()["data"]
@@ -172,7 +189,7 @@ def verification_id(gw: Gateway, service_id: int, end_user: str | None = None) -
     if "verification_id" in data:
         vid: str = data["verification_id"]
         return vid
-    return mcp_verify(gw, service_id, {**gw.auth, **headers})
+    return mcp_verify(gw, service_id, {**gw.auth, **headers}, body)
 
 
 # -- the two routes ---------------------------------------------------------------------------
