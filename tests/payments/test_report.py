@@ -290,3 +290,29 @@ def test_a_backend_that_fails(start_money: StartMoney) -> None:
     )
     outcomes = [e["outcome"] for e in audit_events(gw, "payment_report")]
     assert outcomes == ["failed", "failed", "received", "failed", "received"]
+
+
+def test_at_most_five_reports_a_day_for_one_service(pair: tuple[Simulator, Gateway]) -> None:
+    sim, gw = pair
+    sid = DEBTORS[11]
+    vid = verification_id(gw, sid)
+    png = ("r.png", PNG, "image/png")
+    # One the backend refuses does not count: it never reached staff.
+    sim.state.faults.update({"force_403": True, "path_prefix": "/api/facturas/reportar-pago/"})
+    answered(report(gw, sid, vid, png, reference="DAY-0"), 502, "upstream_unauthorized")
+    sim.state.faults.update({"reset": True})
+    for number in range(1, 6):
+        filed = report(gw, sid, vid, png, reference=f"DAY-{number}")
+        answered(filed, 202, "payment_report_received", "success")
+    sixth = report(gw, sid, vid, png, reference="DAY-6")
+    body = answered(sixth, 409, "payment_report_not_allowed", "info")
+    assert body["data"] == {"reason": "too_many_reports", "allowed_from": day(1)}
+    assert "Podrá enviar otro desde el" in body["message"]
+    assert len(reports_of(sim, sid)) == 5
+    # Its reference was not used up: the same report tomorrow is no duplicate.
+    assert on_server(gw, gw.runtime.services.payments.filer.marks.earlier(sid, "DAY-6")) is None
+    failed = [e for e in audit_events(gw, "payment_report") if e["service_id"] == sid]
+    assert [e["details"].get("reason") for e in failed if e["outcome"] == "failed"] == [
+        "upstream_unauthorized",
+        "too_many_reports",
+    ]

@@ -19,6 +19,7 @@ NOTHING_OWED = "nothing_owed"
 SERVICE_CANCELLED = Action.SERVICE_CANCELLED  # the same word as diagnose's action
 BROKEN_PROMISE = "broken_promise"
 TOO_MANY_PROMISES = "too_many_promises"
+TOO_MANY_REPORTS = "too_many_reports"  # of payment_report_not_allowed
 # meta.outcome of a 502.
 UNKNOWN = "unknown"
 NOT_MADE = "not_made"
@@ -97,10 +98,18 @@ class PaymentReportDuplicate(_Rule):
 class PaymentReportNotAllowed(_Rule):
     action = Action.PAYMENT_REPORT_NOT_ALLOWED
 
-    def __init__(self) -> None:
+    def __init__(self, allowed_from: date | None = None, today: date | None = None) -> None:
+        if allowed_from is None or today is None:
+            super().__init__(
+                "No tiene facturas pendientes por pagar; no hace falta reportar un pago.",
+                data={"reason": NOTHING_OWED},
+            )
+            return
         super().__init__(
-            "No tiene facturas pendientes por pagar; no hace falta reportar un pago.",
-            data={"reason": NOTHING_OWED},
+            "Ya recibimos varios reportes de pago de este servicio hoy; el área de "
+            "facturación los está revisando. Podrá enviar otro desde el "
+            f"{spoken_date(allowed_from, today)}.",
+            data={"reason": TOO_MANY_REPORTS, "allowed_from": allowed_from.isoformat()},
         )
 
 

@@ -7,7 +7,8 @@ and whether the backend confirmed it (`made`) or its answer was lost (`unconfirm
 before the call, so a lost answer still counts). The promise rules read it (payments/
 rules.py); the account and diagnose show its active promise (kit/promises.py).
 
-Payment reports leave one mark per (service, reference) for 30 days: the duplicate guard.
+Payment reports leave one mark per (service, reference) for 30 days, the duplicate guard,
+and a count per service and day, the daily cap.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ UNCONFIRMED = "unconfirmed"
 WINDOW_DAYS = 90
 # A report's reference is a duplicate for this long (MONEY.md 2).
 REPORT_DAYS = 30
+# Reports one service may file in a day (TIMEZONE's): staff review each by hand, and a
+# customer with several invoices and partial payments files a few at most.
+REPORTS_PER_DAY = 5
 DAY_SECONDS = 86_400
 
 
@@ -180,3 +184,11 @@ class ReportMarks:
     async def release(self, service_id: int, reference: str) -> None:
         """The report did not reach staff: the reference may be sent again."""
         await self.store.delete(self.key(service_id, reference))
+
+    @staticmethod
+    def day_key(service_id: int, day: date) -> str:
+        return f"payments:reports:{service_id}:{day.isoformat()}"
+
+    async def count(self, service_id: int, day: date, amount: int = 1) -> int:
+        """Add `amount` to the service's reports of `day` (atomic); the new count."""
+        return await self.store.incr(self.day_key(service_id, day), amount, ttl=2 * DAY_SECONDS)

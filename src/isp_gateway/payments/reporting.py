@@ -7,7 +7,9 @@ Checked in this order, nothing sent until all pass: the service exists; its owed
 read whole (502 unless confirmed); something is owed (409 `payment_report_not_allowed`); the
 invoice named is one of them (422 `invoice_not_pending`); the payment method is one of the
 ISP's (422); the reference is new for the service in 30 days (409
-`payment_report_duplicate`, claimed atomically in the store: of two at once, one passes).
+`payment_report_duplicate`, claimed atomically in the store: of two at once, one passes);
+and at most REPORTS_PER_DAY reports of the service that day (409 `payment_report_not_allowed`,
+reason `too_many_reports`).
 
 A report the backend did not take (refused, or never sent) frees its reference again. So does
 one whose answer was lost: staff reviewing the same reference twice is a small cost, a
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from isp_gateway.kit.actions import Action
@@ -31,7 +34,7 @@ from isp_gateway.payments.errors import (
     PaymentReportNotAllowed,
     PaymentsBusy,
 )
-from isp_gateway.payments.ledger import ReportMarks
+from isp_gateway.payments.ledger import REPORTS_PER_DAY, ReportMarks
 from isp_gateway.payments.promising import POST_MARGIN_SECONDS, read_owed, time_left
 from isp_gateway.payments.rules import choose_invoice
 from isp_gateway.upstream.gateway import UpstreamUnreached
@@ -116,8 +119,17 @@ class ReportFiler:
             raise PaymentReportDuplicate(
                 {**data, "invoice_id": earlier.get("invoice_id", invoice_id)}
             )
+        today = datetime.now(self.settings.tz).date()
         try:
-            await self._send(order, invoice_id)
+            # Counted before it is sent (atomic, so reports at once cannot all pass), and
+            # taken back when it does not reach staff.
+            if await self.marks.count(service_id, today) > REPORTS_PER_DAY:
+                raise PaymentReportNotAllowed(today + timedelta(days=1), today)
+            try:
+                await self._send(order, invoice_id)
+            except BaseException:
+                await self.marks.count(service_id, today, -1)
+                raise
         except BaseException:
             await self.marks.release(service_id, fields.reference)
             raise

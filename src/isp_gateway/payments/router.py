@@ -45,7 +45,7 @@ PaymentsDep = Annotated[PaymentService, ServiceOf(PaymentService)]
 router = APIRouter(prefix="/api/v1/clients", tags=["Clients"])
 
 # The report's path, for the body limit's wider cap (web/limits.py, set in app.py).
-REPORT_ROUTE = re.compile(r"/api/v1/clients/[^/]+/payment-reports/?")
+REPORT_ROUTE = re.compile(r"/api/v1/clients/[^/]+/payment-reports")
 
 IdempotencyKey = Annotated[
     str | None,
@@ -142,7 +142,8 @@ _REPORT_RESPONSES = {
 _REPORT_RESPONSES[409]["description"] = (
     "`info`: `payment_report_duplicate` (the same reference for this service within 30 "
     "days; `data`: that report), `payment_report_not_allowed` (`data.reason`: "
-    "`nothing_owed`), or `idempotency_key_in_progress`."
+    "`nothing_owed`, or `too_many_reports` with `data.allowed_from`: 5 a day per service), "
+    "or `idempotency_key_in_progress`."
 )
 _REPORT_RESPONSES[413]["description"] = (
     "The receipt is larger than RECEIPT_MAX_BYTES, the text fields than 4 KiB, or the body "

@@ -17,6 +17,7 @@ from isp_gateway.payments.errors import (
     NOTHING_OWED,
     SERVICE_CANCELLED,
     TOO_MANY_PROMISES,
+    TOO_MANY_REPORTS,
     InvalidField,
 )
 from isp_gateway.payments.receipt import RECEIPT
@@ -83,7 +84,10 @@ class ReportReceivedResponse(BaseModel):
 class ReportRefusedResponse(BaseModel):
     """payment_report_not_allowed's data."""
 
-    reason: str = Field(json_schema_extra={"enum": [NOTHING_OWED]})
+    reason: str = Field(json_schema_extra={"enum": [NOTHING_OWED, TOO_MANY_REPORTS]})
+    allowed_from: str | None = Field(
+        default=None, description="too_many_reports: the first day another is taken"
+    )
 
 
 # -- the report's multipart body ---------------------------------------------------------------

@@ -286,7 +286,7 @@ class PaymentService:
             details["invoice_id"] = (exc.data or {}).get("invoice_id")
             await self._event("payment_report", "duplicate", order.service_id, details)
             return
-        details["reason"] = exc.action
+        details["reason"] = (exc.data or {}).get("reason") or exc.action
         details["outcome"] = (exc.meta or {}).get("outcome")
         await self._event("payment_report", "failed", order.service_id, details)
 
