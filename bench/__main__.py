@@ -17,7 +17,9 @@
      account), and ticket creation's p50 with the audit on and off (bench/agents.py);
 (i)  outage notices: the delay from a router's flag flipping to the signed notice's delivery,
      and the cost of one sweep of the router catalogue with notices on and off
-     (bench/outages.py).
+     (bench/outages.py);
+(j)  money: a payment promise's and a payment report's server time, and the upstream calls
+     each costs, cold and warm (bench/money.py).
 
 A new part: a module in bench/ with a `run(ns)` function, added to PARTS below.
 """
@@ -28,7 +30,17 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from bench import accounts, agents, conversation, indexing, lookups, metrics, outages, scale
+from bench import (
+    accounts,
+    agents,
+    conversation,
+    indexing,
+    lookups,
+    metrics,
+    money,
+    outages,
+    scale,
+)
 
 PARTS: dict[str, Callable[[argparse.Namespace], None]] = {
     "lookups": lambda ns: lookups.run(
@@ -47,6 +59,7 @@ PARTS: dict[str, Callable[[argparse.Namespace], None]] = {
     "scale": lambda ns: scale.run(clients=ns.scale_clients),
     "agents": lambda ns: agents.run(),
     "outages": lambda ns: outages.run(clients=ns.index_clients),
+    "money": lambda ns: money.run(),
 }
 
 

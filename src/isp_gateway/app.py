@@ -22,6 +22,8 @@ from isp_gateway.diagnose.router import router as diagnose_router
 from isp_gateway.kit.callers import END_USER_HEADER
 from isp_gateway.network.router import router as network_router
 from isp_gateway.outages.router import router as outages_router
+from isp_gateway.payments.router import REPORT_ROUTE
+from isp_gateway.payments.router import router as payments_router
 from isp_gateway.plans.router import router as plans_router
 from isp_gateway.services import start_runtime
 from isp_gateway.settings import Settings
@@ -173,6 +175,7 @@ def create_app(settings: Settings) -> FastAPI:
         client_tickets_router,
         diagnose_router,
         outages_router,
+        payments_router,
         audit_router,
     )
     if settings.MCP_ENABLED:
@@ -201,7 +204,13 @@ def create_app(settings: Settings) -> FastAPI:
     # FastAPI's routing.
     # With no rate limit (the default) the lookup edge is in front of all of them.
     app.add_middleware(UnknownPathMiddleware, routes=routes)
-    app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.MAX_BODY_BYTES)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_body_bytes=settings.MAX_BODY_BYTES,
+        # A payment report's body holds a receipt: its own cap, and the form around it may
+        # take what any body may (the route refuses a receipt past RECEIPT_MAX_BYTES itself).
+        wider=[(REPORT_ROUTE, settings.RECEIPT_MAX_BYTES + settings.MAX_BODY_BYTES)],
+    )
     app.add_middleware(UnhandledErrorMiddleware)
     app.add_middleware(
         CORSWhenOrigin,

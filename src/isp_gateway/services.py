@@ -38,6 +38,8 @@ from isp_gateway.network.service import PingService
 from isp_gateway.notices.sender import build_webhook_client
 from isp_gateway.notices.service import Notices
 from isp_gateway.outages.service import OutageService
+from isp_gateway.payments.ledger import PromiseLedger
+from isp_gateway.payments.service import PaymentService
 from isp_gateway.plans.service import PlanService
 from isp_gateway.settings import Settings
 from isp_gateway.store import MemoryStore, Store
@@ -72,6 +74,7 @@ class Services:
     outages: OutageService
     diagnose: DiagnoseService
     auth: AuthService
+    payments: PaymentService
     # Verification ids (CALLERS.md 5): issued by a REST or MCP verify, checked by both.
     verifications: Verifications
     by_type: dict[type, Any] = field(init=False, repr=False, compare=False)
@@ -290,11 +293,25 @@ async def _start_services(
         stopping=stopping,
         clients=clients,
     )
-    accounts = AccountService(settings=settings, gateway=gateway, lists=lists, clients=clients)
+    # The payment-promise ledger (MONEY.md 1): the account shows its active promise.
+    ledger = PromiseLedger(store, settings)
+    accounts = AccountService(
+        settings=settings, gateway=gateway, lists=lists, clients=clients, promises=ledger
+    )
     for service in (plans, clients, tickets, pings, accounts, outages):
         await service.start()
         stack.push_async_callback(service.aclose)
-    diagnose = DiagnoseService(clients, accounts, tickets, outages, pings, audit)
+    payments = PaymentService(
+        settings=settings,
+        store=store,
+        gateway=gateway,
+        audit=audit,
+        stopping=stopping,
+        clients=clients,
+        accounts=accounts,
+        ledger=ledger,
+    )
+    diagnose = DiagnoseService(clients, accounts, tickets, outages, pings, audit, payments)
     auth = AuthService(settings=settings, store=store, audit=audit)
     return Services(
         plans,
@@ -307,5 +324,6 @@ async def _start_services(
         outages,
         diagnose,
         auth,
+        payments,
         verifications,
     )

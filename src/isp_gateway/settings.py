@@ -244,6 +244,15 @@ class Settings(BaseSettings):
     REQUIRE_VERIFICATION: bool = False
     DEFAULT_TECHNICIAN_ID: int | None = Field(default=None, ge=1)
 
+    # Money (MONEY.md): a payment promise's date is at most PROMISE_MAX_DAYS ahead; a broken
+    # promise bars new ones for PROMISE_COOLDOWN_DAYS from its date; at most
+    # PROMISES_PER_90_DAYS promises per service in any 90 days; a payment report's receipt
+    # is at most RECEIPT_MAX_BYTES (413 above it).
+    PROMISE_MAX_DAYS: int = Field(default=5, ge=1, le=60)
+    PROMISE_COOLDOWN_DAYS: int = Field(default=30, ge=0, le=365)
+    PROMISES_PER_90_DAYS: int = Field(default=2, ge=1, le=90)
+    RECEIPT_MAX_BYTES: int = Field(default=5 * 1024 * 1024, ge=1024, le=50 * 1024 * 1024)
+
     @field_validator(
         "ACTIVE_TICKET_STATES",
         "EXTRA_HOLIDAYS",

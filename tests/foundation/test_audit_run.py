@@ -19,6 +19,7 @@ from isp_gateway.auth.keys import generate_key, new_entry, write_key_entries
 from tests.agents.conftest import call, mcp_session, pick_customer
 from tests.conftest import PASSWORD, USERNAME, Gateway, Simulator
 from tests.foundation.test_audit import EVENT_FIELDS
+from tests.payments.conftest import day, pdf_file, report_fields, verification_id
 from tests.support import emptied_redis
 
 # Every event the audit declares: one the run below does not produce fails the test. The
@@ -126,6 +127,7 @@ def _run_and_check(gw: Gateway, key: str, caplog: pytest.LogCaptureFixture) -> N
             assert (await call(session, "customer_account", verification_id="ver_x")).is_error
 
     asyncio.run(agent())
+    private.append(_money(gw))
 
     events = _audit(gw)
     assert {e["event"] for e in events} >= EVERY_EVENT, sorted({e["event"] for e in events})
@@ -137,3 +139,47 @@ def _run_and_check(gw: Gateway, key: str, caplog: pytest.LogCaptureFixture) -> N
     for value in private:
         assert value not in text, value
         assert value not in lines, value
+
+
+def _money(gw: Gateway) -> str:
+    """A payment promise and a payment report (MONEY.md), each by a suspended customer who
+    owes, verified first; the report's bank reference, which the audit must never hold."""
+    reference = "BANCO-77441288"
+    for number, row in enumerate(_debtors(gw)[:2]):
+        statement = {
+            "name": row["name"],
+            "address": row["address"],
+            "internet_plan_name": row["internet_plan_name"],
+        }
+        vid = verification_id(gw, row["service_id"], statement=statement)
+        headers = {"X-Verification-Id": vid}
+        if number == 0:
+            answer = gw.post(
+                f"/api/v1/clients/{row['service_id']}/payment-promise",
+                json={"until": day(2)},
+                headers=headers,
+            )
+            assert answer.status_code == 201, answer.text
+        else:
+            answer = gw.post(
+                f"/api/v1/clients/{row['service_id']}/payment-reports",
+                data=report_fields(reference=reference, payment_method_id=7),
+                files={"receipt": ("recibo.pdf", pdf_file(), "application/pdf")},
+                headers=headers,
+            )
+            assert answer.status_code == 202, answer.text
+    return reference
+
+
+def _debtors(gw: Gateway) -> list[dict[str, Any]]:
+    """The simulator's suspended customers whose account shows a debt."""
+    rows = gw.get("/api/v1/clients/search", params={"q": "a", "limit": 200}).json()["data"]
+    found = []
+    for row in rows:
+        if row["service_state"] != "suspended" or not row["name"] or not row["address"]:
+            continue
+        account = gw.get(f"/api/v1/clients/{row['service_id']}/account").json()["data"]
+        if account and account["total_due"] > 0:
+            found.append(row)
+    assert len(found) >= 2, "the simulator's data has no two suspended debtors"
+    return found

@@ -36,6 +36,9 @@ MASKED_WORDS = frozenset(
         "movil",
         "mobile",
         "whatsapp",
+        # A payment's bank reference (MONEY.md 2: masked like a document).
+        "reference",
+        "referencia",
     }
 )
 # Words that may never name a detail: a person's name or address, a password, a key or token.

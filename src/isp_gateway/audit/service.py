@@ -83,6 +83,10 @@ AuditEventName = Literal[
     Action.RATE_LIMITED,
     "outage",
     "webhook",
+    # Money (MONEY.md): a promise `created`, `refused` (+ reason) or `failed`; a report
+    # `received`, `duplicate` or `failed`.
+    "payment_promise",
+    "payment_report",
 ]
 EVENTS: tuple[str, ...] = get_args(AuditEventName)
 

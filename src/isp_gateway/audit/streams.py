@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 FAMILIES: dict[str, str] = {
     "client_update": "",
     "ticket_create": "",
+    "payment_promise": "",
+    "payment_report": "",
     "ping": ":network",
     "diagnose": ":network",
     "verify": ":identity",

@@ -65,6 +65,8 @@ NETWORK_PING = "network:ping"  # pings, diagnose
 PLANS_READ = "plans:read"
 AUDIT_READ = "audit:read"
 OUTAGES_READ = "outages:read"  # the general outages now active
+PAYMENTS_PROMISE = "payments:promise"  # a payment promise (reconnects a suspended service)
+PAYMENTS_REPORT = "payments:report"  # a payment report with its receipt, for staff review
 ALL_SCOPES = "*"  # every scope; the spec's JWT user has it
 
 SCOPES: tuple[str, ...] = (
@@ -78,6 +80,8 @@ SCOPES: tuple[str, ...] = (
     PLANS_READ,
     AUDIT_READ,
     OUTAGES_READ,
+    PAYMENTS_PROMISE,
+    PAYMENTS_REPORT,
 )
 KNOWN_SCOPES = frozenset((*SCOPES, ALL_SCOPES))
 # What the spec's JWT user holds.

@@ -117,10 +117,24 @@ def _demo_data_lines(clients: int, seed: int) -> list[str]:
     debtors = suspended_debtors(build_dataset(clients, seed, tickets=0))
     if debtors:
         client, invoices = debtors[0]
+        service = client["id_servicio"]
         lines.append(
             f"Suspended and owing (a payment promise or report): service "
-            f"{client['id_servicio']}, invoice {invoices[0]}; {len(debtors)} such services."
+            f"{service}, invoice {invoices[0]}; {len(debtors)} such services."
         )
+        # How to try both money routes from /docs (docs/payments.md).
+        lines.append(
+            f"  In /docs: verify {service} (data.verification_id), then POST "
+            f"/api/v1/clients/{service}/payment-promise with X-Verification-Id and "
+            '{"until": "<1 to 5 days ahead>"}.'
+        )
+        if len(debtors) > 1:
+            other = debtors[1][0]["id_servicio"]
+            lines.append(
+                f"  A payment report: verify {other}, then POST /api/v1/clients/{other}/"
+                "payment-reports with a receipt (JPEG, PNG, WEBP or PDF), reference, paid_on, "
+                "payment_method_id, amount."
+            )
     return [*lines, ""]
 
 

@@ -24,6 +24,8 @@ SCOPE_HELP = {
     "plans:read": "the internet plans",
     "audit:read": "the audit log (GET /api/v1/audit)",
     "outages:read": "the routers under a general outage (GET /api/v1/outages, current_outages)",
+    "payments:promise": "a payment promise that reconnects a suspended service (always verified)",
+    "payments:report": "a payment report with its receipt, for staff review (always verified)",
     "*": "every scope above",
 }
 

@@ -1,7 +1,8 @@
 """Diagnose (BEYOND.md): one call that answers "I have no internet".
 
 Checks in this order, answering the first that applies: cancelled, suspended (with what is
-owed and the next step: pay, or reconnect when nothing is), a general outage on the
+owed and the next step: pay, or a payment promise when its rules allow one, or reconnect when
+nothing is owed), a general outage on the
 client's router, else a ping (the ping service's own task records and coalescing,
 long-polled up to `wait`). Every answer carries the client's state,
 zone figures and open tickets, so the bot knows whether to offer a ticket.
@@ -27,6 +28,7 @@ from isp_gateway.kit.actions import Action
 from isp_gateway.kit.errors import ServiceError, StoreUnavailable
 from isp_gateway.network.service import PingFailed, PingService, PingView
 from isp_gateway.outages.service import OutageService
+from isp_gateway.payments.service import PaymentService
 from isp_gateway.tickets.service import TicketService
 
 if TYPE_CHECKING:
@@ -34,6 +36,11 @@ if TYPE_CHECKING:
 
 MSG_CANCELLED = "El servicio está cancelado."
 MSG_SUSPENDED = "El servicio está suspendido por saldo pendiente."
+# A payment promise is allowed (MONEY.md 1): paying, or a promise that reconnects today.
+MSG_SUSPENDED_PROMISE = (
+    "El servicio está suspendido por saldo pendiente. Puede pagar, o acordar una fecha de "
+    "pago para reactivarlo hoy."
+)
 # Nothing owed (CALLERS.md 2): the message never mentions a debt.
 MSG_SUSPENDED_RECONNECT = "El servicio está suspendido. Se puede solicitar la reconexión."
 MSG_OUTAGE = "Hay una falla general en la zona del cliente."
@@ -59,6 +66,7 @@ class DiagnoseService:
     outages: OutageService
     pings: PingService
     audit: Recorder
+    payments: PaymentService
 
     async def diagnose(self, service_id: int, pings: int, wait: float) -> Diagnosis:
         """The answer, audited with its action (or the action of the error it raises)."""
@@ -93,6 +101,14 @@ class DiagnoseService:
         }
         stale = stale or tickets_stale
 
+        async def owed() -> list[int]:
+            invoices, _, _ = await self.accounts.pending_of(record["username"])
+            return [invoice["invoice_id"] for invoice in invoices]
+
+        # MONEY.md 1: an active payment promise, whatever the outcome (the owed list is read,
+        # from its cache, only when the ledger holds one).
+        data["promise"] = await self.payments.ledger.active(service_id, owed)
+
         def info(action: str, message: str) -> Diagnosis:
             return Diagnosis(PingView(True, "info", action, data, message), stale)
 
@@ -105,8 +121,12 @@ class DiagnoseService:
             # Summed exactly, then rounded to cents, as the account answer does.
             data["total_due"] = round(math.fsum(i["total"] for i in invoices), 2)
             data["pending_invoices"] = invoices
-            # What the bot offers next: paying what is owed, else a reconnection.
+            # What the bot offers next: paying what is owed (or, when the rules allow one, a
+            # payment promise that reconnects today), else a reconnection.
             if data["total_due"] > 0:
+                if await self.payments.promise_allowed(service_id, invoices):
+                    data["next_step"] = "promise"
+                    return info(Action.SERVICE_SUSPENDED, MSG_SUSPENDED_PROMISE)
                 data["next_step"] = "pay"
                 return info(Action.SERVICE_SUSPENDED, MSG_SUSPENDED)
             data["next_step"] = "reconnect"

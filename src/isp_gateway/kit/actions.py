@@ -49,6 +49,17 @@ class Action(StrEnum):
     # -- accounts --------------------------------------------------------------------------
     ACCOUNT_FOUND = "account_found"
     PAYMENT_METHODS_LISTED = "payment_methods_listed"
+    # -- payments: promises and reports (MONEY.md) -----------------------------------------
+    PAYMENT_PROMISE_CREATED = "payment_promise_created"
+    PROMISE_NOT_ALLOWED = "promise_not_allowed"
+    PROMISE_ALREADY_ACTIVE = "promise_already_active"
+    INVOICE_NOT_PENDING = "invoice_not_pending"
+    PAYMENT_PROMISE_FAILED = "payment_promise_failed"
+    PAYMENT_REPORT_RECEIVED = "payment_report_received"
+    PAYMENT_REPORT_DUPLICATE = "payment_report_duplicate"
+    PAYMENT_REPORT_NOT_ALLOWED = "payment_report_not_allowed"
+    UNSUPPORTED_RECEIPT = "unsupported_receipt"
+    PAYMENT_REPORT_FAILED = "payment_report_failed"
     # -- tickets ---------------------------------------------------------------------------
     TICKET_SUBJECTS_LISTED = "ticket_subjects_listed"
     TICKET_FOUND = "ticket_found"

@@ -58,6 +58,26 @@ _SENTENCES: dict[Action, str] = {
     Action.CLIENT_UPDATE_FAILED: "No se pudieron actualizar los datos de contacto.",
     Action.ACCOUNT_FOUND: "Este es el estado de su cuenta.",
     Action.PAYMENT_METHODS_LISTED: "Estas son las formas de pago.",
+    Action.PAYMENT_PROMISE_CREATED: (
+        "Listo: reactivamos su servicio hasta la fecha acordada. Recuerde pagar antes de esa fecha."
+    ),
+    Action.PROMISE_NOT_ALLOWED: "En este momento no es posible hacer un acuerdo de pago.",
+    Action.PROMISE_ALREADY_ACTIVE: "Ya tiene un acuerdo de pago vigente.",
+    Action.INVOICE_NOT_PENDING: "Esa factura no está pendiente de pago.",
+    Action.PAYMENT_PROMISE_FAILED: (
+        "No pudimos confirmar el acuerdo de pago; intente de nuevo en un momento."
+    ),
+    Action.PAYMENT_REPORT_RECEIVED: (
+        "Recibimos su comprobante de pago; el área de facturación lo revisará y confirmará el pago."
+    ),
+    Action.PAYMENT_REPORT_DUPLICATE: "Ya recibimos un reporte de pago con esa referencia.",
+    Action.PAYMENT_REPORT_NOT_ALLOWED: "No tiene facturas pendientes por pagar.",
+    Action.UNSUPPORTED_RECEIPT: (
+        "El comprobante debe ser una imagen (JPG, PNG o WEBP) o un documento PDF."
+    ),
+    Action.PAYMENT_REPORT_FAILED: (
+        "No pudimos enviar su comprobante de pago; intente de nuevo en un momento."
+    ),
     Action.TICKET_SUBJECTS_LISTED: "Estos son los motivos de un ticket de soporte.",
     Action.TICKET_FOUND: "Este es el estado de su ticket.",
     Action.TICKET_NOT_FOUND: "No encontré ese ticket.",

@@ -1,4 +1,5 @@
-"""The twelve MCP tools (CALLERS.md 5): arguments, scope, description and what each does.
+"""The twelve MCP tools (CALLERS.md 5): arguments, scope, description and what each does
+(their common parts in base.py; the money tool in money.py).
 
 Each tool calls the same service the REST router calls (services.py's `Services`), never a
 router and never a copy of a rule. Order for an agent: find (service ids only), verify
@@ -12,77 +13,30 @@ the attempts left (never which fields matched, never the record's values).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from isp_gateway.clients.schemas import VerifyRequest
 from isp_gateway.diagnose.schemas import DEFAULT_PINGS
 from isp_gateway.kit import messages
 from isp_gateway.kit.actions import Action
+from isp_gateway.mcp.base import (
+    ORDER,
+    Args,
+    Call,
+    Outcome,
+    ToolFailure,
+    ToolSpec,
+    Verified,
+    verified,
+)
+from isp_gateway.mcp.money import PROMISE_PAYMENT
 from isp_gateway.mcp.outage_tools import current_outages, held_ticket
 from isp_gateway.tickets.errors import OutageInProgress, TicketCreationFailed
-
-if TYPE_CHECKING:
-    from isp_gateway.kit.callers import Caller
-    from isp_gateway.kit.verifications import Verifications
-    from isp_gateway.services import Services
-    from isp_gateway.settings import Settings
 
 MAX_SERVICE_ID = 9_999_999_999  # at most 10 digits (CALLERS.md 2)
 MAX_DIAGNOSE_WAIT = 25.0
 
-ORDER = (
-    "Order: find_customer (service ids only) -> verify_customer (name, address and "
-    "plan_name or plan_price, as the customer states them) -> the other tools with the "
-    "verification_id it returns."
-)
-VERIFIED_ONLY = (
-    "Needs the verification_id of a successful verify_customer by this same caller and end "
-    "user; it acts only on the service that was verified."
-)
-
-
-class ToolFailure(Exception):
-    """A tool error an agent can read (isError: true): a short Spanish sentence and a code."""
-
-    def __init__(self, code: str, sentence: str) -> None:
-        super().__init__(sentence)
-        self.code = code
-        self.sentence = sentence
-
-
-@dataclass(frozen=True, slots=True)
-class Call:
-    """What one tool call works with."""
-
-    services: Services
-    verifications: Verifications
-    settings: Settings
-    caller: Caller
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    data: dict[str, Any]
-    sentence: str
-
-
 # -- arguments --------------------------------------------------------------------------
-
-
-class Args(BaseModel):
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
-
-
-class Verified(Args):
-    # Optional in the schema so that a call without one is told to verify first (the
-    # guard's answer), not only that an argument is missing.
-    verification_id: str | None = Field(
-        default=None, max_length=200, description="From a successful verify_customer"
-    )
 
 
 class FindArgs(Args):
@@ -315,32 +269,6 @@ async def list_ticket_subjects(call: Call, _: BaseModel) -> Outcome:
 
 # -- the table ----------------------------------------------------------------------------
 
-Plain = Callable[[Call, BaseModel], Awaitable[Outcome]]
-OnService = Callable[[Call, int], Awaitable[Outcome]]
-OnServiceArgs = Callable[[Call, int, BaseModel], Awaitable[Outcome]]
-
-
-@dataclass(frozen=True, slots=True)
-class ToolSpec:
-    name: str
-    scope: str
-    description: str
-    args: type[Args]
-    read_only: bool
-    # Exactly one of these: a tool on no service, on the verified service, or on the
-    # verified service with more arguments.
-    plain: Plain | None = None
-    on_service: OnService | None = None
-    on_service_args: OnServiceArgs | None = None
-
-    def input_schema(self) -> dict[str, Any]:
-        return self.args.model_json_schema()
-
-
-def _verified(text: str) -> str:
-    return f"{text} {VERIFIED_ONLY} {ORDER}"
-
-
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "find_customer",
@@ -368,7 +296,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "customer_summary",
         "clients:read",
-        _verified("The verified customer's name, service state, plan and price, zone and cut-off"),
+        verified("The verified customer's name, service state, plan and price, zone and cut-off"),
         Verified,
         read_only=True,
         on_service=customer_summary,
@@ -376,15 +304,16 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "customer_account",
         "accounts:read",
-        _verified("What the verified customer owes (pending invoices) and the service state."),
+        verified("What the verified customer owes (pending invoices) and the service state."),
         Verified,
         read_only=True,
         on_service=customer_account,
     ),
+    PROMISE_PAYMENT,
     ToolSpec(
         "diagnose_connection",
         "network:ping",
-        _verified(
+        verified(
             "Why the verified customer has no internet: cancelled, suspended (with the debt), "
             "a general outage, or a ping of the antenna (waits up to `wait` seconds)."
         ),
@@ -395,7 +324,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "customer_tickets",
         "tickets:read",
-        _verified("The verified customer's open support tickets, newest first."),
+        verified("The verified customer's open support tickets, newest first."),
         Verified,
         read_only=True,
         on_service=customer_tickets,
@@ -403,7 +332,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "open_ticket",
         "tickets:write",
-        _verified(
+        verified(
             "Open a support ticket for the verified customer (zone and technician come from "
             "the customer's record). Use diagnose_connection first; the subject must be one "
             "of list_ticket_subjects. May answer that the zone is at its cap, that a "
@@ -417,7 +346,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "update_contact",
         "clients:write",
-        _verified("Change the verified customer's phone and/or identity document."),
+        verified("Change the verified customer's phone and/or identity document."),
         ContactArgs,
         read_only=False,
         on_service_args=update_contact,
