@@ -14,7 +14,12 @@
 (f)  the cost of metrics: workload (a) with METRICS_ENABLED on and off, alternating;
 (g)  scale: 200,000 clients behind the upstream's own 100 calls a minute (bench/scale.py);
 (h)  agents: an MCP tool call's server time beside the same REST call (find by document,
-     account), and ticket creation's p50 with the audit on and off (bench/agents.py).
+     account), and ticket creation's p50 with the audit on and off (bench/agents.py);
+(i)  outage notices: the delay from a router's flag flipping to the signed notice's delivery,
+     and the cost of one sweep of the router catalogue with notices on and off
+     (bench/outages.py);
+(j)  money: a payment promise's and a payment report's server time, and the upstream calls
+     each costs, cold and warm (bench/money.py).
 
 A new part: a module in bench/ with a `run(ns)` function, added to PARTS below.
 """
@@ -25,7 +30,17 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from bench import accounts, agents, conversation, indexing, lookups, metrics, scale
+from bench import (
+    accounts,
+    agents,
+    conversation,
+    indexing,
+    lookups,
+    metrics,
+    money,
+    outages,
+    scale,
+)
 
 PARTS: dict[str, Callable[[argparse.Namespace], None]] = {
     "lookups": lambda ns: lookups.run(
@@ -43,6 +58,8 @@ PARTS: dict[str, Callable[[argparse.Namespace], None]] = {
     ),
     "scale": lambda ns: scale.run(clients=ns.scale_clients),
     "agents": lambda ns: agents.run(),
+    "outages": lambda ns: outages.run(clients=ns.index_clients),
+    "money": lambda ns: money.run(),
 }
 
 

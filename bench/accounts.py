@@ -21,6 +21,7 @@ from bench import procs
 from bench.indexing import _percentile, service_parts
 from isp_gateway.accounts.service import AccountService
 from isp_gateway.clients.service import ClientService
+from isp_gateway.payments.ledger import PromiseLedger
 from isp_gateway.simulator import (
     SimulatorConfig,
     SimulatorState,
@@ -73,8 +74,15 @@ async def _raw_fetch(url: str) -> float:
 
 async def _service(url: str, sample: list[int], rounds: int) -> tuple[float, int, list[float]]:
     async with service_parts(url) as parts:
-        clients = ClientService(parts)
-        accounts = AccountService(parts, clients)
+        clients = ClientService(**parts.kwargs())
+        # As services.py builds it: the account reads the payment-promise ledger too.
+        accounts = AccountService(
+            settings=parts.settings,
+            gateway=parts.gateway,
+            lists=parts.lists,
+            clients=clients,
+            promises=PromiseLedger(parts.store, parts.settings),
+        )
         started = time.perf_counter()
         await accounts.invoices.refresh()
         load = time.perf_counter() - started

@@ -14,6 +14,7 @@ import time
 import tracemalloc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -86,23 +87,41 @@ def _settings(url: str) -> Settings:
     )
 
 
+@dataclass(frozen=True)
+class Parts:
+    """What the services are built from, as in production (services.py)."""
+
+    settings: Settings
+    store: MemoryStore
+    gateway: UpstreamGateway
+    lists: Lists
+
+    def kwargs(self) -> dict[str, Any]:
+        return {
+            "settings": self.settings,
+            "store": self.store,
+            "gateway": self.gateway,
+            "lists": self.lists,
+        }
+
+
 @asynccontextmanager
-async def client_service(url: str) -> AsyncIterator[ClientService]:
-    """The client service built as in production, on a memory store: the real upstream
-    gateway to `url` with a budget the bench never spends."""
+async def service_parts(url: str) -> AsyncIterator[Parts]:
+    """The parts on a memory store: the real upstream gateway to `url` with a budget the
+    bench never spends."""
     settings = _settings(url)
     store = MemoryStore()
     async with build_http_client(settings) as http:
         gateway = UpstreamGateway(settings, http, RateBudget(store, 10**6, 10**7))
-        lists = Lists(store, float(settings.STALE_IF_ERROR_SECONDS))
-        yield ClientService(settings=settings, store=store, gateway=gateway, lists=lists)
+        yield Parts(settings, store, gateway, Lists(store, float(settings.STALE_IF_ERROR_SECONDS)))
 
 
 async def _service_load(url: str, *, time_index: bool = True) -> tuple[ClientIndex, float, float]:
     """The service's own path: its cache loads every page, maps the rows and builds the
     index (in a worker thread, as in production). Returns the index, the whole load time
     and the time of the index build alone (built once more, the same way)."""
-    async with client_service(url) as service:
+    async with service_parts(url) as parts:
+        service = ClientService(**parts.kwargs())
         started = time.perf_counter()
         await service.cache.refresh()
         total = time.perf_counter() - started

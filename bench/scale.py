@@ -253,7 +253,8 @@ def run(
     _clean(store)
     env = {
         "REDIS_URL": REDIS_URL,
-        "LOG_LEVEL": "INFO",
+        # Each list's refresh plan is logged at DEBUG (`_plans` reads it from the logs).
+        "LOG_LEVEL": "DEBUG",
         "UPSTREAM_RATE_PER_MINUTE": str(rate),
         "UPSTREAM_RATE_PER_HOUR": str(rate * 10),
         "UPSTREAM_PAGE_SIZE": str(page_size),

@@ -20,8 +20,11 @@ from isp_gateway.clients.fastpath import LookupEdge
 from isp_gateway.clients.router import router as clients_router
 from isp_gateway.diagnose.router import router as diagnose_router
 from isp_gateway.kit.callers import END_USER_HEADER
-from isp_gateway.kit.messages import Language
+from isp_gateway.kit.messages import Language, use_language
 from isp_gateway.network.router import router as network_router
+from isp_gateway.outages.router import router as outages_router
+from isp_gateway.payments.router import REPORT_ROUTE
+from isp_gateway.payments.router import router as payments_router
 from isp_gateway.plans.router import router as plans_router
 from isp_gateway.services import start_runtime
 from isp_gateway.settings import Settings
@@ -127,6 +130,9 @@ def create_app(settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
         async with AsyncExitStack() as stack:
+            # The language of what the background tasks started here say (the outage
+            # notices' sentences); a request's own is set at the edge.
+            use_language(settings.MESSAGES_LANGUAGE)
             runtime = await start_runtime(stack, settings, metrics)
             if metrics is not None and settings.METRICS_PORT is not None:
                 from isp_gateway.observability.exporter import serve_metrics
@@ -141,10 +147,8 @@ def create_app(settings: Settings) -> FastAPI:
             stack.callback(runtime.stopping.unchain_signals)
             app.state.runtime = runtime
             if settings.MCP_ENABLED:
-                # After the services it calls, closed before them (CALLERS.md 5).
-                from isp_gateway.mcp.server import running
-
-                await stack.enter_async_context(running(app))
+                # Started by the first /mcp request; closed before the services it calls.
+                stack.push_async_callback(app.state.mcp_sessions.aclose)
             # First at the end: a long poll still waiting answers before its service closes.
             stack.callback(runtime.stopping.set)
             log.info("isp-gateway started; upstream %s", settings.UPSTREAM_NET_HOST)
@@ -174,10 +178,12 @@ def create_app(settings: Settings) -> FastAPI:
         accounts_router,
         client_tickets_router,
         diagnose_router,
+        outages_router,
+        payments_router,
         audit_router,
     )
     if settings.MCP_ENABLED:
-        from isp_gateway.mcp.server import install as install_mcp
+        from isp_gateway.mcp.endpoint import install as install_mcp
 
         install_mcp(app)
     if metrics is not None:
@@ -202,7 +208,13 @@ def create_app(settings: Settings) -> FastAPI:
     # FastAPI's routing.
     # With no rate limit (the default) the lookup edge is in front of all of them.
     app.add_middleware(UnknownPathMiddleware, routes=routes)
-    app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.MAX_BODY_BYTES)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_body_bytes=settings.MAX_BODY_BYTES,
+        # A payment report's body holds a receipt: its own cap, and the form around it may
+        # take what any body may (the route refuses a receipt past RECEIPT_MAX_BYTES itself).
+        wider=[(REPORT_ROUTE, settings.RECEIPT_MAX_BYTES + settings.MAX_BODY_BYTES)],
+    )
     app.add_middleware(UnhandledErrorMiddleware)
     app.add_middleware(
         CORSWhenOrigin,
@@ -235,8 +247,11 @@ def create_app(settings: Settings) -> FastAPI:
             subject_of=lambda authorization: jwt_subject(app.state.runtime, authorization),
             per_address=settings.RATE_LIMIT_PER_MINUTE,
             per_subject=settings.RATE_LIMIT_PER_SUBJECT_PER_MINUTE,
+            audit=lambda: app.state.runtime.audit,
         )
-    if settings.uses_redis:  # the memory store cannot be away
+    # The memory store cannot be away, nor be waited for.
+    store_seconds = settings.REDIS_TIMEOUT_SECONDS if settings.uses_redis else None
+    if settings.uses_redis:
         app.add_middleware(StoreUnavailableMiddleware)
     ids = RequestIds()
     access_log = AccessLog() if settings.ACCESS_LOG else None
@@ -247,6 +262,7 @@ def create_app(settings: Settings) -> FastAPI:
         deadline_seconds=settings.UPSTREAM_TIMEOUT_SECONDS,
         language=Language(settings.MESSAGES_LANGUAGE),
         rate_limits=lambda: getattr(app.state, "runtime", None) and app.state.runtime.gateway,
+        store_seconds=store_seconds,
     )
     if metrics is not None:
         # Outermost: it sees every answer, the rate limiter's and the edge's too.
@@ -257,6 +273,7 @@ def create_app(settings: Settings) -> FastAPI:
             "ids": ids,
             "access_log": access_log,
             "metrics": metrics,
+            "store_seconds": store_seconds,
         }
     install_openapi(app, settings, [partial(document_subjects, settings)])
     # Build the OpenAPI schema now: it also makes FastAPI resolve every route's

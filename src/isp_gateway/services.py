@@ -35,7 +35,11 @@ from isp_gateway.kit.errors import StoreUnavailable
 from isp_gateway.kit.stopping import Stopping
 from isp_gateway.kit.verifications import Verifications
 from isp_gateway.network.service import PingService
+from isp_gateway.notices.sender import build_webhook_client
+from isp_gateway.notices.service import Notices
 from isp_gateway.outages.service import OutageService
+from isp_gateway.payments.ledger import PromiseLedger
+from isp_gateway.payments.service import PaymentService
 from isp_gateway.plans.service import PlanService
 from isp_gateway.settings import Settings
 from isp_gateway.store import MemoryStore, Store
@@ -70,6 +74,7 @@ class Services:
     outages: OutageService
     diagnose: DiagnoseService
     auth: AuthService
+    payments: PaymentService
     # Verification ids (CALLERS.md 5): issued by a REST or MCP verify, checked by both.
     verifications: Verifications
     by_type: dict[type, Any] = field(init=False, repr=False, compare=False)
@@ -102,12 +107,17 @@ class Runtime:
     stopping: Stopping = field(default_factory=Stopping)
 
     async def readiness(self) -> dict[str, str]:
-        """`/ready`'s checks (web/readiness.py), each "ok" or what is wrong."""
-        return {
+        """`/ready`'s checks (web/health.py), each "ok" or what is wrong."""
+        checks = {
             "store": await self._store_check(),
             "clients": await self._clients_check(),
             "upstream": self._upstream_check(),
         }
+        if self.key_ring.enabled:
+            # `unreadable` while API_KEYS_FILE cannot be read or parsed: the last good keys
+            # still serve, but a key made or revoked since is not seen (CALLERS.md 6).
+            checks["keys"] = self.key_ring.status()
+        return checks
 
     async def _store_check(self) -> str:
         try:
@@ -125,7 +135,14 @@ class Runtime:
             at = await asyncio.wait_for(cache.loaded_at(), CHECK_SECONDS)
         except (StoreUnavailable, TimeoutError):
             at = None
-        return "ok" if at is not None else "not_loaded"
+        if at is not None:
+            return "ok"
+        try:
+            # Or be loading it for the first time: `loading 12000/20000` (issue 28).
+            progress = await asyncio.wait_for(cache.progress(), CHECK_SECONDS)
+        except (StoreUnavailable, TimeoutError):
+            progress = None
+        return "not_loaded" if progress is None else progress.label()
 
     def _upstream_check(self) -> str:
         """`unauthorized` while the upstream's last word about our key was a 401/403 (a
@@ -158,10 +175,13 @@ def _secret(value: SecretStr | None) -> str | None:
 
 
 async def build_store(settings: Settings) -> Store:
+    """The store, named in the log (issue 28: the logs never said which one was in use)."""
     if settings.uses_redis:
         store = redis_store(settings)
         await store.ping()
+        log.info("store: %s", store.describe())
         return store
+    log.info("store: memory, this process only (REDIS_URL or REDIS_SENTINELS share it)")
     return MemoryStore()
 
 
@@ -180,6 +200,7 @@ async def start_runtime(
         settings.UPSTREAM_RATE_PER_HOUR,
         reserve=settings.UPSTREAM_INTERACTIVE_RESERVE,
         share=settings.UPSTREAM_CALLER_SHARE,
+        share_reserve=settings.UPSTREAM_SHARE_RESERVE,
     )
     planner = RefreshPlanner(budget)
     if metrics is not None:
@@ -188,9 +209,19 @@ async def start_runtime(
         stack.push_async_callback(metrics.aclose)
     gateway = UpstreamGateway(settings, http, budget, metrics)
     audit = AuditLog(store, settings.AUDIT_MAX_EVENTS, enabled=settings.AUDIT_ENABLED)
+    # Its counted refusals are flushed every second, and last before the store closes.
+    audit.start()
+    stack.push_async_callback(audit.aclose)
     stopping = Stopping()
+    # Notices go to the receivers, never through the upstream's client: their own, closed
+    # after the services that queue them (OUTAGES.md 3).
+    webhooks = build_webhook_client()
+    stack.push_async_callback(webhooks.aclose)
+    notices = Notices(settings=settings, store=store, http=webhooks, audit=audit, metrics=metrics)
+    await notices.start()
+    stack.push_async_callback(notices.aclose)
     services = await _start_services(
-        stack, settings, store, gateway, audit, stopping, metrics, planner
+        stack, settings, store, gateway, audit, stopping, metrics, planner, notices
     )
     if metrics is not None:
         metrics.watch_planner(planner)
@@ -217,6 +248,7 @@ async def _start_services(
     stopping: Stopping,
     metrics: Metrics | None,
     planner: RefreshPlanner,
+    notices: Notices,
 ) -> Services:
     lists = Lists(store, float(settings.STALE_IF_ERROR_SECONDS), metrics, planner)
     plans = PlanService(settings=settings, store=store, gateway=gateway, lists=lists)
@@ -233,6 +265,15 @@ async def _start_services(
     updates = UpdateService(
         settings=settings, store=store, gateway=gateway, audit=audit, clients=clients
     )
+    outages = OutageService(
+        settings=settings,
+        store=store,
+        gateway=gateway,
+        lists=lists,
+        clients=clients,
+        notices=notices,
+        audit=audit,
+    )
     tickets = TicketService(
         settings=settings,
         store=store,
@@ -241,6 +282,7 @@ async def _start_services(
         audit=audit,
         stopping=stopping,
         clients=clients,
+        outages=outages,
         metrics=metrics,
     )
     pings = PingService(
@@ -251,12 +293,25 @@ async def _start_services(
         stopping=stopping,
         clients=clients,
     )
-    accounts = AccountService(settings=settings, gateway=gateway, lists=lists, clients=clients)
-    outages = OutageService(settings=settings, store=store, gateway=gateway, lists=lists)
+    # The payment-promise ledger (MONEY.md 1): the account shows its active promise.
+    ledger = PromiseLedger(store, settings)
+    accounts = AccountService(
+        settings=settings, gateway=gateway, lists=lists, clients=clients, promises=ledger
+    )
     for service in (plans, clients, tickets, pings, accounts, outages):
         await service.start()
         stack.push_async_callback(service.aclose)
-    diagnose = DiagnoseService(clients, accounts, tickets, outages, pings, audit)
+    payments = PaymentService(
+        settings=settings,
+        store=store,
+        gateway=gateway,
+        audit=audit,
+        stopping=stopping,
+        clients=clients,
+        accounts=accounts,
+        ledger=ledger,
+    )
+    diagnose = DiagnoseService(clients, accounts, tickets, outages, pings, audit, payments)
     auth = AuthService(settings=settings, store=store, audit=audit)
     return Services(
         plans,
@@ -269,5 +324,6 @@ async def _start_services(
         outages,
         diagnose,
         auth,
+        payments,
         verifications,
     )

@@ -99,8 +99,13 @@ class Settings(BaseSettings):
     # Share of each budget window kept for interactive calls (tickets, pings, lookup
     # misses, confirmations); whole-list refreshes are planned within the rest.
     UPSTREAM_INTERACTIVE_RESERVE: float = Field(default=0.3, ge=0, lt=1)
-    # The most of the interactive part of the minute budget one end user may take (CALLERS.md 2).
+    # The fair share (CALLERS.md 6): the most of the interactive minute one caller may take
+    # while another caller spends, and of its caller's share one end user may take while
+    # another end user of that caller spends (1 = no share).
     UPSTREAM_CALLER_SHARE: float = Field(default=0.5, gt=0, le=1)
+    # The last part of the minute a caller or end user past its share never takes, even
+    # alone: kept for those under their share (a lone bot may use 90 of 100 calls a minute).
+    UPSTREAM_SHARE_RESERVE: float = Field(default=0.1, ge=0, lt=1)
 
     # Client auth (spec 5.1)
     JWT_SECRET_KEY: SecretStr
@@ -149,6 +154,17 @@ class Settings(BaseSettings):
     # service, before a lock (same window).
     VERIFY_END_USER_MAX_FAILURES: int = Field(default=20, ge=1)
     VERIFY_SERVICE_MAX_FAILURES: int = Field(default=20, ge=1)
+    # CALLERS.md 6: identity failures of one caller (API key or JWT subject), whatever
+    # X-End-User-Id it sends, before every identity call of it is locked (same window); and
+    # the distinct services it may resolve in any hour (each a slot read per resolve).
+    CALLER_IDENTITY_FAILURES: int = Field(default=100, ge=1)
+    CALLER_RESOLVES_PER_HOUR: int = Field(default=60, ge=1, le=1000)
+    # CALLERS.md 6: `spec` answers verify and resolve as the spec does (a failed verify shows
+    # the record's address, plan and price in `debug`; 3 of 4 fields, plan name and price
+    # counted apart; resolve returns the record). `strict`, for any bot strangers can talk
+    # to: no debug, the plan counts as one fact beside the name and the address, resolve
+    # answers ids and a verification_id. strict and REQUIRE_VERIFICATION imply each other.
+    IDENTITY_POLICY: Literal["spec", "strict"] = "spec"
     # A lookup that misses a complete index asks the upstream about that value at most once
     # per this many seconds, across workers (CALLERS.md 2).
     MISS_RECHECK_SECONDS: int = Field(default=300, ge=0)
@@ -171,6 +187,17 @@ class Settings(BaseSettings):
     # Diagnose (BEYOND.md): lifetime of the router catalogue whose general-outage flags it
     # reports; a flag is never older than this.
     OUTAGE_CACHE_SECONDS: int = Field(default=60, ge=1)
+    # Outage notices (docs/outages.md): the subscriptions file `isp-gateway webhooks add`
+    # writes (unset = notices off); http:// receivers on loopback or private addresses; the
+    # delays after each failed delivery (the last one repeated) until one is dropped; and
+    # tickets for a service under an active outage: `allow` (the spec) or `hold` (409).
+    WEBHOOKS_FILE: Path | None = None
+    WEBHOOKS_ALLOW_HTTP: bool = False
+    WEBHOOKS_RETRY_SECONDS: Annotated[list[float], NoDecode] = Field(
+        default_factory=lambda: [5.0, 30.0, 120.0, 600.0, 3600.0]
+    )
+    WEBHOOKS_GIVE_UP_SECONDS: float = Field(default=86400.0, gt=0)
+    OUTAGE_TICKETS: Literal["allow", "hold"] = "allow"
 
     # HTTP surface
     CORS_ORIGINS: Annotated[list[str], NoDecode] = Field(
@@ -199,7 +226,11 @@ class Settings(BaseSettings):
     # then no longer on the API port; unset = /metrics on the API port. The address it binds.
     METRICS_PORT: int | None = Field(default=None, ge=1, le=65535)
     METRICS_HOST: str = Field(default="127.0.0.1", min_length=1)
-    # Serving and logs: the server `isp-gateway serve` runs, the access log, the log format.
+    # Serving and logs: where `isp-gateway serve` listens when --host/--port are not given
+    # (a systemd unit's environment file names the host: issue 28), the server it runs, the
+    # access log, the log format.
+    ISP_GATEWAY_HOST: str = Field(default="127.0.0.1", min_length=1)
+    ISP_GATEWAY_PORT: int = Field(default=8000, ge=1, le=65535)
     SERVER: Literal["granian", "uvicorn"] = "granian"
     ACCESS_LOG: bool = True
     LOG_FORMAT: Literal["text", "json"] = "text"
@@ -216,11 +247,21 @@ class Settings(BaseSettings):
     REQUIRE_VERIFICATION: bool = False
     DEFAULT_TECHNICIAN_ID: int | None = Field(default=None, ge=1)
 
+    # Money (MONEY.md): a payment promise's date is at most PROMISE_MAX_DAYS ahead; a broken
+    # promise bars new ones for PROMISE_COOLDOWN_DAYS from its date; at most
+    # PROMISES_PER_90_DAYS promises per service in any 90 days; a payment report's receipt
+    # is at most RECEIPT_MAX_BYTES (413 above it).
+    PROMISE_MAX_DAYS: int = Field(default=5, ge=1, le=60)
+    PROMISE_COOLDOWN_DAYS: int = Field(default=30, ge=0, le=365)
+    PROMISES_PER_90_DAYS: int = Field(default=2, ge=1, le=90)
+    RECEIPT_MAX_BYTES: int = Field(default=5 * 1024 * 1024, ge=1024, le=50 * 1024 * 1024)
+
     @field_validator(
         "ACTIVE_TICKET_STATES",
         "EXTRA_HOLIDAYS",
         "ACTIVE_CLIENT_STATES",
         "CORS_ORIGINS",
+        "WEBHOOKS_RETRY_SECONDS",
         mode="before",
     )
     @classmethod
@@ -232,6 +273,13 @@ class Settings(BaseSettings):
     def _states_not_empty(cls, value: list[int]) -> list[int]:
         if not value:
             raise ValueError("must list at least one state")
+        return value
+
+    @field_validator("WEBHOOKS_RETRY_SECONDS")
+    @classmethod
+    def _delays(cls, value: list[float]) -> list[float]:
+        if not value or any(delay <= 0 for delay in value):
+            raise ValueError("must list at least one delay, each above 0 seconds")
         return value
 
     @field_validator("CORS_ORIGINS")
@@ -317,8 +365,16 @@ class Settings(BaseSettings):
     def _http_url(cls, value: str) -> str:
         if not value.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
-        if not urlsplit(value).hostname:
+        parts = urlsplit(value)
+        if not parts.hostname:
             raise ValueError("must name a host, e.g. https://api.wisphub.net")
+        if parts.path.rstrip("/").lower().endswith("/api"):
+            # Every call adds `api/...` itself: `https://x/api` would ask `/api/api/clientes/`,
+            # which answers 404 (an HTML page), and the service could never read a list.
+            raise ValueError(
+                "must be the backend's base address without /api (the service adds api/... "
+                "itself), e.g. https://api.wisphub.net"
+            )
         return value.rstrip("/")
 
     @field_validator(
@@ -338,10 +394,10 @@ class Settings(BaseSettings):
             return None
         return value
 
-    @field_validator("API_KEYS_FILE", mode="before")
+    @field_validator("API_KEYS_FILE", "WEBHOOKS_FILE", mode="before")
     @classmethod
     def _blank_keys_file_is_unset(cls, value: Any) -> Any:
-        # `API_KEYS_FILE=` means keys are off, not a file named "".
+        # `API_KEYS_FILE=` means keys are off, not a file named "" (notices, the same).
         if isinstance(value, str) and not value.strip():
             return None
         return value
@@ -425,6 +481,16 @@ class Settings(BaseSettings):
                     f"{', '.join(stray)}: only read with REDIS_SENTINELS (a REDIS_URL "
                     "carries its own password)"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _strict_means_verified(self) -> Settings:
+        """CALLERS.md 6: REQUIRE_VERIFICATION=true implies IDENTITY_POLICY=strict and strict
+        implies it. Either one set (in .env.example both are written out, the other left at
+        its default) turns both on: the safer reading always wins."""
+        if self.REQUIRE_VERIFICATION or self.IDENTITY_POLICY == "strict":
+            self.IDENTITY_POLICY = "strict"
+            self.REQUIRE_VERIFICATION = True
         return self
 
     @model_validator(mode="after")

@@ -57,7 +57,8 @@ def test_workers_share_one_pending_list_load(shared: Shared) -> None:
     first = shared.start(UPSTREAM_PAGE_SIZE=2)
     warm(first)
     warm_invoices(first)
-    assert sim.state.calls["GET /api/facturas/"] == 4  # one load of four pages
+    # One load: four pages of pending invoices, one of invoices in review.
+    assert sim.state.calls["GET /api/facturas/"] == 5
     second = shared.start(UPSTREAM_PAGE_SIZE=2)
     # The second worker adopts the stored lists instead of loading them again.
     _until(

@@ -31,6 +31,7 @@ TOOLS = {
     "verify_customer",
     "customer_summary",
     "customer_account",
+    "promise_payment",
     "diagnose_connection",
     "customer_tickets",
     "open_ticket",
@@ -39,6 +40,7 @@ TOOLS = {
     "internet_plan",
     "list_payment_methods",
     "list_ticket_subjects",
+    "current_outages",
 }
 
 
@@ -92,6 +94,7 @@ def test_each_tool_has_the_scope_of_the_table() -> None:
         "verify_customer": "clients:verify",
         "customer_summary": "clients:read",
         "customer_account": "accounts:read",
+        "promise_payment": "payments:promise",
         "diagnose_connection": "network:ping",
         "customer_tickets": "tickets:read",
         "open_ticket": "tickets:write",
@@ -100,6 +103,7 @@ def test_each_tool_has_the_scope_of_the_table() -> None:
         "internet_plan": "plans:read",
         "list_payment_methods": "accounts:read",
         "list_ticket_subjects": "tickets:read",
+        "current_outages": "outages:read",
     }
 
 
@@ -109,7 +113,7 @@ async def test_tools_listed_with_the_order_in_their_descriptions(gateway: Gatewa
     assert {tool.name for tool in listed} == TOOLS
     for tool in listed:
         assert tool.description
-        if tool.name.startswith("list_") or tool.name == "internet_plan":
+        if tool.name.startswith("list_") or tool.name in ("internet_plan", "current_outages"):
             assert "no verification needed" in tool.description.lower()
             continue
         # Every customer tool tells the order: find, verify, then act.

@@ -58,7 +58,9 @@ async def test_tools_without_the_scope_are_not_listed() -> None:
         "customer_summary",
     ]
     everything = await list_tools(context({"*"}), None)
-    assert len(everything.tools) == len(TOOLS)
+    # The eleven of CALLERS.md 5, internet_plan (issue 28), the money tool (MONEY.md 3) and
+    # current_outages (OUTAGES.md 4).
+    assert len(everything.tools) == len(TOOLS) == 14
 
 
 async def test_tools_without_the_scope_cannot_be_called() -> None:

@@ -17,7 +17,7 @@ async def test_mcp_served_by_each_server(password_hash: str, server: str) -> Non
     try:
         token = served.auth["Authorization"].removeprefix("Bearer ")
         async with mcp_session_at(served.url, token) as session:
-            assert len((await session.list_tools()).tools) == len(TOOLS)
+            assert len((await session.list_tools()).tools) == len(TOOLS) == 14
             subjects = await call(session, "list_ticket_subjects")
             assert not subjects.is_error
             assert "No Tiene Internet" in subjects.data["all"]

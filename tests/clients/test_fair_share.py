@@ -1,4 +1,4 @@
-"""The fair share over loopback (CALLERS.md 2): one end user cannot drain the backend
+"""The fair share over loopback (CALLERS.md 2 and 6): one end user cannot drain the backend
 budget for everyone; past its share it gets 503 upstream_rate_limited, others are served."""
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ def _miss(gw: object, n: int, user: str) -> object:
 
 def test_one_end_user_cannot_drain_the_budget(start_pair: StartPair) -> None:
     sim, gw = start_pair(UPSTREAM_RATE_PER_MINUTE=40, UPSTREAM_CALLER_SHARE=0.5)
+    # CALLERS.md 6: a person's share binds once another person of the same caller spends
+    # (alone, she would be served up to the minute's share reserve).
+    assert _miss(gw, 300, "alice").status_code == 404  # type: ignore[attr-defined]
     statuses = []
     for n in range(30):  # a fuzz run by one person: every lookup a new miss
         response = _miss(gw, n, "mallory")
@@ -23,7 +26,8 @@ def test_one_end_user_cannot_drain_the_budget(start_pair: StartPair) -> None:
             refused = response
             break
     assert statuses[-1] == 503, statuses
-    assert statuses[:-1] == [404] * 20  # exactly her share of the minute (0.5 of 40)
+    # Exactly her share of the minute: 0.5 of her caller's 0.5 of 40.
+    assert statuses[:-1] == [404] * 10
     out = refused.json()  # type: ignore[attr-defined]
     assert (out["ok"], out["action"]) == (False, "upstream_rate_limited")
     assert 1 <= int(refused.headers["Retry-After"]) <= 60  # type: ignore[attr-defined]

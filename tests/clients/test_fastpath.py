@@ -96,10 +96,13 @@ def test_only_sure_hits_skip_the_regular_app(start_pair: StartPair) -> None:
         }
 
     status = asyncio.run(scenario())
-    assert status["hit"] == status["phone hit"] == 200
-    for case in ("no token", "unverified token", "miss", "bad document", "other route"):
+    # A token not seen before is verified at the edge; a missing one refused there
+    # (CALLERS.md 6 "The cost of refusing").
+    assert status["hit"] == status["phone hit"] == status["unverified token"] == 200
+    assert status["no token"] == 401
+    for case in ("miss", "bad document", "other route"):
         assert status[case] == 299, case
-    assert len(passed) == 5
+    assert len(passed) == 3
 
 
 def test_access_log_masks_documents_and_phones(
@@ -184,12 +187,19 @@ def test_the_edge_answers_only_sure_hits(start_pair: StartPair) -> None:
         }
 
     served = asyncio.run(scenario())
-    for case in ("hit", "service id hit"):
+    # A token not seen before is verified at the edge; a missing one refused there
+    # (CALLERS.md 6 "The cost of refusing").
+    for case, status in (
+        ("hit", 200),
+        ("service id hit", 200),
+        ("unverified token", 200),
+        ("no token", 401),
+    ):
         answered, sent = served[case]
         assert answered, case
-        assert sent[0]["status"] == 200
+        assert sent[0]["status"] == status
         assert dict(sent[0]["headers"])[b"x-request-id"]
-    for case in ("no token", "unverified token", "browser", "miss", "bad phone", "other route"):
+    for case in ("browser", "miss", "bad phone", "other route"):
         assert served[case] == (False, []), case
 
 

@@ -26,6 +26,9 @@ def test_verify_success(pair: tuple[Simulator, Gateway]) -> None:
     response = verify(gw, 101, GOOD)
     out = envelope(response, 200)
     assert (out["ok"], out["type"], out["action"]) == (True, "success", "client_verified")
+    # CALLERS.md 5, round 4: `verification_id` is added whatever the policy; the spec's
+    # fields are unchanged.
+    assert out["data"].pop("verification_id").startswith("ver_")
     assert out["data"] == {
         "is_valid": True,
         "matched_fields": ["name", "address", "internet_plan_name", "internet_plan_price"],

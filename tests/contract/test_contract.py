@@ -91,6 +91,7 @@ def test_route_statuses_carry_their_actions(gateway: Gateway) -> None:
     assert actions(create["409"]) == [
         "zone_ticket_limit_reached",
         "ticket_already_open",
+        "outage_in_progress",
         "idempotency_key_in_progress",
     ]
     assert actions(create["404"]) == ["client_not_found"]
@@ -106,7 +107,7 @@ def test_route_statuses_carry_their_actions(gateway: Gateway) -> None:
         assert actions(answers["503"]) == ["upstream_rate_limited", "store_unavailable"], path
     ref = create["409"]["content"]["application/json"]["schema"]["$ref"]
     data = DOCUMENT["components"]["schemas"][ref.removeprefix(REF)]["properties"]["data"]
-    assert {REF + "ZoneLimitData", REF + "OpenTicketResponse"} <= {
+    assert {REF + "ZoneLimitData", REF + "OpenTicketResponse", REF + "Outage"} <= {
         branch.get("$ref") for branch in data["anyOf"]
     }
 

@@ -12,6 +12,7 @@ import shutil
 import ssl
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -118,11 +119,20 @@ def self_signed(directory: Path) -> tuple[Path, Path]:
     return cert, key
 
 
-def nginx_conf(directory: Path, port: int, replicas: list[int], cert: Path, key: Path) -> Path:
-    """deploy/nginx.conf with its marked values moved into `directory` and onto loopback."""
+def nginx_conf(
+    directory: Path,
+    port: int,
+    replicas: list[int],
+    cert: Path,
+    key: Path,
+    changes: Mapping[str, str] | None = None,
+) -> Path:
+    """deploy/nginx.conf with its marked values moved into `directory` and onto loopback
+    (and a test's own `changes`, each also required to be there)."""
     text = render(
         "nginx.conf",
         {
+            **(changes or {}),
             "user www-data;": f"user {getpass.getuser()};",
             "/run/nginx.pid": str(directory / "nginx.pid"),
             "/var/log/nginx/": f"{directory}/",
@@ -144,7 +154,6 @@ def nginx_conf(directory: Path, port: int, replicas: list[int], cert: Path, key:
 def run_edge(directory: Path, env: dict[str, str]) -> Iterator[Edge]:
     """Two replicas (the unit's command line, `env`), both ready, and nginx running
     deploy/nginx.conf in front of them, all with their files in `directory`; stopped at exit."""
-    nginx = require("nginx", "nginx")
     ports = [free_port(), free_port()]
     with ExitStack() as stack:
         replicas = []
@@ -156,16 +165,49 @@ def run_edge(directory: Path, env: dict[str, str]) -> Iterator[Edge]:
             replicas.append(Replica(f"http://127.0.0.1:{port}", proc, log))
         for replica in replicas:
             wait_ready(replica.url, replica.proc, "/ready")
-        cert, key = self_signed(directory)
-        port = free_port()
-        conf = nginx_conf(directory, port, ports, cert, key)
-        boot = directory / "boot.log"
-        args = [nginx, "-p", str(directory), "-c", str(conf), "-e", str(boot), "-g", "daemon off;"]
-        proc = stack.enter_context(server_process(args, base_env(), directory))
+        url, tls = stack.enter_context(run_nginx(directory, ports))
+        yield Edge(url, tls, replicas, directory / "access.log")
+
+
+@contextmanager
+def run_nginx(
+    directory: Path,
+    replicas: list[int],
+    changes: Mapping[str, str] | None = None,
+    *,
+    ready: bool = True,
+) -> Iterator[tuple[str, ssl.SSLContext]]:
+    """nginx running deploy/nginx.conf (with `changes`) in front of the replicas on these
+    ports, its files in `directory`: its URL and the TLS context that trusts it, once its
+    /health answers 200 (`ready`), or answers at all. Stopped at exit."""
+    nginx = require("nginx", "nginx")
+    cert, key = self_signed(directory)
+    port = free_port()
+    conf = nginx_conf(directory, port, replicas, cert, key, changes)
+    boot = directory / "boot.log"
+    args = [nginx, "-p", str(directory), "-c", str(conf), "-e", str(boot), "-g", "daemon off;"]
+    with server_process(args, base_env(), directory) as proc:
         tls = ssl.create_default_context(cafile=str(cert))
         url = f"https://127.0.0.1:{port}"
         try:
-            wait_ready(url, proc, "/health", deadline=20, verify=tls)
+            if ready:
+                wait_ready(url, proc, "/health", deadline=20, verify=tls)
+            else:
+                wait_answering(url, proc, tls)
         except AssertionError as exc:
             raise AssertionError(f"{exc}: {boot.read_text()}") from None
-        yield Edge(url, tls, replicas, directory / "access.log")
+        yield url, tls
+
+
+def wait_answering(url: str, proc: subprocess.Popen[bytes], tls: ssl.SSLContext) -> None:
+    """Until nginx answers anything at all (its replicas may be down on purpose)."""
+    end = time.monotonic() + 20
+    while True:
+        assert proc.poll() is None, f"nginx exited ({proc.returncode})"
+        try:
+            httpx.get(f"{url}/health", timeout=5, verify=tls)
+            return
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < end, f"{url} did not answer within 20 s"
+        time.sleep(0.1)

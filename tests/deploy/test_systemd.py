@@ -12,9 +12,22 @@ import pwd
 import subprocess
 from pathlib import Path
 
+import httpx
+import pytest
+
 from isp_gateway.serving import graceful_stop_seconds
 from isp_gateway.settings import Settings
-from tests.deploy.conftest import DEPLOY, SHIPPED_BINARY, UNIT, render, require, venv_binary
+from tests.conftest import serve_env
+from tests.deploy.conftest import (
+    DEPLOY,
+    SHIPPED_BINARY,
+    UNIT,
+    render,
+    require,
+    unit_command,
+    venv_binary,
+)
+from tests.support import free_port, server_process, wait_ready
 
 # The overall exposure `systemd-analyze security` may give, in its tenths (2.0 and below
 # rate "OK"; the unit scores 1.5 today).
@@ -86,3 +99,44 @@ def test_the_unit_runs_and_stops_the_gateway_as_it_expects() -> None:
     window = graceful_stop_seconds(Settings.model_fields["UPSTREAM_TIMEOUT_SECONDS"].default)
     (stop,) = service["TimeoutStopSec"]
     assert int(stop) > window + 5
+
+
+def unit_settings(section: str) -> dict[str, list[str]]:
+    """The keys of a section of the unit and their values."""
+    current = ""
+    values: dict[str, list[str]] = {}
+    for line in (DEPLOY / UNIT).read_text().splitlines():
+        line = line.strip()
+        if line.startswith("["):
+            current = line
+        elif current == section and "=" in line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            values.setdefault(key, []).append(value)
+    return values
+
+
+def test_the_unit_needs_the_network_and_no_local_redis() -> None:
+    """Issue 28: `After=redis-server.service` tied the gateway to a Redis on its own host,
+    which a two-host Sentinel deployment does not have."""
+    unit = unit_settings("[Unit]")
+    assert unit["After"] == ["network-online.target"]
+    assert unit["Wants"] == ["network-online.target"]
+    for key in ("Requires", "BindsTo", "PartOf", "Requisite"):
+        assert key not in unit, key
+    assert not [v for values in unit.values() for v in values if "redis" in v.lower()]
+
+
+def test_the_unit_listens_where_its_environment_file_says(
+    tmp_path: Path, password_hash: str
+) -> None:
+    """Issue 28: the unit hard-coded `--host 127.0.0.1`; behind an nginx on another host the
+    gateway listens on its private address, ISP_GATEWAY_HOST in /etc/isp-gateway/env."""
+    (command,) = service_settings()["ExecStart"]
+    assert "--host" not in command.split()
+    assert "--port %i" in command
+    port = free_port()
+    env = serve_env("http://127.0.0.1:9", password_hash, ISP_GATEWAY_HOST="127.0.0.2")
+    with server_process(unit_command(port), env, tmp_path) as proc:
+        wait_ready(f"http://127.0.0.2:{port}", proc, "/health")
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"http://127.0.0.1:{port}/health", timeout=5)

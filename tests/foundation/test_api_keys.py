@@ -267,6 +267,9 @@ def test_scopes_and_the_star() -> None:
         "network:ping",
         "plans:read",
         "audit:read",
+        "outages:read",
+        "payments:promise",
+        "payments:report",
     }
     require_scope(keys.JWT_SCOPES, keys.AUDIT_READ)  # the JWT user has all
     require_scope(frozenset({"*"}), keys.TICKETS_WRITE)

@@ -125,39 +125,48 @@ async def test_the_window_slides_over_its_edge() -> None:
         await budget.acquire()
 
 
-# -- the fair share (CALLERS.md 2) ---------------------------------------------------------
+# -- the fair share (CALLERS.md 2, as round 4 changed it: CALLERS.md 6) ---------------------
 
 
-async def _as(end_user: str | None, budget: RateBudget, *, background: bool = False) -> None:
+async def _as(
+    end_user: str | None, budget: RateBudget, *, background: bool = False, caller: str = "jwt:bot"
+) -> None:
     """One acquire in a task of its own (the context variable set there stays there)."""
 
     async def run() -> None:
         if end_user is not None:
-            set_current_caller(Caller("jwt:bot", end_user, "127.0.0.1"))
+            set_current_caller(Caller(caller, end_user, "127.0.0.1"))
         await budget.acquire(background=background)
 
     await asyncio.create_task(run())
 
 
 async def test_one_end_user_takes_at_most_its_share_of_the_minute() -> None:
+    # CALLERS.md 6: an end user's share is the share of its caller's share (0.5 of 5 = 2),
+    # and it binds once another end user of the same caller has spent (alice, here).
     budget = RateBudget(MemoryStore(), per_minute=10, per_hour=1000, share=0.5)
-    for _ in range(5):
+    await _as("alice", budget)
+    for _ in range(2):
         await _as("mallory", budget)
     with pytest.raises(UpstreamRateLimited) as caught:
         await _as("mallory", budget)
     assert caught.value.status_code == 503
     assert 1 <= int(caught.value.headers["Retry-After"]) <= 60
-    # Everyone else is still served, and the refusal cost the window nothing.
-    for _ in range(5):
-        await _as("alice", budget)
+    # Everyone else is still served, and the refusal cost the window nothing: the caller,
+    # alone, may fill the minute up to its last 10 % (9 of 10).
+    for user in ("bob", "carol", "dave"):
+        for _ in range(2):
+            await _as(user, budget)
     with pytest.raises(UpstreamRateLimited):
-        await _as("bob", budget)  # now the minute itself is spent
+        await _as("erin", budget)  # the share reserve: kept for callers under their share
 
 
 async def test_background_work_is_not_subject_to_the_share() -> None:
     # A minute with room for the background calls (with 10 a minute, they waited for the next
     # minute, about 60 s, for the same outcome).
     budget = RateBudget(MemoryStore(), per_minute=100, per_hour=1000, share=0.02, reserve=0.0)
+    # CALLERS.md 6: a share binds only while another caller spends too.
+    await _as("someone", budget, caller="other-key")
     for _ in range(6):
         await _as(None, budget)  # no caller in context: background work of the service
     for _ in range(2):

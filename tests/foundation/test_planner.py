@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 
 import pytest
 
 from isp_gateway.store import MemoryStore
 from isp_gateway.upstream.budget import RateBudget
 from isp_gateway.upstream.planner import RefreshPlanner
+from tests.conftest import Gateway, Simulator
 
 
 def planner(per_minute: int = 100, per_hour: int = 1000, reserve: float = 0.3) -> RefreshPlanner:
@@ -103,3 +106,33 @@ def test_a_first_load_may_hold_its_lock_as_long_as_the_hour_allows() -> None:
     assert plan.load_allowance("clients") == pytest.approx(plan.fastest_load(700))
     plan.measured("clients", 200)
     assert plan.load_allowance("clients") == pytest.approx(plan.fastest_load(200))
+
+
+def test_start_up_says_the_plan_once_and_short(
+    caplog: pytest.LogCaptureFixture,
+    simulator: Simulator,
+    start_gateway: Callable[..., Gateway],
+) -> None:
+    """Issue 28: the plan was logged at INFO at start-up and once more for each list measured,
+    six lines of about 700 characters; now one short line, the details at DEBUG."""
+    caplog.set_level(logging.DEBUG, logger="isp_gateway.planner")
+    gw = start_gateway(simulator.url)
+    planner = gw.runtime.planner
+    lists = len(planner.plan())
+    # The lists loaded at start-up (payment methods load on demand): each one measured.
+    loaded = {"clients", "plans:list", "tickets:active", "invoices:pending", "routers"}
+    deadline = time.monotonic() + 30
+    while not all(any(f"({name} measured at" in r.getMessage() for r in caplog.records)
+                  for name in loaded):  # fmt: skip
+        assert time.monotonic() < deadline, [r.getMessage() for r in caplog.records]
+        time.sleep(0.05)
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
+    assert said == [
+        f"refresh plan (start-up): {lists} lists kept warm within "
+        f"{planner.capacity() * 3600:.0f} background upstream calls/h of 1000000; each "
+        "list's plan at DEBUG"
+    ]
+    assert len(said[0]) < 160
+    # The details are there for whoever asks for them.
+    details = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
+    assert any("clients: 1 pages every 240s" in message for message in details), details

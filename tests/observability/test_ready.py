@@ -4,6 +4,7 @@ test's own, killed mid-run and started again on the same port."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import time
@@ -14,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from isp_gateway.auth.keys import generate_key, new_entry, write_key_entries
 from tests.conftest import PASSWORD, USERNAME, Gateway, Simulator, start_redis_server
 from tests.support import RedisServer, free_port
 from tests.tickets.conftest import build_dataset, post_calls, ticket_body
@@ -199,3 +201,57 @@ def test_a_frozen_redis_answers_503_on_time(
         os.kill(pid, signal.SIGCONT)
     wait_ready(gw, 200)
     assert gw.get(lookup).status_code == 200
+
+
+# -- the API key file (CALLERS.md 6) ------------------------------------------------------------
+
+
+def test_ready_says_when_the_key_file_cannot_be_read(
+    simulator: Simulator,
+    start_gateway: Callable[..., Gateway],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    path = tmp_path / "keys.json"
+    key = generate_key()
+    write_key_entries(path, [new_entry(key, "portal", ["plans:read"], None)])
+    gw = start_gateway(simulator.url, API_KEYS_FILE=str(path))
+    assert wait_ready(gw, 200) == {
+        "status": "ready",
+        "checks": {"store": "ok", "clients": "ok", "upstream": "ok", "keys": "ok"},
+    }
+    plans = "/api/v1/internet-plans/"
+    assert gw.client.get(plans, headers={"X-API-Key": key}).status_code == 200
+    caplog.set_level(logging.INFO, logger="isp_gateway")
+
+    def errors() -> int:
+        return len([r for r in caplog.records if r.levelno >= logging.ERROR])
+
+    path.write_text('{"keys": [')  # broken JSON: an error, never "no keys"
+    body = wait_ready(gw, 503)
+    assert body["checks"] == {
+        "store": "ok",
+        "clients": "ok",
+        "upstream": "ok",
+        "keys": "unreadable",
+    }
+    assert body["failing"] == ["keys"]
+    assert gw.client.get(plans, headers={"X-API-Key": key}).status_code == 200  # last good keys
+    time.sleep(2.5)  # the file looked at twice more, unchanged: no second line
+    assert gw.client.get("/ready").status_code == 503
+    assert errors() == 1
+    path.unlink()
+    path.mkdir()  # a directory in its place: another change, one more line
+    deadline = time.monotonic() + 10
+    while errors() < 2:
+        assert time.monotonic() < deadline, "the change was not seen"
+        gw.client.get("/ready")
+        time.sleep(0.1)
+    assert gw.client.get("/ready").json()["checks"]["keys"] == "unreadable"
+    assert gw.client.get(plans, headers={"X-API-Key": key}).status_code == 200
+    assert errors() == 2
+    message = caplog.records[-1].getMessage()
+    assert "API_KEYS_FILE" in message and str(path) in message and key not in message
+    path.rmdir()  # no file: no keys, and nothing wrong (a file not made yet, CALLERS.md 3)
+    assert wait_ready(gw, 200)["checks"]["keys"] == "ok"
+    assert gw.client.get(plans, headers={"X-API-Key": key}).status_code == 401

@@ -13,6 +13,14 @@ class PendingInvoiceResponse(BaseModel):
     overdue: bool = Field(description="due_on is before today in TIMEZONE")
 
 
+class ActivePromiseResponse(BaseModel):
+    """A payment promise made through the gateway whose date has not passed and whose
+    invoice is still owed (MONEY.md 1)."""
+
+    until: str = Field(description="YYYY-MM-DD")
+    invoice_id: int
+
+
 class AccountResponse(BaseModel):
     service_id: int
     service_state: str = Field(description="active, suspended, cancelled, free or unknown")
@@ -24,6 +32,9 @@ class AccountResponse(BaseModel):
     pending_invoices: list[PendingInvoiceResponse] = Field(description="Oldest due first")
     total_due: float
     as_of: str = Field(description="When the pending-invoice list was read (YYYY-MM-DD HH:MM)")
+    promise: ActivePromiseResponse | None = Field(
+        default=None, description="The active payment promise, null when none"
+    )
 
 
 class PaymentMethodResponse(BaseModel):

@@ -35,12 +35,12 @@ from isp_gateway.web.params import parse_service_id
 
 if TYPE_CHECKING:
     from isp_gateway.kit.cache import Lists
+    from isp_gateway.kit.promises import ActivePromises
     from isp_gateway.settings import Settings
     from isp_gateway.upstream.gateway import UpstreamGateway
 
-    pass
 
-# "Cannot confirm the balance": never "owes nothing" (kit/messages.py).
+# "Cannot confirm the balance": never "owes nothing" (kit/messages).
 BALANCE_UNCONFIRMED = "balance"
 
 
@@ -68,10 +68,13 @@ class AccountService:
         gateway: UpstreamGateway,
         lists: Lists,
         clients: ClientService,
+        promises: ActivePromises | None = None,
     ) -> None:
         self.settings = settings = settings
         self.gateway = gateway
         self.clients = clients
+        # The payment-promise ledger (payments/ledger.py), for the account's `promise`.
+        self.promises = promises
         lists = lists
         self.invoices: CachedResource[InvoiceIndex] = lists.resource(
             "invoices:pending",
@@ -168,8 +171,22 @@ class AccountService:
             "pending_invoices": invoices,
             "total_due": total_due,
             "as_of": self._minute(loaded_at),
+            "promise": await self.active_promise(service_id, invoices),
         }
         return Account(data, stale or client_stale)
+
+    async def active_promise(
+        self, service_id: int, invoices: list[dict[str, Any]]
+    ) -> dict[str, Any] | None:
+        """The service's active payment promise (MONEY.md 1), given its owed invoices."""
+        if self.promises is None:
+            return None
+        owed = [invoice["invoice_id"] for invoice in invoices]
+
+        async def owed_ids() -> list[int]:
+            return owed
+
+        return await self.promises.active(service_id, owed_ids)
 
     async def payment_methods(self) -> PaymentMethods:
         snapshot = await self.payment_methods_cache.get()

@@ -13,7 +13,9 @@ from typing import Protocol
 
 from isp_gateway.auth.keys import JWT_SCOPES, KeyRing, enforce_key_rate, presented_key
 from isp_gateway.auth.tokens import InvalidToken, TokenCache, verify_token
+from isp_gateway.kit.actions import Action
 from isp_gateway.kit.callers import END_USER_HEADER, MAX_END_USER_LENGTH, Caller, set_current_caller
+from isp_gateway.kit.errors import Locked
 from isp_gateway.kit.recorder import Recorder
 from isp_gateway.kit.storage import Store
 from isp_gateway.settings import Settings
@@ -22,7 +24,7 @@ from isp_gateway.settings import Settings
 class Gatekeeper(Protocol):
     """What reading a credential needs of the running service (services.Runtime is one):
     the settings (the JWT secret), the key ring, the verified-token cache, the store (a
-    key's own rate) and the audit (a refused scope)."""
+    key's own rate) and the audit (a refused credential, rate or scope)."""
 
     @property
     def settings(self) -> Settings: ...
@@ -45,6 +47,14 @@ class BadEndUser(Exception):
 
 
 END_USER_ERROR = f"must be 1 to {MAX_END_USER_LENGTH} printable ASCII characters"
+CREDENTIALS_ERROR = "Could not validate credentials."
+
+
+def refused_credential(runtime: Gatekeeper, address: str) -> None:
+    """Called once for every refused credential (a 401), wherever it is refused (the regular
+    dependency, MCP, the lookup edge): counted in the audit (CALLERS.md 6) in this worker's
+    memory only, so a flood of bad credentials costs no store call and no log line each."""
+    runtime.audit.count("unauthorized", "refused", anonymous_from=address)
 
 
 def bearer(authorization: str | None) -> str | None:
@@ -69,6 +79,12 @@ def _end_user(value: str | None, caller: str) -> str:
     return value
 
 
+def _unauthenticated(runtime: Gatekeeper, address: str) -> Unauthenticated:
+    """A 401, counted (`refused_credential`)."""
+    refused_credential(runtime, address)
+    return Unauthenticated()
+
+
 def jwt_subject(runtime: Gatekeeper, authorization: str | None) -> str | None:
     """The subject of a valid JWT in an Authorization header, else None (no 401 here: for
     code that only needs to know who it is, such as the per-subject rate limit)."""
@@ -91,14 +107,19 @@ async def authenticate(runtime: Gatekeeper, headers: Mapping[str, str], address:
     if presented is not None:
         found = runtime.key_ring.lookup(presented)
         if found is None:  # unknown, revoked, malformed, or keys are off: as a bad JWT
-            raise Unauthenticated()
+            raise _unauthenticated(runtime, address)
         caller = Caller(found.name, _end_user(end_user, found.name), address, found.scopes)
         set_current_caller(caller)
-        await enforce_key_rate(runtime.store, found)
+        try:
+            await enforce_key_rate(runtime.store, found)
+        except Locked:
+            runtime.audit.count(Action.RATE_LIMITED, "refused", caller=caller)
+            raise
         return caller
-    subject = jwt_subject(runtime, headers.get("authorization"))
+    authorization = headers.get("authorization")
+    subject = jwt_subject(runtime, authorization)
     if subject is None:
-        raise Unauthenticated()
+        raise _unauthenticated(runtime, address)
     name = f"jwt:{subject}"
     caller = Caller(name, _end_user(end_user, name), address, JWT_SCOPES)
     set_current_caller(caller)

@@ -12,6 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.security import APIKeyHeader, OAuth2PasswordBearer, SecurityScopes
 
 from isp_gateway.auth.credentials import (
+    CREDENTIALS_ERROR,
     END_USER_ERROR,
     BadEndUser,
     Gatekeeper,
@@ -40,8 +41,6 @@ api_key_scheme = APIKeyHeader(
     description="An API key (`igw_...`) made with `isp-gateway keys create`; it holds only "
     "its own scopes. Also accepted as `Authorization: Bearer igw_...`.",
 )
-
-CREDENTIALS_ERROR = "Could not validate credentials."
 
 
 def _unauthorized() -> HTTPException:
@@ -101,16 +100,19 @@ CurrentCaller = Annotated[Caller, Depends(current_caller)]
 async def _scoped(
     security_scopes: SecurityScopes, request: Request, caller: CurrentCaller
 ) -> Caller:
-    """The route's scope (given by `Scoped`), or 403 `insufficient_scope`, audited as
-    `scope_denied` before the answer is sent."""
+    """The route's scope (given by `Scoped`), or 403 `insufficient_scope`, counted in the
+    audit as `scope_denied`."""
     for required in security_scopes.scopes:
         try:
             require_scope(caller.scopes, required)
         except InsufficientScope:
             route = request.scope.get("route")
-            await gatekeeper(request).audit.record(
+            # Counted, not stored one by one (CALLERS.md 6): one event per caller, scope
+            # and minute, with the first refusal's details and `details.count`.
+            gatekeeper(request).audit.count(
                 "scope_denied",
                 "denied",
+                kind=required,
                 details={
                     "required": required,
                     "method": request.method,

@@ -8,10 +8,19 @@ A key is `igw_` + 43 URL-safe characters (`secrets.token_urlsafe(32)`), shown on
       "scopes": ["clients:read", "clients:verify"], "rate_per_minute": 120,
       "created_at": "2026-11-24T20:00:00Z"}]}
 
-`KeyRing` looks a presented key up by its digest and re-reads the file when its mtime, size
-or inode change (checked at most once a second, from the request path), so a new or revoked
-key applies on every worker within about a second, with no restart. A file that cannot be
-read or parsed keeps the last good keys and is reported once per change, by file name only.
+`KeyRing` looks a presented key up by its digest and re-reads the file when it changes (its
+mtime, ctime, size or inode; checked at most once a second, from the request path), so a new
+or revoked key applies on every worker within about a second, with no restart. A file that
+cannot be read or parsed (its mode, its owner, broken JSON, a directory in its place) is an
+error, never "no keys" (CALLERS.md 6): the ring keeps the last good keys, logs one ERROR per
+change of the file, by file name only, and says `unreadable` (`status`, /ready's
+`checks.keys`); `isp-gateway serve` and `check-config` refuse to start on it
+(`check_key_file`). A file that does not exist yet holds no keys.
+
+Writers (`isp-gateway keys create|revoke`) hold `locked_key_file` (an exclusive `flock` on
+`<file>.lock` beside it) around their read-modify-write, and `write_key_entries` replaces
+the file through a temporary file, fsync and an atomic rename, keeping its mode and, where
+allowed, its owner: concurrent commands never lose a key or bring a revoked one back.
 
 Wiring (the auth dependency): `presented_key(request.headers)` tells a key from a JWT; then
 `ring.lookup(key)` gives the `ApiKey` or None (401, like a bad JWT); `require_scope(api_key.
@@ -21,6 +30,9 @@ api_key)` raises 429 `rate_limited` past the key's own `rate_per_minute`.
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import hashlib
 import json
 import logging
@@ -29,7 +41,7 @@ import re
 import secrets
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -52,6 +64,9 @@ TICKETS_WRITE = "tickets:write"  # create
 NETWORK_PING = "network:ping"  # pings, diagnose
 PLANS_READ = "plans:read"
 AUDIT_READ = "audit:read"
+OUTAGES_READ = "outages:read"  # the general outages now active
+PAYMENTS_PROMISE = "payments:promise"  # a payment promise (reconnects a suspended service)
+PAYMENTS_REPORT = "payments:report"  # a payment report with its receipt, for staff review
 ALL_SCOPES = "*"  # every scope; the spec's JWT user has it
 
 SCOPES: tuple[str, ...] = (
@@ -64,6 +79,9 @@ SCOPES: tuple[str, ...] = (
     NETWORK_PING,
     PLANS_READ,
     AUDIT_READ,
+    OUTAGES_READ,
+    PAYMENTS_PROMISE,
+    PAYMENTS_REPORT,
 )
 KNOWN_SCOPES = frozenset((*SCOPES, ALL_SCOPES))
 # What the spec's JWT user holds.
@@ -102,6 +120,11 @@ _DIGEST = re.compile(r"[0-9a-f]{64}")
 FILE_VERSION = 1
 # How often the request path may stat the file; a change shows within this (and 5 s).
 CHECK_INTERVAL_SECONDS = 1.0
+# How long a keys command waits for another one's lock on the file.
+LOCK_WAIT_SECONDS = 30.0
+# What `KeyRing.status` says (/ready's `checks.keys`).
+KEYS_OK = "ok"
+KEYS_UNREADABLE = "unreadable"
 
 
 def generate_key() -> str:
@@ -177,31 +200,95 @@ def parse_key_file(path: Path, text: str) -> dict[str, ApiKey]:
     return keys
 
 
-def read_key_entries(path: Path) -> list[dict[str, Any]]:
-    """The raw entries of a key file (for the CLI), [] when it does not exist yet."""
+def _read_text(path: Path) -> str | None:
+    """The file's text, None when it does not exist; KeyFileError when it cannot be read
+    (a mode or owner that refuses us, a directory in its place, bytes that are not UTF-8)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return []
+        return None
     except (OSError, UnicodeDecodeError) as exc:
-        raise KeyFileError(f"{path}: cannot be read ({type(exc).__name__})") from None
+        raise KeyFileError(f"{path}: cannot be read ({_reason(exc)})") from None
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return f"{type(exc).__name__}, errno {exc.errno}: {os.strerror(exc.errno)}"
+    return type(exc).__name__
+
+
+def read_key_entries(path: Path) -> list[dict[str, Any]]:
+    """The raw entries of a key file (for the CLI), [] when it does not exist yet;
+    KeyFileError when it cannot be read or is not a valid key file."""
+    text = _read_text(path)
+    if text is None:
+        return []
     parse_key_file(path, text)  # refuse to build on a broken file
     entries: list[dict[str, Any]] = json.loads(text)["keys"]
     return entries
 
 
-def write_key_entries(path: Path, entries: Sequence[Mapping[str, Any]]) -> None:
-    """Write the key file atomically: a temporary file beside it, then a rename. A new file
-    gets mode 0600; an existing one keeps its mode."""
+def check_key_file(path: Path) -> None:
+    """Raise KeyFileError unless the service can read `path` as a key file (one that does
+    not exist yet is fine: it holds no keys). What start-up and `check-config` ask."""
+    read_key_entries(path)
+
+
+def lock_path(path: Path) -> Path:
+    """The lock file beside a key file (`keys.json.lock`); it holds nothing and stays."""
+    return path.with_name(path.name + ".lock")
+
+
+class KeyFileLocked(Exception):
+    """Another keys command kept the file's lock longer than LOCK_WAIT_SECONDS."""
+
+
+@contextlib.contextmanager
+def locked_key_file(path: Path, *, wait: float = LOCK_WAIT_SECONDS) -> Iterator[None]:
+    """Hold the key file's exclusive lock (`flock` on `lock_path(path)`, created with mode
+    0600) for a read-modify-write: two commands at once run one after the other, so
+    neither loses the other's change. Released when the block ends (or the process dies).
+    OSError when the lock file cannot be made; KeyFileLocked after `wait` seconds."""
+    fd = os.open(lock_path(path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
-        mode = path.stat().st_mode & 0o777
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise KeyFileLocked(f"{lock_path(path)} is held by another command") from None
+                time.sleep(0.01)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def write_key_entries(path: Path, entries: Sequence[Mapping[str, Any]]) -> None:
+    """Replace the key file atomically: a temporary file beside it, written and fsync'd,
+    then renamed over it (and the directory fsync'd), so a reader sees the old file or the
+    new one, never a part. A new file gets mode 0600; an existing one keeps its mode, and
+    its owner and group where this process may set them (root may): a file the service
+    reads as its own user stays readable to it. Callers that read the file first hold
+    `locked_key_file`."""
+    try:
+        stat = path.stat()
+        mode, owner = stat.st_mode & 0o777, (stat.st_uid, stat.st_gid)
     except FileNotFoundError:
-        mode = 0o600
+        mode, owner = 0o600, None
     text = json.dumps({"version": FILE_VERSION, "keys": list(entries)}, indent=2) + "\n"
     directory = path.parent if str(path.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     try:
         os.fchmod(fd, mode)
+        if owner is not None and owner != (os.geteuid(), os.getegid()):
+            # Not ours to give away otherwise: the new file is then this user's (the CLI
+            # says so).
+            with contextlib.suppress(PermissionError):
+                os.fchown(fd, *owner)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
@@ -210,6 +297,22 @@ def write_key_entries(path: Path, entries: Sequence[Mapping[str, Any]]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    _fsync_directory(directory)
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename in `directory` durable (a crash right after must not bring the old
+    file back). Best effort: some file systems refuse to open or sync a directory."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def new_entry(
@@ -252,7 +355,7 @@ def presented_key(headers: Mapping[str, str] | Iterable[tuple[bytes, bytes]]) ->
     return None
 
 
-_Signature = tuple[int, int, int] | str | None
+_Signature = tuple[int, ...] | str | None
 
 
 class KeyRing:
@@ -278,12 +381,23 @@ class KeyRing:
         self._cache: dict[str, ApiKey] = {}
         self._signature: _Signature = None
         self._checked = float("-inf")
+        # Whether the file as it is now was read (or does not exist): else the ring serves
+        # the last good keys and says so (`status`).
+        self._readable = True
         if path is not None:
             self.refresh()
 
     @property
     def enabled(self) -> bool:
         return self.path is not None
+
+    def status(self) -> str:
+        """`ok`, or `unreadable` while the file as it is now cannot be read or parsed (the
+        last good keys still serve); /ready's `checks.keys`. Keys off: `ok`."""
+        if self.path is None:
+            return KEYS_OK
+        self._check()
+        return KEYS_OK if self._readable else KEYS_UNREADABLE
 
     def names(self) -> list[str]:
         if self.path is None:
@@ -321,7 +435,9 @@ class KeyRing:
         signature: _Signature
         try:
             stat = os.stat(self.path)
-            signature = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+            # ctime too: a chmod or chown (a file the service may no longer read) changes
+            # nothing else.
+            signature = (stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size, stat.st_ino)
         except FileNotFoundError:
             signature = "absent"
         except OSError as exc:
@@ -335,16 +451,14 @@ class KeyRing:
         try:
             if isinstance(signature, str):
                 raise KeyFileError(f"{self.path}: cannot be read (errno {signature[6:]})")
-            try:
-                text = self.path.read_text(encoding="utf-8")
-            except FileNotFoundError:
+            text = _read_text(self.path)
+            if text is None:  # removed between the stat and the read
                 self._install({})
                 return
-            except (OSError, UnicodeDecodeError) as exc:
-                raise KeyFileError(f"{self.path}: cannot be read ({type(exc).__name__})") from None
             keys = parse_key_file(self.path, text)
         except KeyFileError as exc:
             # Once per change of the file: the signature is remembered above.
+            self._readable = False
             log.error("API_KEYS_FILE %s; keeping the %d keys read before", exc, len(self._keys))
             return
         self._install(keys)
@@ -352,6 +466,7 @@ class KeyRing:
     def _install(self, keys: dict[str, ApiKey]) -> None:
         self._keys = keys
         self._cache = {}
+        self._readable = True
 
 
 async def enforce_key_rate(store: Store, key: ApiKey, *, now: float | None = None) -> None:

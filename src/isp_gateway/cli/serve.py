@@ -1,8 +1,10 @@
-"""`serve` and `check-config`: the settings, Redis and the metrics port checked before serving."""
+"""`serve` and `check-config`: the settings, the API key file, Redis and the metrics port
+checked before serving."""
 
 from __future__ import annotations
 
 import argparse
+import errno
 import socket
 import sys
 from typing import Any
@@ -38,6 +40,63 @@ def _check_redis_or_exit(settings: Any) -> None:
         raise SystemExit(1) from None
 
 
+def _check_keys_file_or_exit(settings: Any) -> None:
+    """A key file the service cannot read (its mode, its owner, broken JSON) is refused
+    before serving, naming the setting and the file (CALLERS.md 6): served, it would hold
+    no keys and every bot would be refused. One that does not exist yet holds no keys."""
+    from isp_gateway.auth.keys import KeyFileError, check_key_file
+
+    if settings.API_KEYS_FILE is None:
+        return
+    try:
+        check_key_file(settings.API_KEYS_FILE)
+    except KeyFileError as exc:  # its message starts with the path
+        print(f"isp-gateway: API_KEYS_FILE {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_CONFIG) from None
+
+
+def _cannot_listen(host: str, port: int) -> OSError | None:
+    """Why nothing could listen on host:port now, or None. Bound as the servers bind it
+    (SO_REUSEADDR: a closed connection's TIME_WAIT is no listener) but without SO_REUSEPORT:
+    a listener there, even one that set SO_REUSEPORT itself (granian does), refuses the bind."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as exc:
+        return exc
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            return exc
+    return None
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _check_port_or_exit(host: str, port: int) -> None:
+    """Issue 28: granian binds with SO_REUSEPORT, so a second `serve` on a port in use
+    started silently and the kernel split the connections between the two (with another
+    JWT_SECRET_KEY, half the requests answered 401). uvicorn would fail, but only after its
+    lifespan, with a traceback. Checked here, before anything starts, for both."""
+    problem = _cannot_listen(host, port)
+    if problem is None:
+        return
+    if problem.errno == errno.EADDRINUSE:
+        reason = "already in use (another isp-gateway, or another service, listens there)"
+    else:
+        reason = problem.strerror or str(problem)
+    print(
+        f"isp-gateway: cannot listen on {_address(host, port)}: {reason}; stop it or choose "
+        "another --port",
+        file=sys.stderr,
+    )
+    raise SystemExit(1)
+
+
 def _check_metrics_port_or_exit(host: str, port: int, api_port: int) -> None:
     """The workers share METRICS_PORT (SO_REUSEPORT, observability/exporter.py), which would
     as gladly share it with another process listening there: checked free first."""
@@ -67,15 +126,20 @@ def cmd_serve(ns: argparse.Namespace) -> int:
 
     settings = load_settings_or_exit()
     configure_logging(settings.LOG_LEVEL, settings.LOG_FORMAT)
+    _check_keys_file_or_exit(settings)
+    # The command line wins; else the settings (a systemd unit's environment file).
+    host = settings.ISP_GATEWAY_HOST if ns.host is None else ns.host
+    port = settings.ISP_GATEWAY_PORT if ns.port is None else ns.port
+    _check_port_or_exit(host, port)
     if settings.uses_redis:
         _check_redis_or_exit(settings)
     if settings.METRICS_ENABLED and settings.METRICS_PORT is not None:
-        _check_metrics_port_or_exit(settings.METRICS_HOST, settings.METRICS_PORT, ns.port)
+        _check_metrics_port_or_exit(settings.METRICS_HOST, settings.METRICS_PORT, port)
     # Each worker builds its own app from the environment; with several workers, a Redis
     # (REDIS_URL or REDIS_SENTINELS) makes locks, caches and throttles shared.
     metrics_workers.prepare_metrics_dir(settings, ns.workers)  # before any worker starts
     serving.log_worker_warning(settings, ns.workers)
-    serving.run(settings, ns.host, ns.port, workers=ns.workers, proxy_headers=ns.proxy_headers)
+    serving.run(settings, host, port, workers=ns.workers, proxy_headers=ns.proxy_headers)
     return 0
 
 
@@ -88,5 +152,14 @@ def app_from_env() -> Any:
 
 def cmd_check_config(ns: argparse.Namespace) -> int:
     settings = load_settings_or_exit()
+    probing = getattr(ns, "probe", False)
+    if not probing:
+        # With --probe the keys file is one of the probe's checks: every failure is named
+        # together (exit 1), not the first one alone.
+        _check_keys_file_or_exit(settings)
     print(f"configuration OK; upstream {settings.UPSTREAM_NET_HOST}")
+    if probing:
+        from isp_gateway.cli.probe import run_probe
+
+        return run_probe(settings)
     return 0

@@ -25,9 +25,18 @@ from typing import TYPE_CHECKING, Protocol
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from isp_gateway.auth.credentials import Gatekeeper, bearer, valid_end_user
+from isp_gateway.auth.credentials import (
+    CREDENTIALS_ERROR,
+    Gatekeeper,
+    bearer,
+    refused_credential,
+    valid_end_user,
+)
 from isp_gateway.auth.keys import CLIENTS_READ, KEY_PREFIX, enforce_key_rate
+from isp_gateway.auth.tokens import InvalidToken, verify_token
+from isp_gateway.kit import deadline
 from isp_gateway.kit.errors import Locked, StoreUnavailable
+from isp_gateway.web.middleware import store_budget
 from isp_gateway.web.route_table import ROUTE_TEMPLATE
 
 if TYPE_CHECKING:
@@ -51,6 +60,15 @@ MASKED = {
     "by-phone": PREFIX + "by-phone/***",
 }
 _CONTENT_TYPE = (b"content-type", b"application/json")
+# The regular route's 401, byte for byte (FastAPI's HTTPException answer): a refused
+# credential is answered here, for less server time than a hit (CALLERS.md 6 "The cost of
+# refusing"), instead of after FastAPI's routing, dependencies and exception handling.
+_REFUSED_BODY = b'{"detail":"' + CREDENTIALS_ERROR.encode() + b'"}'
+_REFUSED_HEADERS = [
+    _CONTENT_TYPE,
+    (b"content-length", str(len(_REFUSED_BODY)).encode()),
+    (b"www-authenticate", b"Bearer"),
+]
 
 
 def _lookup(scope: Scope) -> tuple[str, str, str | None, str | None, bytes | None] | None:
@@ -106,13 +124,22 @@ class EdgeRuntime(Gatekeeper, Protocol):
 
 
 async def _hit(
-    runtime: EdgeRuntime, kind: str, value: str, token: str | None, api_key: str | None
+    runtime: EdgeRuntime,
+    kind: str,
+    value: str,
+    token: str | None,
+    api_key: str | None,
+    address: str,
 ) -> bytes | None:
+    """The hit's body, None to fall through, or Unauthenticated (a refused credential)."""
     if api_key is not None:
         # A current key (the ring's cache: one dict access once the key has been seen)
-        # with the scope; without it, the regular route answers 401 or 403.
+        # with the scope; without it, the regular route answers 403.
         found = runtime.key_ring.lookup(api_key)
-        if found is None or not found.allows(CLIENTS_READ):
+        if found is None:
+            refused_credential(runtime, address)
+            raise _Refused()
+        if not found.allows(CLIENTS_READ):
             return None
         body = await runtime.services.clients.fresh_hit_body(kind, value)
         if body is not None and found.rate_per_minute is not None:
@@ -121,10 +148,21 @@ async def _hit(
             except Locked:
                 return None  # the regular route counts it again and answers 429
         return body
-    # Only a token already verified in full by the regular dependency, not expired.
-    if not token or runtime.token_cache.get(token) is None:
-        return None
+    if not token:
+        refused_credential(runtime, address)
+        raise _Refused()
+    if runtime.token_cache.get(token) is None:
+        # Verified in full here (the regular dependency's check, and its cache).
+        try:
+            verify_token(runtime.settings, token, runtime.token_cache)
+        except InvalidToken:
+            refused_credential(runtime, address)
+            raise _Refused() from None
     return await runtime.services.clients.fresh_hit_body(kind, value)
+
+
+class _Refused(Exception):
+    """No valid credential: the edge answers the regular route's 401."""
 
 
 class LookupEdge:
@@ -145,12 +183,16 @@ class LookupEdge:
         ids: RequestIds | None = None,
         access_log: AccessLog | None = None,
         metrics: Metrics | None = None,
+        store_seconds: float | None = None,
     ) -> None:
         self.app = app
         self.runtime_getter = runtime_getter
         self.ids = ids
         self.access_log = access_log
         self.metrics = metrics
+        # In front of the request middleware, with Redis: the request's store budget starts
+        # here, and the stack behind takes it over when the request falls through.
+        self.store_seconds = store_seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not await self.serve(scope, send):
@@ -163,25 +205,35 @@ class LookupEdge:
             return False
         started = time.perf_counter()
         kind, value, token, api_key, incoming_id = candidate
+        if self.store_seconds is not None:
+            deadline.start(self.store_seconds, None, store_budget(scope, self.store_seconds))
+        status = 200
         try:
-            body = await _hit(self.runtime_getter(), kind, value, token, api_key)
+            client = scope.get("client")
+            address = str(client[0]) if client else "unknown"
+            body = await _hit(self.runtime_getter(), kind, value, token, api_key, address)
         except StoreUnavailable:
             return False
+        except _Refused:
+            status, body = 401, _REFUSED_BODY
         if body is None:
             return False
-        headers = [_CONTENT_TYPE, (b"content-length", str(len(body)).encode())]
+        if status == 200:
+            headers = [_CONTENT_TYPE, (b"content-length", str(len(body)).encode())]
+        else:
+            headers = list(_REFUSED_HEADERS)
         request_id = None
         if self.ids is not None:
             request_id = self.ids.pick(incoming_id)
             headers.append((b"x-request-id", request_id.encode()))
         else:
             scope[ROUTE_TEMPLATE] = TEMPLATES[kind]  # for the outer layers' metrics
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
         seconds = time.perf_counter() - started
         access = self.access_log
         if access is not None and request_id is not None and access.enabled():
-            access.add("GET", MASKED.get(kind) or scope["path"], 200, seconds * 1000, request_id)
+            access.add("GET", MASKED.get(kind) or scope["path"], status, seconds * 1000, request_id)
         if self.metrics is not None:
-            self.metrics.observe_request(TEMPLATES[kind], "GET", 200, seconds)
+            self.metrics.observe_request(TEMPLATES[kind], "GET", status, seconds)
         return True

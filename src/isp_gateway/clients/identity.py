@@ -1,5 +1,6 @@
-"""Identity (spec 4.5, CALLERS.md 2): verify a service's holder, resolve one without a
-service id, the three identity counters and the attempts left.
+"""Identity (spec 4.4-4.5, CALLERS.md 2 and 6): verify a service's holder, resolve one
+without a service id, under the identity policy (policy.py), on the identity counters
+(attempts.py) and the caller's quota of distinct resolves an hour.
 
 Built on the client lookups (clients/lookups.py) and the plans (a record without a price).
 Every verify and resolve records its audit event (CALLERS.md 4) where its outcome is
@@ -12,20 +13,22 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from isp_gateway.clients.attempts import IdentityCounters, locked
 from isp_gateway.clients.matching import address_tokens, price_matches, text_matches, tokens
+from isp_gateway.clients.misses import VERIFY, client_not_found, unable_to_fetch
+from isp_gateway.clients.policy import require_facts
 from isp_gateway.clients.schemas import VerifyRequest
-from isp_gateway.clients.service import VERIFY, Found, client_not_found, unable_to_fetch
+from isp_gateway.clients.service import Found
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.callers import current_caller
 from isp_gateway.kit.errors import (
     Conflict,
-    InvalidInput,
     Locked,
     NotFound,
     UpstreamError,
     UpstreamUnauthorized,
 )
-from isp_gateway.kit.throttle import FailureThrottle
+from isp_gateway.kit.quota import DistinctQuota
 from isp_gateway.upstream.clients import Client
 
 if TYPE_CHECKING:
@@ -38,22 +41,20 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("isp_gateway.clients")
 
-MIN_VERIFY_FIELDS = 3
-
-# The catalogue's variants of verify's answers (kit/messages.py; Spanish as the spec says).
+# The catalogue's variants of verify's answers (kit/messages; Spanish as the spec says).
 VERIFIED_VARIANT = "verify"
 MISMATCH_VARIANT = "mismatch"
+RESOLVE_WINDOW_SECONDS = 3600
 
 
-def _locked(retry_after: int) -> Locked:
-    return Locked(retry_after=retry_after, action=Action.CLIENT_VERIFICATION_LOCKED)
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Verification:
     is_valid: bool
     matched_fields: list[str]
+    # Spec policy, on a mismatch: the record's address, plan and price (spec 2.5).
     debug: dict[str, Any] | None
+    # Strict policy, on a mismatch: what is left before a lock (CALLERS.md 6).
+    attempts_left: int | None = None
 
 
 class IdentityService:
@@ -67,24 +68,17 @@ class IdentityService:
         plans: PlanService,
         verifications: Verifications,
     ) -> None:
-        self.settings = settings = settings
-        store = store
+        self.settings = settings
         self.audit = audit
         self.clients = clients
         self.plans = plans
         self.verifications = verifications
-        # CALLERS.md 2, identity attempts: three counters in one window. (service, end
-        # user) locks that pair; (end user) locks them on every service, verify and resolve
-        # together; (service) locks it for everyone (a distributed guess).
-        window = settings.VERIFY_LOCKOUT_SECONDS
-        self.verify_throttle = FailureThrottle(
-            store, "verify", settings.VERIFY_MAX_FAILURES, window
-        )
-        self.end_user_throttle = FailureThrottle(
-            store, "verify-end-user", settings.VERIFY_END_USER_MAX_FAILURES, window
-        )
-        self.service_throttle = FailureThrottle(
-            store, "verify-service", settings.VERIFY_SERVICE_MAX_FAILURES, window
+        # CALLERS.md 6: the policy REST answers under (MCP is always strict).
+        self.strict = settings.IDENTITY_POLICY == "strict"
+        self.counters = IdentityCounters(store, settings, audit)
+        # CALLERS.md 6: the distinct services one caller may resolve in any hour.
+        self.resolves = DistinctQuota(
+            store, "resolves", settings.CALLER_RESOLVES_PER_HOUR, RESOLVE_WINDOW_SECONDS
         )
 
     @staticmethod
@@ -117,8 +111,8 @@ class IdentityService:
     ) -> tuple[list[str], float | None]:
         """The provided fields that match, and the price compared (for the debug block).
 
-        With `debug` false (resolve), the price is not looked up for a record whose other
-        fields already failed."""
+        With `debug` false (resolve, or no debug block to fill), the price is not looked up
+        for a record whose other fields already failed."""
         matched = []
         if "name" in given and text_matches(given["name"], client["name"]):
             matched.append("name")
@@ -148,17 +142,17 @@ class IdentityService:
                 matched.append("internet_plan_price")
         return matched, price
 
-    def _require_fields(self, body: VerifyRequest) -> dict[str, Any]:
+    def _require_fields(self, body: VerifyRequest, strict: bool) -> dict[str, Any]:
         given = self._provided(body)
-        if len(given) < MIN_VERIFY_FIELDS:
-            raise InvalidInput(action=Action.CLIENT_VERIFICATION_FAILED, variant="few_fields")
+        require_facts(given, strict=strict)
         return given
 
     @staticmethod
-    def _end_user() -> str:
+    def _who() -> tuple[str, str]:
+        """(caller, end user) of the request. Outside a request (no caller resolved): one
+        shared name, so nothing goes uncounted."""
         caller = current_caller()
-        # Outside a request (no caller resolved): one shared name, so nothing goes uncounted.
-        return caller.end_user if caller is not None else "-"
+        return (caller.caller, caller.end_user) if caller is not None else ("-", "-")
 
     async def _audit(
         self, event: str, outcome: str, service_id: int | None, **details: Any
@@ -167,37 +161,25 @@ class IdentityService:
         and reasons, never what was typed or what the record holds."""
         await self.audit.record(event, outcome, service_id=service_id, details=details)
 
-    async def _reserve(self, counters: list[tuple[FailureThrottle, str]]) -> None:
-        """Count the attempt on every counter before it is checked, atomically per counter:
-        parallel guesses cannot slip more checks past a lock than it allows while the first
-        are in flight. A refused attempt gives back what it took on the counters before."""
-        taken: list[tuple[FailureThrottle, str]] = []
-        for throttle, key in counters:
-            retry_after = await throttle.reserve(key)
-            if retry_after is not None:
-                await self._release(taken)
-                raise _locked(retry_after)
-            taken.append((throttle, key))
+    def _refused(self, event: str, outcome: str, service_id: int | None) -> None:
+        """A call refused before any check (a lock, the resolve quota): counted, like every
+        refusal (CALLERS.md 6), so a locked caller's loop cannot flush the identity events."""
+        self.audit.count(event, outcome, service_id=service_id)
 
-    @staticmethod
-    async def _release(counters: list[tuple[FailureThrottle, str]]) -> None:
-        for throttle, key in counters:
-            await throttle.release(key)
-
-    def _counters(self, service_id: int, end_user: str) -> list[tuple[FailureThrottle, str]]:
-        return [
-            (self.verify_throttle, f"{service_id}|{end_user}"),
-            (self.end_user_throttle, end_user),
-            (self.service_throttle, str(service_id)),
-        ]
-
-    async def verify(self, service_id: int, body: VerifyRequest) -> Verification:
-        given = self._require_fields(body)
-        counters = self._counters(service_id, self._end_user())
+    async def verify(
+        self, service_id: int, body: VerifyRequest, *, strict: bool | None = None
+    ) -> Verification:
+        """Verify the holder of `service_id`; `strict` overrides the configured policy (MCP
+        is always strict). A mismatch carries the `debug` block under `spec` only, and the
+        attempts left under `strict`."""
+        strict = self.strict if strict is None else strict
+        given = self._require_fields(body, strict)
+        caller, end_user = self._who()
+        counters = self.counters.of_verify(service_id, caller, end_user)
         try:
-            await self._reserve(counters)
+            reservation = await self.counters.reserve(counters)
         except Locked:
-            await self._audit("verify", "locked", service_id)
+            self._refused("verify", "locked", service_id)
             raise
         try:
             try:
@@ -207,21 +189,27 @@ class IdentityService:
                 raise client_not_found(VERIFY) from None
             client = found.client
             matched, price = await self._match(
-                client, await self._plan_id(service_id), given, debug=True
+                client, await self._plan_id(service_id), given, debug=not strict
             )
         except BaseException:
             # No comparison was made (unknown client, upstream down): not a failed guess.
-            await self._release(counters)
+            await self.counters.release(reservation.counters)
             raise
         if len(matched) == len(given):
             # A success resets its own pair only; on the wider counters it was no failure.
-            pair, *wider = counters
+            caller_unit, pair, *wider = reservation.counters
             await pair[0].success(pair[1])
-            await self._release(wider)
+            await self.counters.release([caller_unit, *wider])
             await self._audit("verify", "verified", service_id, matched_fields=matched)
             return Verification(True, matched, None)
-        # A mismatch: the reserved attempt stays counted as a failure on all three.
+        # A mismatch: the reserved attempt stays counted as a failure on every counter.
         await self._audit("verify", "failed", service_id, reason="mismatch", matched_fields=matched)
+        await self.counters.failed(reservation, "verify")
+        if strict:
+            # CALLERS.md 6: no value of the record, only the names that matched and what is
+            # left before the lock.
+            left = await self.counters.attempts_left(counters)
+            return Verification(False, matched, None, attempts_left=left)
         debug = {
             "client_address": client["address"],
             "client_plan_name": client["internet_plan_name"],
@@ -230,43 +218,39 @@ class IdentityService:
         return Verification(False, matched, debug)
 
     async def rest_verification_id(self, service_id: int) -> str | None:
-        """After a successful REST verify, with REQUIRE_VERIFICATION: a verification_id bound
-        to the service, the caller and the end user (CALLERS.md 5), for X-Verification-Id.
-        None without the setting (the answer stays as it was) or outside a request."""
+        """After a successful REST verify or strict resolve: a verification_id bound to the
+        service, the caller and the end user (CALLERS.md 5), for X-Verification-Id and the
+        routes that need one; whatever the policy (CALLERS.md 5, round 4). None outside a
+        request."""
         caller = current_caller()
-        if not self.settings.REQUIRE_VERIFICATION or caller is None:
+        if caller is None:
             return None
         return (await self.verifications.issue(service_id, caller)).verification_id
-
-    async def _locked_for(self, service_id: int, end_user: str) -> int | None:
-        """Seconds until `service_id` may be verified by `end_user`, or None when it may."""
-        for throttle, key in (
-            (self.verify_throttle, f"{service_id}|{end_user}"),
-            (self.service_throttle, str(service_id)),
-        ):
-            wait = await throttle.retry_after(key)
-            if wait is not None:
-                return wait
-        return None
 
     async def verify_attempts_left(self, service_id: int) -> int:
         """Attempts this end user has left on the service before a lock (the fewest left on
         any of the counters a failure would add to), for an answer that says so."""
-        counters = self._counters(service_id, self._end_user())
-        return min([await throttle.remaining(key) for throttle, key in counters])
+        caller, end_user = self._who()
+        return await self.counters.attempts_left(
+            self.counters.of_verify(service_id, caller, end_user)
+        )
 
     async def resolve(self, body: VerifyRequest) -> Found:
-        given = self._require_fields(body)
+        """The one client the facts name (spec 4.5). Under `strict` the facts must include
+        the name and the address (the router then answers ids and a verification_id only).
+        Every resolve counts on the caller's quota of distinct services an hour."""
+        given = self._require_fields(body, self.strict)
         by_name = "name" in given
         words_of = given["name"] if by_name else given.get("address")
-        end_user = self._end_user()
-        # Counted once on the end user's counter, whatever the words (their order, repeats,
-        # omissions): a guesser gains nothing by rewording, nor by alternating with verify.
-        attempt = [(self.end_user_throttle, end_user)]
+        caller, end_user = self._who()
+        # Counted once on the end user's counter (and the caller's), whatever the words
+        # (their order, repeats, omissions): a guesser gains nothing by rewording, nor by
+        # alternating with verify, nor by renaming the end user.
+        attempt = self.counters.of_resolve(caller, end_user)
         try:
-            await self._reserve(attempt)
+            reservation = await self.counters.reserve(attempt)
         except Locked:
-            await self._audit("resolve", "locked", None)
+            self._refused("resolve", "locked", None)
             raise
         try:
             index, stale = await self.clients.warm()
@@ -282,32 +266,43 @@ class IdentityService:
             if len(verified) == 1:
                 # A service whose verification is locked for this end user (or for everyone)
                 # is not verified by the back door either.
-                wait = await self._locked_for(verified[0]["service_id"], end_user)
+                wait = await self.counters.locked_for(verified[0]["service_id"], end_user)
         except BaseException:
-            await self._release(attempt)
+            await self.counters.release(reservation.counters)
             raise
         if wait is not None:
-            await self._audit("resolve", "locked", verified[0]["service_id"])
-            raise _locked(wait)
+            # Kept counted as a failure (a guess at a locked service), like the 404s below.
+            self._refused("resolve", "locked", verified[0]["service_id"])
+            await self.counters.failed(reservation, "resolve")
+            raise locked(wait)
         # Both 404 outcomes stay counted as failures (the reservation is kept).
         if not candidates:
             await self._audit("resolve", "failed", None, reason=Action.CLIENT_NOT_FOUND)
+            await self.counters.failed(reservation, "resolve")
             raise client_not_found(VERIFY)
         if not verified:
             await self._audit("resolve", "failed", None, reason="mismatch")
+            await self.counters.failed(reservation, "resolve")
             if len(candidates) == 1:
                 # The words named one customer: a guess at them, on the backstop counter of
                 # that service too, so that rotating X-End-User-Id buys nothing. (Words
                 # naming several customers lock none of them for everyone.)
-                await self.service_throttle.failure(str(candidates[0]["service_id"]))
+                await self.counters.service.failure(str(candidates[0]["service_id"]))
             raise NotFound(action=Action.CLIENT_VERIFICATION_FAILED, variant=MISMATCH_VARIANT)
         if len(verified) > 1:
             # Never guess between two customers; neither a failure nor a success.
-            await self._release(attempt)
+            await self.counters.release(reservation.counters)
             await self._audit("resolve", "failed", None, reason="ambiguous")
             raise Conflict(action=Action.CLIENT_AMBIGUOUS)
-        await self._release(attempt)
+        await self.counters.release(reservation.counters)
         service_id = verified[0]["service_id"]
-        await self.verify_throttle.success(f"{service_id}|{end_user}")
+        retry_after = await self.resolves.take(caller, service_id)
+        if retry_after is not None:
+            # A harvest by name gets a handful, not the customer base (CALLERS.md 6).
+            self._refused("resolve", Action.IDENTITY_RATE_LIMITED, service_id)
+            raise Locked(
+                retry_after=retry_after, action=Action.IDENTITY_RATE_LIMITED, variant="resolves"
+            )
+        await self.counters.pair.success(f"{service_id}|{end_user}")
         await self._audit("resolve", "verified", service_id, matched_fields=sorted(given))
         return Found(verified[0], stale)

@@ -1,173 +1,68 @@
 """The in-process index over the cached client list, compact enough for 200,000 clients.
 
-The cached value is packed (`pack_records`): one string of JSON lines, two per record (the
-client, then the rest of the record, whatever keys it has), ASCII-escaped so the string
-costs one byte a character. The index keeps that string and decodes a record only when it
-is asked for: no per-client dict is held. Around it, built once per loaded generation
-(O(N)) and patched in place on an update:
+The cached value is packed (`pack_records`, packed.py): one string of JSON lines, two per
+record. The index keeps that string and decodes a record only when it is asked for: no
+per-client dict is held. Around it, built once per loaded generation (O(N)) and patched in
+place on an update:
 - service ids: a sorted integer array (bisect), plus a small map for records added later;
 - exact maps: document, every normalised phone → a position (an int), or an `array('I')`
   of positions when several records share the key;
 - whole-token postings for name and address (resolve, relevance), in the same form;
-- a search vocabulary: every folded token of name, address, document, phone, city and
-  locality → positions. Substring search runs over the vocabulary (a few thousand words plus
-  the numbers), not over the clients: the distinct tokens are joined into one string per class
-  (numeric, other), a C-speed regex scan finds the tokens containing a query part, and the
-  postings of those tokens are the matches. Results per part are memoised per generation.
+- a search vocabulary, searched by the `Searchable` half of the class (search.py).
 Equal key strings are shared between the maps (one copy per distinct string).
 """
 
 from __future__ import annotations
 
 import bisect
-import heapq
 import json
 import re
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from itertools import accumulate, islice
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, cast
 
 from isp_gateway.clients.matching import address_tokens, strip_address_prefixes, tokens
-from isp_gateway.clients.phones import field_phones, normalize_phone
+from isp_gateway.clients.packed import (
+    PACKED_FORMAT,
+    Postings,
+    document_key,
+    drop,
+    dump,
+    intersect,
+    line_bounds,
+    pack_lines,
+    pack_records,
+    positions_of,
+    post_all,
+)
+from isp_gateway.clients.phones import field_phones
+from isp_gateway.clients.search import Searchable
 from isp_gateway.kit.actions import Action
 from isp_gateway.upstream.clients import Client, ClientRecord
 from isp_gateway.web.envelope import encode, success
 
-_MEMO_SIZE = 512
+# What other modules (and the tests) import from here.
+__all__ = [
+    "PACKED_FORMAT",
+    "ClientIndex",
+    "document_key",
+    "line_bounds",
+    "pack_lines",
+    "pack_records",
+]
+
 _BODY_MEMO_SIZE = 10_000
 # Below this many clients the active list's JSON is kept between requests; above it, it is
 # joined per request from the packed lines (tens of megabytes are not worth holding).
 _ACTIVE_MEMO_CLIENTS = 20_000
-_MIN_TEXT_ANCHOR = 3
-_MIN_NUMERIC_ANCHOR = 5
-_LETTER = re.compile(r"[^\W\d_]")
-PACKED_FORMAT = "lines/1"
+_NAMES_ROUTER = re.compile(r'"router_id":\d')
 # The client fields the index is built from (map_client writes them first), and the key
 # that follows them in a packed client.
 _INDEXED = frozenset({"service_id", "name", "document", "phone", "address", "city", "locality"})
 _INDEXED_END = ',"payment_status":'
 
-Postings = dict[str, "int | array[int]"]
 
-
-def document_key(document: str) -> str:
-    # Documents may hold letters; a lookup should not depend on their case.
-    return document.strip().upper()
-
-
-# One encoder for every packed line (json.dumps with options builds a new one per call,
-# a third of the cost of packing a page). ASCII: the packed string stays one byte per
-# character whatever the names hold.
-_dump = json.JSONEncoder(separators=(",", ":")).encode
-
-
-def pack_lines(records: Iterable[ClientRecord]) -> str:
-    """Records as packed lines: the client, then the rest of the record."""
-    parts: list[str] = []
-    for record in records:
-        parts.append(_dump(record["client"]))
-        parts.append(_dump({k: v for k, v in record.items() if k != "client"}))
-    return "\n".join(parts)
-
-
-def pack_records(records: Iterable[ClientRecord] | Iterable[str]) -> dict[str, Any]:
-    """The cached value: records, or chunks already packed with `pack_lines`, as one
-    JSON-ready dict (one string in the store, one shared copy in Redis)."""
-    chunks = [c if isinstance(c, str) else pack_lines([c]) for c in records]
-    return {"format": PACKED_FORMAT, "lines": "\n".join(c for c in chunks if c)}
-
-
-def _post(postings: Postings, key: str, position: int) -> None:
-    bucket = postings.get(key)
-    if bucket is None:
-        postings[key] = position
-    elif isinstance(bucket, int):
-        if bucket != position:
-            postings[key] = array("I", (bucket, position))
-    elif bucket[-1] != position:
-        bucket.append(position)
-
-
-def _post_all(
-    postings: Postings,
-    keys: Iterable[str],
-    position: int,
-    share: Callable[[str, str], str] | None,
-) -> None:
-    """`_post` for several keys at once: the build's hot loop (one call per map and client,
-    not per key). A new key is taken through `share`, so equal keys of different maps are
-    one string."""
-    get = postings.get
-    for key in keys:
-        bucket = get(key)
-        if bucket is None:
-            postings[key if share is None else share(key, key)] = position
-        elif isinstance(bucket, int):
-            if bucket != position:
-                postings[key] = array("I", (bucket, position))
-        elif bucket[-1] != position:
-            bucket.append(position)
-
-
-def _drop(postings: Postings, key: str, position: int) -> None:
-    bucket = postings.get(key)
-    if bucket is None:
-        return
-    if isinstance(bucket, int):
-        if bucket == position:
-            del postings[key]
-    elif position in bucket:
-        bucket.remove(position)
-        if len(bucket) == 1:
-            postings[key] = bucket[0]
-        elif not bucket:
-            del postings[key]
-
-
-def _positions(postings: Postings, key: str) -> Sequence[int]:
-    bucket = postings.get(key)
-    if bucket is None:
-        return ()
-    if isinstance(bucket, int):
-        return (bucket,)
-    return bucket
-
-
-@dataclass
-class _Blob:
-    text: str
-    starts: array[int]
-    words: list[str]
-
-
-def _intersect(buckets: list[Sequence[int]]) -> set[int]:
-    ordered = sorted(buckets, key=len)
-    found = set(ordered[0])
-    for bucket in ordered[1:]:
-        found.intersection_update(bucket)
-    return found
-
-
-def _blob(words: list[str]) -> _Blob:
-    starts = array("I", [0, *accumulate(len(w) + 1 for w in words)])
-    return _Blob("\n".join(words), starts, words)
-
-
-def line_bounds(text: str) -> array[int]:
-    """Start offsets of every line, and the end of the text plus one."""
-    bounds = array("I", [0])
-    find = text.find
-    at = find("\n")
-    while at >= 0:
-        bounds.append(at + 1)
-        at = find("\n", at + 1)
-    bounds.append(len(text) + 1)
-    return bounds
-
-
-class ClientIndex:
+class ClientIndex(Searchable):
     def __init__(
         self, value: Any, country_code: str, national_length: int, active_states: list[str]
     ) -> None:
@@ -190,18 +85,15 @@ class ClientIndex:
         self.by_phone: Postings = {}
         self.name_postings: Postings = {}
         self.address_postings: Postings = {}
-        self.vocab: Postings = {}
-        # Each client's search tokens joined by newlines: a query part occurs in a client
-        # exactly when `part in text` (parts never hold a newline).
-        self._texts: list[str] = []
+        # The search's structures (declared and explained in search.py).
+        self.vocab = {}
+        self._texts = []
+        self._memo = {}
+        self._totals = {}
+        self._blobs = None
+        self._extra_words = set()
         self._strings: dict[str, str] | None = {}
         self._text_tokens: dict[str, list[str]] = {}
-        self._memo: dict[str, set[int]] = {}
-        self._totals: dict[str, int] = {}  # search totals of full pages, by query
-        self._blobs: tuple[_Blob, _Blob] | None = None
-        # Words added by in-place patches after the blobs were built; scanned directly so
-        # an update does not force a rebuild of the whole vocabulary on the event loop.
-        self._extra_words: set[str] = set()
         self._active_json: bytes | None = None
         self._found_bodies: dict[int, bytes] = {}
         self._found_alone: dict[int, bytes] = {}  # as _found_bodies, with no other service
@@ -288,14 +180,12 @@ class ClientIndex:
         share = None if strings is None else strings.setdefault
         document = client["document"]
         if document:
-            _post_all(self.by_document, (document_key(document),), position, share)
-        _post_all(self.by_phone, self.phones_of(client), position, share)
+            post_all(self.by_document, (document_key(document),), position, share)
+        post_all(self.by_phone, self.phones_of(client), position, share)
         name_words = set(tokens(client["name"]))
-        _post_all(self.name_postings, name_words, position, share)
+        post_all(self.name_postings, name_words, position, share)
         address_words = tokens(client["address"])
-        _post_all(
-            self.address_postings, set(strip_address_prefixes(address_words)), position, share
-        )
+        post_all(self.address_postings, set(strip_address_prefixes(address_words)), position, share)
         words = name_words.union(address_words)
         cache = self._text_tokens
         for field in ("document", "phone", "city", "locality"):
@@ -311,7 +201,7 @@ class ClientIndex:
         if self._blobs is not None:
             # A patch after the build: words the blobs do not list are scanned apart.
             self._extra_words.update(w for w in words if w not in vocab)
-        _post_all(vocab, words, position, share)
+        post_all(vocab, words, position, share)
         text = "\n".join(words)
         if position == len(self._texts):
             self._texts.append(text)
@@ -330,7 +220,7 @@ class ClientIndex:
         ]
         for postings, keys in maps:
             for key in set(keys):
-                _drop(postings, key, position)
+                drop(postings, key, position)
 
     def _changed(self) -> None:
         self._memo.clear()
@@ -353,7 +243,7 @@ class ClientIndex:
             self._added_ids[service_id] = position
         else:
             self._remove(position)
-        self._patched[position] = (_dump(client), _dump(rest))
+        self._patched[position] = (dump(client), dump(rest))
         self._add(position, client)
         self._changed()
 
@@ -367,6 +257,19 @@ class ClientIndex:
         """The whole cached record (the client and every other key it carries)."""
         position = self._position(service_id)
         return None if position is None else self._record(position)
+
+    def on_router(self, router_id: int) -> list[Client] | None:
+        """The clients whose row names the router (a general outage's services), or None when
+        no row names any router (the accounts whose rows carry none). A key appears once in
+        a compact JSON object, so the rest lines are matched as text: only matches decode."""
+        marks = (f'"router_id":{router_id},', f'"router_id":{router_id}}}')
+        found, named = [], False
+        for position in range(self._count):
+            client, rest = self._lines(position)
+            named = named or _NAMES_ROUTER.search(rest) is not None
+            if any(mark in rest for mark in marks):
+                found.append(cast(Client, json.loads(client)))
+        return found if named else None
 
     def plan_id(self, service_id: int) -> int | None:
         record = self.record(service_id)
@@ -408,8 +311,8 @@ class ClientIndex:
 
     def _key_positions(self, kind: str, key: str) -> Sequence[int]:
         if kind == "document":
-            return _positions(self.by_document, document_key(key))
-        return _positions(self.by_phone, key)
+            return positions_of(self.by_document, document_key(key))
+        return positions_of(self.by_phone, key)
 
     def hit_body(self, kind: str, key: str | int) -> bytes | None:
         """The `client_found` envelope of a lookup by `document`, `phone` (normalised) or
@@ -462,7 +365,7 @@ class ClientIndex:
         them: a key appears once in a compact JSON object, so the status is a substring."""
         if self._active_json is not None:
             return self._active_json
-        marks = tuple(f'"payment_status":{_dump(state)},' for state in self.active_states)
+        marks = tuple(f'"payment_status":{dump(state)},' for state in self.active_states)
         parts = [
             line
             for line in (self._lines(p)[0] for p in range(self._count))
@@ -478,162 +381,8 @@ class ClientIndex:
     def candidates(self, words: list[str], *, address: bool = False) -> list[Client]:
         """Clients whose name (or address) holds every word as a whole token."""
         postings = self.address_postings if address else self.name_postings
-        buckets = [_positions(postings, word) for word in words]
+        buckets = [positions_of(postings, word) for word in words]
         if not words or any(not b for b in buckets):
             return []
-        found = _intersect(buckets)
+        found = intersect(buckets)
         return [self._client(p) for p in sorted(found)]
-
-    # -- search ----------------------------------------------------------------------
-
-    def _ensure_blobs(self) -> tuple[_Blob, _Blob]:
-        if self._blobs is None:
-            numeric = sorted(w for w in self.vocab if w.isdigit())
-            other = sorted(w for w in self.vocab if not w.isdigit())
-            self._blobs = (_blob(numeric), _blob(other))
-        return self._blobs
-
-    def _part_positions(self, part: str) -> set[int]:
-        found = self._memo.get(part)
-        if found is not None:
-            return found
-        numeric, other = self._ensure_blobs()
-        blobs = (numeric, other) if part.isdigit() else (other,)
-        pattern = re.compile(re.escape(part))
-        words: set[str] = set()
-        for blob in blobs:
-            last = -1
-            for match in pattern.finditer(blob.text):
-                index = bisect.bisect_right(blob.starts, match.start()) - 1
-                if index != last:
-                    words.add(blob.words[index])
-                    last = index
-        words.update(w for w in self._extra_words if part in w)
-        vocab = self.vocab
-        # A patched record may have dropped a word the blob still lists.
-        found = set()
-        for word in words:
-            found.update(_positions(vocab, word))
-        if len(self._memo) >= _MEMO_SIZE:
-            self._memo.pop(next(iter(self._memo)))
-        self._memo[part] = found
-        return found
-
-    def _anchorable(self, part: str) -> bool:
-        # Short parts ("3", "96", "a") occur in tens of thousands of vocabulary words:
-        # collecting their postings costs more than filtering candidates by them.
-        return len(part) >= (_MIN_NUMERIC_ANCHOR if part.isdigit() else _MIN_TEXT_ANCHOR)
-
-    def search(self, query: str, limit: int) -> list[Client]:
-        """The clients `search_json` lists, decoded."""
-        return [self._client(p) for p in self._search(query, limit)[0]]
-
-    def search_json(self, query: str, limit: int) -> tuple[bytes, int, int]:
-        """The matches as a JSON array joined from the packed lines without decoding them
-        (a page of 50 decoded and encoded again cost more than the search), how many, and
-        how many match in all (CALLERS.md 2 `meta.total`)."""
-        positions, total = self._search(query, limit)
-        body = "[" + ",".join([self._lines(p)[0] for p in positions]) + "]"
-        return body.encode(), len(positions), total
-
-    def _search(self, query: str, limit: int) -> tuple[list[int], int]:
-        """Every query token (its alphanumeric parts) must occur in a searchable field;
-        ordered exact document/phone first, then whole-token name matches, then the rest.
-
-        The most selective long part gives the candidates (from the vocabulary); the other
-        parts filter them with a substring test on each candidate's joined tokens. With no
-        long part, clients are walked in order and the walk stops once the page is full."""
-        parts: list[str] = []
-        for word in query.split():
-            for part in tokens(word):
-                if part not in parts:
-                    parts.append(part)
-        if not parts:
-            return [], 0
-        texts = self._texts
-
-        def holds_all(position: int, needed: list[str]) -> bool:
-            text = texts[position]
-            return all(p in text for p in needed)
-
-        exact: list[int] = []
-        single = query.split()
-        if len(single) == 1:
-            exact += _positions(self.by_document, document_key(single[0]))
-            # Only a phone-like word (digits and symbols) is a phone: "pedro3001234567"
-            # must not stand for 3001234567, which "pedro" does not match.
-            number = (
-                ""
-                if _LETTER.search(single[0])
-                else normalize_phone(single[0], self.cc, self.national_length)
-            )
-            if number:
-                exact += [p for p in _positions(self.by_phone, number) if p not in exact]
-        named = [_positions(self.name_postings, p) for p in parts]
-        whole = _intersect(named) if all(named) else set()
-
-        anchors = [p for p in parts if self._anchorable(p)]
-        if anchors:
-            sets = sorted((self._part_positions(p) for p in anchors), key=len)
-            matches = sets[0]  # memoised and shared: never changed in place
-            for other in sets[1:]:
-                matches = matches & other
-                if not matches:
-                    break
-            # Short parts left ("ana 12": thousands of candidates for "ana") are tested
-            # lazily: the whole-token name matches now (few), the rest in order until the
-            # page is full, instead of every candidate before a page of 50 is taken.
-            pending = [p for p in parts if p not in anchors] if matches else []
-            whole &= matches
-            if pending:
-                whole = {p for p in whole if holds_all(p, pending)}
-        else:
-            matches = None
-            pending = []
-            whole = {p for p in whole if holds_all(p, parts)}
-
-        ordered = list(exact)
-        seen = set(exact)
-        for position in sorted(whole - seen):
-            if len(ordered) >= limit:
-                break
-            ordered.append(position)
-        seen |= whole
-        room = limit - len(ordered)
-        if room > 0:
-            if matches is None:
-                # No selective part: walk in order and stop as soon as the page is full.
-                walk = (p for p in range(len(texts)) if p not in seen and holds_all(p, parts))
-                ordered += islice(walk, room)
-            else:
-                rest = matches - seen if seen else matches
-                if pending:
-                    in_order = range(len(texts)) if len(rest) * 8 > len(texts) else sorted(rest)
-                    found = (p for p in in_order if p in rest and holds_all(p, pending))
-                    ordered += islice(found, room)
-                elif len(rest) * 8 > len(texts):
-                    ordered += islice((p for p in range(len(texts)) if p in rest), room)
-                else:
-                    ordered += heapq.nsmallest(room, rest) if len(rest) > room else sorted(rest)
-        if len(ordered) < limit:
-            # The page is not full: every match is on it.
-            return ordered, len(ordered)
-        # A full page: count the matches it left out (the walk above stopped early), once
-        # per query and generation.
-        total = self._totals.get(query)
-        if total is None:
-            if matches is None:
-                # No selective part: a plain count over the joined tokens (the cheapest walk).
-                if len(parts) == 1:
-                    only = parts[0]
-                    total = sum(only in text for text in texts)
-                else:
-                    total = sum(all(p in text for p in parts) for text in texts)
-                total += sum(1 for p in set(exact) if not holds_all(p, parts))
-            else:
-                every = {p for p in matches if holds_all(p, pending)} if pending else matches
-                total = len(every) + sum(1 for p in set(exact) if p not in every)
-            if len(self._totals) >= _MEMO_SIZE:
-                self._totals.pop(next(iter(self._totals)))
-            self._totals[query] = total
-        return ordered[:limit], total

@@ -15,6 +15,7 @@ from isp_gateway.clients.schemas import (
     DOCUMENT_PATTERN,
     PHONE_PATTERN,
     ClientResponse,
+    ResolvedIdentity,
     UpdateClientRequest,
     VerificationResult,
     VerifyRequest,
@@ -45,6 +46,8 @@ STALE = {"stale": True}
 # Our key refused upstream: spec 5.2's CLIENT_NOT_FOUND (502) on every client endpoint.
 UPSTREAM = [Action.UPSTREAM_UNAVAILABLE, Action.UPSTREAM_REFUSED_CLIENT_FETCH]
 NOT_FOUND = Action.CLIENT_NOT_FOUND
+# The routes that need the whole client list: during its first load, 503 `loading`.
+LOADING = [Action.UPSTREAM_RATE_LIMITED, Action.LOADING]
 Handler = Callable[..., Awaitable[Response]]
 
 
@@ -108,7 +111,9 @@ def _found(found: Found) -> Response:
     "/",
     dependencies=[Scoped(CLIENTS_READ)],
     response_model=BackendResponse[list[ClientResponse]],
-    responses=error_responses(500, 502, 503, actions={502: Action.UPSTREAM_REFUSED_CLIENT_FETCH}),
+    responses=error_responses(
+        500, 502, 503, actions={502: Action.UPSTREAM_REFUSED_CLIENT_FETCH, 503: LOADING}
+    ),
 )
 async def list_clients(clients: ClientsDep) -> Response:
     """List every active client (served from the client cache)."""
@@ -132,7 +137,9 @@ def _listed(
     "/search",
     dependencies=[Scoped(CLIENTS_READ)],
     response_model=BackendResponse[list[ClientResponse]],
-    responses=error_responses(400, 502, 503, actions={400: Action.ERROR, 502: UPSTREAM}),
+    responses=error_responses(
+        400, 502, 503, actions={400: Action.ERROR, 502: UPSTREAM, 503: LOADING}
+    ),
     openapi_extra={"parameters": [Q_PARAMETER]},
 )
 async def search_clients(
@@ -171,7 +178,7 @@ async def get_client_by_service_id(service_id: ServiceIdPath, clients: ClientsDe
 @router.post(
     "/resolve",
     dependencies=[Scoped(CLIENTS_VERIFY)],
-    response_model=BackendResponse[ClientResponse],
+    response_model=BackendResponse[ClientResponse | ResolvedIdentity],
     responses=error_responses(
         400,
         404,
@@ -183,18 +190,32 @@ async def get_client_by_service_id(service_id: ServiceIdPath, clients: ClientsDe
             400: Action.CLIENT_VERIFICATION_FAILED,
             404: [NOT_FOUND, Action.CLIENT_VERIFICATION_FAILED],
             409: Action.CLIENT_AMBIGUOUS,
-            429: Action.CLIENT_VERIFICATION_LOCKED,
+            429: [Action.CLIENT_VERIFICATION_LOCKED, Action.IDENTITY_RATE_LIMITED],
             502: UPSTREAM,
+            503: LOADING,
         },
     ),
 )
 async def resolve_client(body: VerifyRequest, identity: IdentityDep) -> Response:
-    """Identify and verify a client without a service id (at least 3 of the 4 fields)."""
+    """Identify and verify a client without a service id. `IDENTITY_POLICY=spec`: at least
+    3 of the 4 fields, and the answer is the client's record. `strict`: the name, the
+    address and the plan (name or price), and the answer is `service_ids` and a
+    `verification_id` only (400 `data.missing` names what is lacking). Each caller may
+    resolve at most CALLER_RESOLVES_PER_HOUR distinct services an hour (429
+    `identity_rate_limited`)."""
     found = await identity.resolve(body)
     message = messages.say(Action.CLIENT_VERIFIED, "resolve")
-    return respond(
-        200, success(Action.CLIENT_VERIFIED, found.client, message=message, meta=_meta(found.stale))
-    )
+    meta = _meta(found.stale)
+    if not identity.strict:
+        return respond(
+            200, success(Action.CLIENT_VERIFIED, found.client, message=message, meta=meta)
+        )
+    service_id = found.client["service_id"]
+    data = {
+        "service_ids": [service_id],
+        "verification_id": await identity.rest_verification_id(service_id),
+    }
+    return respond(200, success(Action.CLIENT_VERIFIED, data, message=message, meta=meta))
 
 
 @router.post(
@@ -218,7 +239,10 @@ async def resolve_client(body: VerifyRequest, identity: IdentityDep) -> Response
 async def verify_client(
     service_id: ServiceIdPath, body: VerifyRequest, identity: IdentityDep
 ) -> Response:
-    """Verify a client's identity from billing data (at least 3 of the 4 fields)."""
+    """Verify a client's identity from billing data. `IDENTITY_POLICY=spec`: at least 3 of
+    the 4 fields; a mismatch carries `debug`. `strict`: the name, the address and the plan
+    (name or price); a mismatch carries `attempts_left`, never a value of the record. A
+    success always carries `verification_id`."""
     result = await identity.verify(parse_service_id(service_id), body)
     data: dict[str, Any] = {"is_valid": result.is_valid, "matched_fields": result.matched_fields}
     if result.is_valid:
@@ -227,7 +251,10 @@ async def verify_client(
             data["verification_id"] = verification_id
         message = messages.say(Action.CLIENT_VERIFIED, VERIFIED_VARIANT)
         return respond(200, success(Action.CLIENT_VERIFIED, data, message=message))
-    data["debug"] = result.debug
+    if result.attempts_left is not None:  # strict
+        data["attempts_left"] = result.attempts_left
+    else:
+        data["debug"] = result.debug
     message = messages.say(Action.CLIENT_VERIFICATION_FAILED, MISMATCH_VARIANT)
     return respond(200, success(Action.CLIENT_VERIFICATION_FAILED, data, message=message))
 

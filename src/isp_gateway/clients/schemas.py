@@ -130,9 +130,28 @@ class VerificationDebug(BaseModel):
 class VerificationResult(BaseModel):
     is_valid: bool
     matched_fields: list[str]
-    debug: VerificationDebug | None = None
-    # With REQUIRE_VERIFICATION, on a success: send it as X-Verification-Id (CALLERS.md 5).
-    verification_id: str | None = None
+    debug: VerificationDebug | None = Field(
+        default=None,
+        description="IDENTITY_POLICY=spec, on a mismatch only: the record's address, plan "
+        "and price (spec 2.5). Never under strict.",
+    )
+    verification_id: str | None = Field(
+        default=None,
+        description="On a success, whatever the policy: send it as X-Verification-Id "
+        "(CALLERS.md 5) to the routes that need one.",
+    )
+    attempts_left: int | None = Field(
+        default=None,
+        description="IDENTITY_POLICY=strict, on a mismatch: attempts left before a lock.",
+    )
+
+
+class ResolvedIdentity(BaseModel):
+    """A strict resolve's match (CALLERS.md 6): never the record, only what identifies the
+    service and the verification to read it with."""
+
+    service_ids: list[int] = Field(description="The service the facts verified")
+    verification_id: str = Field(description="Send it as X-Verification-Id")
 
 
 def _string_pattern(pattern: str) -> Callable[[dict[str, Any]], None]:

@@ -4,9 +4,7 @@ identity.py, the update in update.py; both build on this service.
 
 Everything is served from one cached client list (refresh-ahead, single flight,
 stale-if-error; see cache.py) and its in-process index. A lookup miss asks the upstream
-directly, because a customer added since the last load must still be found: with a loaded
-(complete) list, about one value at most once per MISS_RECHECK_SECONDS across workers; and a
-confirmed miss is remembered for NEGATIVE_CACHE_SECONDS (the only bound before the first load).
+directly (misses.py), because a customer added since the last load must still be found.
 """
 
 from __future__ import annotations
@@ -22,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from isp_gateway.clients.index import ClientIndex, document_key, pack_lines, pack_records
+from isp_gateway.clients.misses import Misses, client_not_found, unable_to_fetch
 from isp_gateway.clients.phones import MIN_PHONE_DIGITS, field_phones, normalize_phone
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.cache import CachedResource
@@ -49,11 +48,6 @@ log = logging.getLogger("isp_gateway.clients")
 DOCUMENT = re.compile(r"[A-Za-z0-9]{3,20}")
 MAX_SEARCH_LIMIT = 200
 
-# The catalogue's variants of `client_not_found` (kit/messages.py): the lookups' 'Client not
-# found' and verify's Spanish one, both as the spec quotes them.
-LOOKUP = "lookup"
-VERIFY = "verify"
-
 
 @contextmanager
 def _gc_paused() -> Iterator[None]:
@@ -74,15 +68,6 @@ def _pack_page(records: list[ClientRecord]) -> str:
     # and the collector must run for everything else the process does meanwhile.
     with _gc_paused():
         return pack_lines(records)
-
-
-def client_not_found(variant: str = LOOKUP) -> NotFound:
-    return NotFound(action=Action.CLIENT_NOT_FOUND, variant=variant)
-
-
-def unable_to_fetch() -> ServiceError:
-    # Spec 5.2: our key was rejected; say nothing more (the details are in the log).
-    return ServiceError(action=Action.UPSTREAM_REFUSED_CLIENT_FETCH, status_code=502)
 
 
 def _alone(client: Client | None) -> tuple[Client, list[int] | None] | None:
@@ -117,25 +102,28 @@ class ClientService:
         self.settings = settings = settings
         self.gateway = gateway
         self.cache: CachedResource[ClientIndex] = lists.resource(
-            "clients", self._load, self._index, ttl=settings.CLIENT_CACHE_SECONDS, patch=self._patch
+            "clients",
+            self._load,
+            self._index,
+            ttl=settings.CLIENT_CACHE_SECONDS,
+            patch=self._patch,
+            # A first load of a large list takes minutes within the budget: a request that
+            # needs the whole list is told so (503 `loading`, Retry-After), never a 502.
+            answers_loading="clients",
         )
         self._tasks: set[asyncio.Task[None]] = set()
-        # Upstream queries of lookup misses in flight, by (kind, value): a bot retrying an
-        # unknown document, or many asking at once, costs one upstream call, not N.
-        self._queries: dict[tuple[str, str], asyncio.Future[list[ClientRecord]]] = {}
+        self.misses = Misses(settings=settings, store=store, gateway=gateway, learned=self._learned)
 
     async def start(self) -> None:
         """Warm the cache and keep it fresh in the background (start-up does not wait)."""
         self.cache.start()
 
     async def aclose(self) -> None:
-        pending: list[asyncio.Future[Any]] = [
-            *self._tasks,
-            *self._queries.values(),
-        ]
+        pending: list[asyncio.Future[Any]] = [*self._tasks]
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
+        await self.misses.aclose()
         await self.cache.aclose()
 
     # -- the cache -------------------------------------------------------------------
@@ -226,71 +214,31 @@ class ClientService:
             hit = from_index(snapshot.value)
             if hit is not None:
                 return Found(hit[0], snapshot.stale, others=hit[1])
-        store = self.store
-        miss_key = f"clients:miss:{kind}:{key}"
-        if await store.get(miss_key) is not None:
-            raise client_not_found()
-        # A miss of a complete index (a whole list was loaded; a short read never is) asks
-        # the upstream about that value at most once per MISS_RECHECK_SECONDS, across all
-        # workers: the slot is taken in the store before the call, so a loop of the same
-        # miss, or the same miss on two workers at once, costs one call (CALLERS.md 2).
-        recheck = self.settings.MISS_RECHECK_SECONDS
-        recheck_key = f"clients:recheck:{kind}:{key}"
-        claimed = False
-        if snapshot is not None and recheck > 0:
-            claimed = await store.set_if_absent(recheck_key, True, ttl=recheck)
-            if not claimed:
-                raise client_not_found()
-        try:
-            records = await self.query(kind, upstream_value)
-        except UpstreamError as exc:
-            if claimed:
-                # A failed read is no answer about the value: the next lookup asks again,
-                # never "not found" on its strength.
-                await store.delete(recheck_key)
-            if isinstance(exc, UpstreamUnauthorized):
-                raise unable_to_fetch() from None
-            raise
-        matches = [r for r in records if accept(r["client"])]
-        if not matches:
-            if self.settings.NEGATIVE_CACHE_SECONDS > 0:
-                await store.set(miss_key, True, ttl=self.settings.NEGATIVE_CACHE_SECONDS)
-            raise client_not_found()
-        # The index's choice among clients sharing a key: an active one, then the lowest id.
-        active = self.settings.ACTIVE_CLIENT_STATES
-        record = min(
-            matches,
-            key=lambda r: (r["client"]["payment_status"] not in active, r["client"]["service_id"]),
+        matches = await self.misses.matches(
+            kind, key, upstream_value, accept, complete=snapshot is not None
         )
-        if snapshot is not None:
-            # A client the cached list did not know yet: keep it for the next lookups, in
-            # the background (the cache lock may be held by a reload).
-            task = asyncio.create_task(self.remember(record))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+        record = self._choose(matches)
         others = None
         if kind != "service_id":
             chosen = record["client"]["service_id"]
             others = sorted({r["client"]["service_id"] for r in matches} - {chosen})
         return Found(record["client"], record=record, others=others)
 
-    async def query(self, kind: str, value: str) -> list[ClientRecord]:
-        """One upstream query per (kind, value) however many lookups wait for it."""
-        key = (kind, value)
-        future = self._queries.get(key)
-        if future is None:
-            future = asyncio.ensure_future(upstream.query_clients(self.gateway, kind, value))
-            self._queries[key] = future
+    def _choose(self, matches: list[ClientRecord]) -> ClientRecord:
+        """The index's choice among clients sharing a key: an active one, then the lowest id."""
+        active = self.settings.ACTIVE_CLIENT_STATES
+        return min(
+            matches,
+            key=lambda r: (r["client"]["payment_status"] not in active, r["client"]["service_id"]),
+        )
 
-            def done(task: asyncio.Future[list[ClientRecord]]) -> None:
-                if self._queries.get(key) is task:
-                    del self._queries[key]
-                if not task.cancelled():
-                    task.exception()  # retrieved here: every waiter may have gone away
-
-            future.add_done_callback(done)
-        # shield: a caller that disconnects must not cancel the query others wait for.
-        return await asyncio.shield(future)
+    def _learned(self, matches: list[ClientRecord]) -> None:
+        """A client the cached list did not know yet, found by a question upstream: kept for
+        the next lookups (once per question, whoever waited for it), in the background (the
+        cache lock may be held by a reload)."""
+        task = asyncio.create_task(self.remember(self._choose(matches)))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def fresh_hit_body(self, kind: str, raw: str) -> bytes | None:
         """The rendered `client_found` answer when a lookup hits the fresh, warm index;
@@ -403,7 +351,7 @@ class ClientService:
         if window > 0 and await self.store.get(confirmed_key) is not None:
             return record, stale
         try:
-            rows = await self.query("service_id", str(service_id))
+            rows = await self.misses.query("service_id", str(service_id))
         except UpstreamUnauthorized:
             raise unable_to_fetch() from None
         fresh = next((r for r in rows if r["client"]["service_id"] == service_id), None)

@@ -13,8 +13,9 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from isp_gateway.clients.index import document_key
+from isp_gateway.clients.misses import client_not_found, unable_to_fetch
 from isp_gateway.clients.phones import is_update_phone, replace_first_phone
-from isp_gateway.clients.service import DOCUMENT, client_not_found, unable_to_fetch
+from isp_gateway.clients.service import DOCUMENT
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.errors import (
     InvalidInput,

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from isp_gateway.accounts.schemas import PendingInvoiceResponse
+from isp_gateway.accounts.schemas import ActivePromiseResponse, PendingInvoiceResponse
 from isp_gateway.kit.models import RequestModel
 from isp_gateway.network.schemas import MAX_PINGS
 from isp_gateway.tickets.schemas import OpenTicketResponse
@@ -22,19 +22,25 @@ class DiagnoseRequest(RequestModel):
 
 
 class DiagnoseResponse(BaseModel):
-    """Every answer carries the first five fields; the others belong to one outcome."""
+    """Every answer carries the first six fields; the others belong to one outcome."""
 
     service_id: int
     service_state: str = Field(description="active, suspended, cancelled, free or unknown")
     zone_id: int | None
     zone_blocked: bool = Field(description="The zone is at its cap of active tickets")
     open_tickets: list[OpenTicketResponse] = Field(description="As /clients/{id}/tickets")
+    promise: ActivePromiseResponse | None = Field(
+        default=None, description="The active payment promise, null when none"
+    )
     # service_suspended
     balance: float | None = None
     total_due: float | None = None
     pending_invoices: list[PendingInvoiceResponse] | None = None
-    next_step: Literal["pay", "reconnect"] | None = Field(
-        default=None, description='service_suspended: "pay" when total_due > 0, else "reconnect"'
+    next_step: Literal["pay", "promise", "reconnect"] | None = Field(
+        default=None,
+        description='service_suspended: "promise" when total_due > 0 and a payment promise is '
+        'allowed (offer paying, or the promise), "pay" when total_due > 0 otherwise, else '
+        '"reconnect"',
     )
     # zone_outage
     outage_description: str | None = None

@@ -1,7 +1,8 @@
 """Diagnose (BEYOND.md): one call that answers "I have no internet".
 
 Checks in this order, answering the first that applies: cancelled, suspended (with what is
-owed and the next step: pay, or reconnect when nothing is), a general outage on the
+owed and the next step: pay, or a payment promise when its rules allow one, or reconnect when
+nothing is owed), a general outage on the
 client's router, else a ping (the ping service's own task records and coalescing,
 long-polled up to `wait`). Every answer carries the client's state,
 zone figures and open tickets, so the bot knows whether to offer a ticket.
@@ -28,6 +29,7 @@ from isp_gateway.kit.actions import Action
 from isp_gateway.kit.errors import ServiceError, StoreUnavailable
 from isp_gateway.network.service import PingFailed, PingService, PingView
 from isp_gateway.outages.service import OutageService
+from isp_gateway.payments.service import PaymentService
 from isp_gateway.tickets.service import TicketService
 
 if TYPE_CHECKING:
@@ -53,6 +55,7 @@ class DiagnoseService:
     outages: OutageService
     pings: PingService
     audit: Recorder
+    payments: PaymentService
 
     async def diagnose(self, service_id: int, pings: int, wait: float) -> Diagnosis:
         """The answer, audited with its action (or the action of the error it raises)."""
@@ -87,6 +90,14 @@ class DiagnoseService:
         }
         stale = stale or tickets_stale
 
+        async def owed() -> list[int]:
+            invoices, _, _ = await self.accounts.pending_of(record["username"])
+            return [invoice["invoice_id"] for invoice in invoices]
+
+        # MONEY.md 1: an active payment promise, whatever the outcome (the owed list is read,
+        # from its cache, only when the ledger holds one).
+        data["promise"] = await self.payments.ledger.active(service_id, owed)
+
         def info(action: str, variant: str = "") -> Diagnosis:
             message = messages.say(action, variant)
             return Diagnosis(PingView(True, "info", action, data, message), stale)
@@ -100,8 +111,12 @@ class DiagnoseService:
             # Summed exactly, then rounded to cents, as the account answer does.
             data["total_due"] = round(math.fsum(i["total"] for i in invoices), 2)
             data["pending_invoices"] = invoices
-            # What the bot offers next: paying what is owed, else a reconnection.
+            # What the bot offers next: paying what is owed (or, when the rules allow one, a
+            # payment promise that reconnects today), else a reconnection.
             if data["total_due"] > 0:
+                if await self.payments.promise_allowed(service_id, invoices):
+                    data["next_step"] = "promise"
+                    return info(Action.SERVICE_SUSPENDED, "promise")
                 data["next_step"] = "pay"
                 return info(Action.SERVICE_SUSPENDED)
             data["next_step"] = "reconnect"

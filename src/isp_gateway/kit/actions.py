@@ -21,6 +21,8 @@ class Action(StrEnum):
     INSUFFICIENT_SCOPE = "insufficient_scope"
     VERIFICATION_REQUIRED = "verification_required"
     STORE_UNAVAILABLE = "store_unavailable"
+    # A list the answer needs is still loading at start-up (its first load).
+    LOADING = "loading"
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
     IDEMPOTENCY_KEY_IN_PROGRESS = "idempotency_key_in_progress"
     # -- the upstream ----------------------------------------------------------------------
@@ -39,12 +41,25 @@ class Action(StrEnum):
     CLIENT_VERIFIED = "client_verified"
     CLIENT_VERIFICATION_FAILED = "client_verification_failed"
     CLIENT_VERIFICATION_LOCKED = "client_verification_locked"
+    # CALLERS.md 6: a caller past its distinct resolves an hour (CALLER_RESOLVES_PER_HOUR).
+    IDENTITY_RATE_LIMITED = "identity_rate_limited"
     CLIENT_AMBIGUOUS = "client_ambiguous"
     CLIENT_UPDATED = "client_updated"
     CLIENT_UPDATE_FAILED = "client_update_failed"
     # -- accounts --------------------------------------------------------------------------
     ACCOUNT_FOUND = "account_found"
     PAYMENT_METHODS_LISTED = "payment_methods_listed"
+    # -- payments: promises and reports (MONEY.md) -----------------------------------------
+    PAYMENT_PROMISE_CREATED = "payment_promise_created"
+    PROMISE_NOT_ALLOWED = "promise_not_allowed"
+    PROMISE_ALREADY_ACTIVE = "promise_already_active"
+    INVOICE_NOT_PENDING = "invoice_not_pending"
+    PAYMENT_PROMISE_FAILED = "payment_promise_failed"
+    PAYMENT_REPORT_RECEIVED = "payment_report_received"
+    PAYMENT_REPORT_DUPLICATE = "payment_report_duplicate"
+    PAYMENT_REPORT_NOT_ALLOWED = "payment_report_not_allowed"
+    UNSUPPORTED_RECEIPT = "unsupported_receipt"
+    PAYMENT_REPORT_FAILED = "payment_report_failed"
     # -- tickets ---------------------------------------------------------------------------
     TICKET_SUBJECTS_LISTED = "ticket_subjects_listed"
     TICKET_FOUND = "ticket_found"
@@ -66,6 +81,9 @@ class Action(StrEnum):
     SERVICE_CANCELLED = "service_cancelled"
     SERVICE_SUSPENDED = "service_suspended"
     ZONE_OUTAGE = "zone_outage"
+    # -- outages ---------------------------------------------------------------------------
+    OUTAGES_LISTED = "outages_listed"
+    OUTAGE_IN_PROGRESS = "outage_in_progress"
     # -- plans -----------------------------------------------------------------------------
     INTERNET_PLANS_LISTED = "internet_plans_listed"
     INTERNET_PLAN_FOUND = "internet_plan_found"

@@ -7,6 +7,10 @@ Retry-After, or held by another worker's lock) waits only while time is left (`b
 past it, or at once when the upstream asked us to wait longer than the time left, it answers
 with the upstream's failure while the load goes on for the next caller. Background work has
 no deadline (`clear`).
+
+The store has its own budget (CALLERS.md 6 "One deadline for the store"): all the store calls
+of one request share REDIS_TIMEOUT_SECONDS of waiting (`StoreBudget`, read by
+store/redis.py), so a frozen Redis costs a request one timeout, not one per call.
 """
 
 from __future__ import annotations
@@ -28,15 +32,31 @@ class RateLimitView(Protocol):
 
     def rate_limited_for(self) -> float: ...
 
+    async def background_wait(self) -> float:
+        """How long background work waits for the upstream budget now (0 when it may go)."""
+        ...
+
 
 # How often a waiting request looks again at a Retry-After the upstream sent meanwhile.
 POLL_SECONDS = 0.2
+
+
+@dataclass
+class StoreBudget:
+    """The seconds one request may still wait on the store, its store calls together: each
+    call waits at most what is left, and what it waited is taken off."""
+
+    left: float
+
+    def spend(self, seconds: float) -> None:
+        self.left -= seconds
 
 
 @dataclass(frozen=True)
 class Deadline:
     at: float  # time.monotonic()
     gateway: RateLimitView | None = None
+    store: StoreBudget | None = None
 
     def left(self) -> float:
         return self.at - time.monotonic()
@@ -45,11 +65,14 @@ class Deadline:
 _deadline: ContextVar[Deadline | None] = ContextVar("request_deadline", default=None)
 
 
-def start(seconds: float, gateway: RateLimitView | None = None) -> None:
-    """This request answers within `seconds` from now. Set afresh each time: a context
-    that outlived its request (a server reusing one for the next) never hands its
-    expired deadline on."""
-    _deadline.set(Deadline(time.monotonic() + seconds, gateway))
+def start(
+    seconds: float, gateway: RateLimitView | None = None, store: StoreBudget | None = None
+) -> None:
+    """This request answers within `seconds` from now, and waits on the store at most
+    `store` (None: each store call its own timeout). Set afresh each time: a context that
+    outlived its request (a server reusing one for the next) never hands its expired
+    deadline on."""
+    _deadline.set(Deadline(time.monotonic() + seconds, gateway, store))
 
 
 def adopt(deadline: Deadline | None) -> None:
@@ -67,15 +90,26 @@ def current() -> Deadline | None:
     return _deadline.get()
 
 
-async def bounded(task: asyncio.Future[T]) -> T:
+def store_budget() -> StoreBudget | None:
+    """The store budget of the request this context serves, if any."""
+    deadline = _deadline.get()
+    return None if deadline is None else deadline.store
+
+
+async def bounded(task: asyncio.Future[T], *, background: bool = False) -> T:
     """The result of shared work `task`, waited for only while the request has time left.
 
     The task is never cancelled here (others may wait for it). Raises UpstreamRateLimited
     at once when the upstream's Retry-After outlasts the time left, else UpstreamUnavailable
-    when the time is up."""
+    when the time is up. `background`: the work spends the background part of the upstream
+    budget (a refresh, a large list), so it may be held by the budget itself, in this worker
+    or in another one holding the load's lock: the budget is asked (once when the wait
+    begins, once when the time is up) and a spent one answers UpstreamRateLimited with the
+    wait for it, never "the backend is not available"."""
     deadline = _deadline.get()
     if deadline is None:
         return await asyncio.shield(task)
+    asked_budget = False
     while True:
         left = deadline.left()
         # Waited first: a load that is under way clears an older Retry-After with its
@@ -86,6 +120,9 @@ async def bounded(task: asyncio.Future[T]) -> T:
         left = deadline.left()
         gateway = deadline.gateway
         wait = 0.0 if gateway is None else gateway.rate_limited_for()
+        if background and gateway is not None and (not asked_budget or left <= 0):
+            asked_budget = True
+            wait = max(wait, await gateway.background_wait())
         if wait > max(0.0, left):
             raise UpstreamRateLimited(wait)
         if left <= 0:

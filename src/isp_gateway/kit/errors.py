@@ -110,6 +110,25 @@ class UpstreamRejected(UpstreamError):
         self.body = body
 
 
+class Loading(ServiceError):
+    """A list the answer needs is still being loaded for the first time (start-up), and the
+    load will not end within the request's deadline: retry after `Retry-After` (issue 28).
+    Never a 502: the backend answers, it only takes a while to read it all."""
+
+    status_code = 503
+    action = Action.LOADING
+
+    def __init__(self, what: str, read: int, total: int, retry_after: int) -> None:
+        # `what`: the list, the catalogue's variant of `loading` ("clients").
+        super().__init__(
+            variant=what,
+            params={"read": read, "total": total, "retry_after": retry_after},
+            headers={"Retry-After": str(retry_after)},
+            meta={"read": read, "total": total},
+        )
+        self.retry_after = retry_after
+
+
 class StoreUnavailable(ServiceError):
     """The shared store (Redis) does not answer. Locks, throttles and caps live there, so a
     request that needs it is refused rather than served without those guards."""

@@ -1,8 +1,10 @@
 """The audit as the features see it: somewhere to record who did what (CALLERS.md 4).
 
-A service records an event where it decides the outcome; the audit package (audit/service.py,
-`AuditLog`) is the one implementation, built by the lifespan. Features depend on this
-protocol only, so the audit's own routes may sit above them.
+A service records an event where it decides the outcome (`record`, kept one by one), or
+counts a refusal (`count`, CALLERS.md 6: one event per caller, event and minute, so that
+refusals never flush the audit). The audit package (audit/service.py, `AuditLog`) is the one
+implementation, built by the lifespan. Features depend on this protocol only, so the audit's
+own routes may sit above them.
 """
 
 from __future__ import annotations
@@ -24,3 +26,15 @@ class Recorder(Protocol):
         caller: Caller | None = None,
         request_id: str | None = None,
     ) -> dict[str, Any]: ...
+
+    def count(
+        self,
+        event: str,
+        outcome: str,
+        *,
+        service_id: int | str | None = None,
+        details: Mapping[str, Any] | None = None,
+        kind: str | None = None,
+        caller: Caller | None = None,
+        anonymous_from: str | None = None,
+    ) -> None: ...

@@ -8,12 +8,45 @@ be JSON-serialisable (dicts, lists, str, numbers, bool, None) so that both store
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 
 class LockTimeout(Exception):
     """The lock could not be acquired in time."""
+
+
+# -- counters taken under a rule (`Store.take_if`) --------------------------------------------
+
+# A bound on the sums of some series: sum(coefficient * sums[index]) <= limit.
+Bound = tuple[tuple[tuple[int, int], ...], int]
+# All of its clauses hold; a clause holds when any of its alternatives does, an alternative
+# when all of its bounds do.
+Rule = Sequence[Sequence[Sequence[Bound]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """Counters kept in buckets: the rule reads the sum of `keys`; a take adds 1 to the last
+    key (the current bucket), which is given `ttl` (seconds) when the take creates it."""
+
+    keys: Sequence[str]
+    ttl: float
+    take: bool = True
+
+
+def rule_holds(sums: Sequence[int], rule: Rule) -> bool:
+    """Whether `rule` holds for the sums of its series (the stores' `take_if`, and whoever
+    asks when it will hold again). The Redis store runs the same evaluation in Lua."""
+    return all(
+        any(
+            all(sum(coef * sums[index] for index, coef in terms) <= limit for terms, limit in alt)
+            for alt in clause
+        )
+        for clause in rule
+    )
 
 
 class Store(Protocol):
@@ -37,11 +70,24 @@ class Store(Protocol):
 
     async def delete(self, key: str) -> None: ...
 
+    async def lease(self, key: str, owner: str, ttl: float) -> bool:
+        """Hold `key` for `owner` for `ttl` seconds, atomically: taken when free, renewed when
+        `owner` holds it already; False (and nothing changed) when another owner holds it.
+        For work one worker at a time does, taken over when its holder stops renewing (it
+        died). A `ttl` of 0 gives the lease up when `owner` holds it."""
+
     async def incr(self, key: str, amount: int = 1, ttl: float | None = None) -> int:
         """Atomically add to a counter; the ttl is set when the counter is created."""
 
     async def ttl(self, key: str) -> float | None:
         """Seconds until the key expires; None when absent or without expiry."""
+
+    async def take_if(self, series: Sequence[Series], rule: Rule) -> tuple[bool, list[list[int]]]:
+        """Atomically, in one round trip: read the counters of every series and, when `rule`
+        holds for their sums, add 1 to the last counter of each series marked `take`.
+        Whether it took, and the counters as read (before the take; 0 for an absent one),
+        so a refused caller can tell when the rule will hold again. Concurrent takes (other
+        workers) never see one another half-done: together they never pass the rule."""
 
     async def log_append(self, key: str, value: Any, max_len: int) -> None:
         """Append a value to a capped log (the audit). It keeps at least the newest `max_len`

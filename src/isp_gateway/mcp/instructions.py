@@ -8,13 +8,10 @@ Stateless: every /mcp request authenticates its caller (server.py) and the SDK b
 
 from __future__ import annotations
 
-from contextvars import ContextVar
-
 from isp_gateway.kit.prices import FORMATS
 from isp_gateway.mcp.auth import allows
+from isp_gateway.mcp.request import current_scopes, use_scopes
 from isp_gateway.mcp.tools import SAY_IT, TOOLS, ToolSpec
-
-_scopes: ContextVar[frozenset[str]] = ContextVar("isp_gateway_mcp_scopes", default=frozenset())
 
 INTRO = "Tools of an internet service provider's support desk."
 FIND = (
@@ -26,7 +23,7 @@ NO_FIND = (
     "ask the customer for their service number."
 )
 VERIFY = (
-    "{n}) verify_customer with 3 or 4 of name, address, plan name and plan price exactly as "
+    "{n}) verify_customer with the name, the address and the plan name or price exactly as "
     f"the customer states them (a price as they write it: {FORMATS})."
 )
 NO_VERIFY = (
@@ -35,14 +32,6 @@ NO_VERIFY = (
 )
 ACT = "{n}) Act with the verification_id it returns: {tools}."
 NEVER = "Never ask the tools for data of a customer who did not verify."
-
-
-def use_scopes(scopes: frozenset[str]) -> None:
-    _scopes.set(scopes)
-
-
-def current_scopes() -> frozenset[str]:
-    return _scopes.get()
 
 
 def instructions_for(scopes: frozenset[str]) -> str:
@@ -70,3 +59,6 @@ def instructions_for(scopes: frozenset[str]) -> str:
 
 def _lacks(tool: ToolSpec) -> str:
     return f"{tool.name} (needs {tool.scope})"
+
+
+__all__ = ["current_scopes", "instructions_for", "use_scopes"]

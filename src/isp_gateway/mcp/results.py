@@ -33,7 +33,8 @@ _SERVICE_HINTS: dict[str, str] = {
     Action.INVALID_PHONE: "Ask the customer to repeat the phone: at least 7 digits.",
     Action.INVALID_DOCUMENT: "Ask for the document again: 3 to 20 letters or digits.",
     Action.CLIENT_VERIFICATION_FAILED: (
-        "Pass at least 3 of name, address, plan_name and plan_price, as the customer says them."
+        "Ask the customer for what `missing` names and pass the name, the address and the "
+        "plan (plan_name or plan_price) as the customer says them."
     ),
     Action.CLIENT_VERIFICATION_LOCKED: (
         "Verification of this service is locked for retry_after seconds; do not retry before."
@@ -87,6 +88,9 @@ def service_failure(exc: ServiceError) -> types.CallToolResult:
     cause named: 'the subject ... is not in the catalogue'), the action's sentence when the
     text is a developer's (then in `cause`, for the agent)."""
     extra: dict[str, Any] = {}
+    if isinstance(exc.data, dict) and "missing" in exc.data:
+        # Too few facts to verify (CALLERS.md 6): the sentence names what would complete it.
+        extra["missing"] = exc.data["missing"]
     if messages.is_technical(exc.action, exc.variant):
         sentence = messages.sentence(exc.action, messages.say(Action.ERROR))
         extra["cause"] = exc.message

@@ -5,62 +5,35 @@ SDK's `StreamableHTTPSessionManager` in stateless mode with JSON answers: no ses
 in a worker, so any worker of `serve --workers N` answers any request. State that must
 outlive a request (verification ids, throttles, caches) is in the store, as for REST.
 
-In front of the SDK, `McpEndpoint` authenticates every request with the REST credentials
-(auth.py) and puts the caller and its scopes in the ASGI scope, where the handlers read
-them back through the SDK's request context. The session manager is started by the app's
-lifespan (`running`), after the services it calls and closed before them.
+In front of the SDK, `McpEndpoint` (endpoint.py) authenticates every request with the REST
+credentials (auth.py) and puts the caller and its scopes in the ASGI scope, where the
+handlers read them back through the SDK's request context. This module is imported by the
+first /mcp request only (endpoint.py says why).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import mcp_types as types
-from fastapi import FastAPI
 from mcp.server import Server, ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import ValidationError
-from starlette.responses import JSONResponse
-from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
 
-from isp_gateway.auth.dependencies import CREDENTIALS_ERROR
 from isp_gateway.kit import deadline, messages
 from isp_gateway.kit.actions import Action
-from isp_gateway.kit.callers import Caller, set_current_caller
+from isp_gateway.kit.callers import set_current_caller
 from isp_gateway.kit.errors import ServiceError
 from isp_gateway.kit.verifications import VerificationRequired
 from isp_gateway.mcp import results
-from isp_gateway.mcp.auth import BadEndUser, Unauthenticated, allows, authenticate, scopes_of
-from isp_gateway.mcp.instructions import current_scopes, instructions_for, use_scopes
-from isp_gateway.mcp.tools import BY_NAME, TOOLS, Call, Outcome, ToolFailure, run
-from isp_gateway.web.envelope import error_response
-
-if TYPE_CHECKING:
-    from isp_gateway.services import Runtime
+from isp_gateway.mcp.auth import allows
+from isp_gateway.mcp.instructions import current_scopes, instructions_for
+from isp_gateway.mcp.request import SCOPE_KEY, McpRequest
+from isp_gateway.mcp.tools import BY_NAME, TOOLS, Call, Outcome, ToolFailure, run, target
 
 log = logging.getLogger("isp_gateway.mcp")
-
-PATH = "/mcp"
-SCOPE_KEY = "isp_gateway.mcp"
-
-
-@dataclass(frozen=True, slots=True)
-class McpRequest:
-    """What the endpoint learnt about one /mcp request, for the handlers."""
-
-    caller: Caller
-    scopes: frozenset[str]
-    runtime: Runtime
-    # The request's deadline, started at the edge (web/middleware.py), for the tool call.
-    deadline: deadline.Deadline | None = None
-    # MESSAGES_LANGUAGE: the language of the sentences.
-    language: messages.Language = messages.Language.ES
 
 
 def _request_of(ctx: ServerRequestContext[Any, Any]) -> McpRequest:
@@ -93,10 +66,14 @@ async def list_tools(
 async def call_tool(
     ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
 ) -> types.CallToolResult:
-    """Every tool call, audited (CALLERS.md 4) once its outcome is decided, before the
-    answer is sent: `mcp_tool` (the tool's name, `ok` or `error`) and, for a refusal for a
-    missing, unknown, expired or foreign verification id, `verification_required`."""
-    result = await _call_tool(ctx, params)
+    """Every tool call, audited (CALLERS.md 4 and 6) once its outcome is decided, before
+    the answer is sent: `mcp_tool` (the tool's name, `ok` or `error`, and the service its
+    verification names). A call that served a customer is kept one by one; any other (a
+    catalogue, a lookup, a refusal, an error) is counted per caller, tool and minute, so no
+    key can flush the customer reads out of the audit with calls about no one. A refusal
+    for a missing, unknown, expired or foreign verification id is also counted as
+    `verification_required`."""
+    result, service_id = await _call_tool(ctx, params)
     request = _request_of(ctx)
     # A name the server does not know is the agent's text: it is not repeated in the audit.
     tool = params.name if params.name in BY_NAME else "unknown"
@@ -105,10 +82,15 @@ async def call_tool(
     if isinstance(code, str):
         details["error"] = code
     audit = request.runtime.audit
+    outcome = "error" if result.is_error else "ok"
+    if code == Action.VERIFICATION_REQUIRED:
+        audit.count(Action.VERIFICATION_REQUIRED, "refused", details={"tool": tool}, kind=tool)
+    if service_id is None or result.is_error:
+        kind = f"{tool}:{code}" if isinstance(code, str) else tool
+        audit.count("mcp_tool", outcome, service_id=service_id, details=details, kind=kind)
+        return result
     try:
-        if code == Action.VERIFICATION_REQUIRED:
-            await audit.record(Action.VERIFICATION_REQUIRED, "refused", details={"tool": tool})
-        await audit.record("mcp_tool", "error" if result.is_error else "ok", details=details)
+        await audit.record("mcp_tool", outcome, service_id=service_id, details=details)
     except ServiceError as exc:
         # The store is away (the log line was written): the agent still gets its answer.
         log.warning("mcp tool %s: audit event not stored (%s)", tool, exc.action)
@@ -126,7 +108,8 @@ def _unknown_tool(scopes: frozenset[str]) -> types.CallToolResult:
 
 async def _call_tool(
     ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-) -> types.CallToolResult:
+) -> tuple[types.CallToolResult, int | None]:
+    """The tool's result, and the service it was about (None for a call about none)."""
     request = _request_of(ctx)
     # The handler may run in a task of the SDK's own: the caller and the language are set
     # here too, for the rules below that key on them (the upstream budget's fair share).
@@ -134,18 +117,18 @@ async def _call_tool(
     messages.use_language(request.language)
     spec = BY_NAME.get(params.name)
     if spec is None:
-        return _unknown_tool(request.scopes)
+        return _unknown_tool(request.scopes), None
     if not allows(request.scopes, spec.scope):
         # Not listed for this credential, and refused naming the scope it lacks.
-        return results.missing_scope(spec.name, spec.scope)
+        return results.missing_scope(spec.name, spec.scope), None
     arguments = params.arguments or {}
     if spec.verified and arguments.get("verification_id") in (None, ""):
         # Required in the schema; without one, the guard's own answer: verify first.
-        return results.verification_required()
+        return results.verification_required(), None
     try:
         args = spec.args.model_validate(arguments)
     except ValidationError as exc:
-        return results.invalid(exc)
+        return results.invalid(exc), None
     # Every answer within UPSTREAM_TIMEOUT_SECONDS + 2 s, as on REST (CALLERS.md 2).
     deadline.adopt(request.deadline)
     runtime, settings = request.runtime, request.runtime.settings
@@ -155,20 +138,23 @@ async def _call_tool(
         settings=settings,
         caller=request.caller,
     )
+    service_id: int | None = None
     try:
-        outcome: Outcome = await run(spec, call, args)
+        service_id = await target(spec, call, args)
+        outcome: Outcome = await run(spec, call, args, service_id)
     except VerificationRequired:
-        return results.verification_required()
+        return results.verification_required(), service_id
     except ToolFailure as failure:
-        return results.failure(failure.code, failure.sentence, failure.hint, **failure.data)
+        hint, data = failure.hint, failure.data
+        return results.failure(failure.code, failure.sentence, hint, **data), service_id
     except ServiceError as exc:
-        return results.service_failure(exc)
+        return results.service_failure(exc), service_id
     except ValidationError as exc:
-        return results.invalid(exc)
+        return results.invalid(exc), service_id
     except Exception as exc:  # the agent gets a sentence; the log the kind, no traceback
         log.error("mcp tool %s failed: %s", spec.name, type(exc).__name__)
-        return results.failure("internal_error", messages.say(Action.ERROR))
-    return results.result(outcome.data, outcome.sentence, outcome.hint)
+        return results.failure("internal_error", messages.say(Action.ERROR)), service_id
+    return results.result(outcome.data, outcome.sentence, outcome.hint), service_id
 
 
 class GatewayMcpServer(Server[Any]):
@@ -193,65 +179,14 @@ def build_server() -> Server[Any]:
     )
 
 
-class McpEndpoint:
-    """The ASGI app at /mcp: the REST credentials first, then the SDK's session manager."""
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        state = scope["app"].state
-        runtime: Runtime = state.runtime
-        manager: StreamableHTTPSessionManager = state.mcp_manager
-        try:
-            caller = await authenticate(runtime, scope)
-        except Unauthenticated:
-            # Exactly REST's 401 (auth/dependencies.py).
-            response: JSONResponse = JSONResponse(
-                {"detail": CREDENTIALS_ERROR},
-                status_code=401,
-                headers={"WWW-Authenticate": "Bearer"},
-            )
-            await response(scope, receive, send)
-            return
-        except BadEndUser:
-            refusal = error_response(
-                422, Action.VALIDATION_ERROR, messages.say(Action.VALIDATION_ERROR, "end_user")
-            )
-            await refusal(scope, receive, send)
-            return
-        except ServiceError as exc:  # a key past its own rate_per_minute: 429, as on REST
-            refused = error_response(
-                exc.status_code, exc.action, exc.message, data=exc.data, headers=exc.headers
-            )
-            await refused(scope, receive, send)
-            return
-        scopes = scopes_of(caller)
-        language = messages.Language(runtime.settings.MESSAGES_LANGUAGE)
-        scope[SCOPE_KEY] = McpRequest(caller, scopes, runtime, deadline.current(), language)
-        set_current_caller(caller)
-        use_scopes(scopes)
-        await manager.handle_request(scope, receive, send)
-
-
-def install(app: FastAPI) -> None:
-    """Add the /mcp route (its session manager is started by `running`)."""
-    app.router.routes.append(
-        Route(
-            PATH,
-            endpoint=McpEndpoint(),
-            # Stateless: no standalone SSE stream (GET) and no session to end (DELETE); the
-            # SDK would hold a GET open with nothing ever to send. Both answer 405 here.
-            methods=["POST"],
-            include_in_schema=False,
-        )
-    )
-
-
-@asynccontextmanager
-async def running(app: FastAPI) -> AsyncIterator[None]:
-    """The SDK's session manager for one run of the app's lifespan (a manager runs once)."""
+def session_manager() -> StreamableHTTPSessionManager:
+    """The SDK's session manager for one run of the app (mcp/endpoint.py starts it)."""
     # Stateless, the SDK's transport logs "Terminating session: None" at INFO after every
-    # request: one useless line per tool call. Its warnings and errors still show.
-    logging.getLogger("mcp.server.streamable_http").setLevel(logging.WARNING)
-    manager = StreamableHTTPSessionManager(
+    # request (one useless line per tool call), and its manager a start line in the middle
+    # of the first agent's request. Their warnings and errors still show.
+    for name in ("mcp.server.streamable_http", "mcp.server.streamable_http_manager"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    return StreamableHTTPSessionManager(
         app=build_server(),
         stateless=True,
         json_response=True,
@@ -259,9 +194,3 @@ async def running(app: FastAPI) -> AsyncIterator[None]:
         # own), and the service sits behind real host names, not only loopback.
         security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
-    async with manager.run():
-        app.state.mcp_manager = manager
-        try:
-            yield
-        finally:
-            app.state.mcp_manager = None

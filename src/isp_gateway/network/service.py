@@ -24,7 +24,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from isp_gateway.clients.service import LOOKUP
+from isp_gateway.clients.misses import LOOKUP
 from isp_gateway.kit import messages
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.errors import (

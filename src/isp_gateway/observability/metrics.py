@@ -22,7 +22,7 @@ import re
 import time
 from bisect import bisect_left
 from time import perf_counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fastapi import APIRouter, Request, Response
 from prometheus_client import (
@@ -43,7 +43,7 @@ from isp_gateway.observability.workers import multiprocess_dir
 from isp_gateway.web.route_table import ROUTE_TEMPLATE, UNMATCHED, RouteTable
 
 if TYPE_CHECKING:
-    from isp_gateway.kit.cache import CachedResource
+    from isp_gateway.kit.warm import Watched
     from isp_gateway.upstream.budget import RateBudget
     from isp_gateway.upstream.planner import RefreshPlanner
 
@@ -59,7 +59,9 @@ UPSTREAM_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0
 # (and before each scrape): its per-call locking cost more than a fast-path lookup's share.
 FLUSH_SECONDS = 1.0
 # The outcomes of a ticket creation, as the ticket service decides them.
-TICKET_OUTCOMES = ("created", "duplicate", "failed", "zone_limit", Action.ZONE_MISMATCH)
+TICKET_OUTCOMES = (
+    "created", "duplicate", "failed", "zone_limit", Action.ZONE_MISMATCH, Action.OUTAGE_IN_PROGRESS
+)  # fmt: skip
 # A 429 from a route is that route's failure throttle; one answered before routing is the
 # service's own rate limit (RateLimitMiddleware).
 THROTTLE_KINDS = {
@@ -68,6 +70,15 @@ THROTTLE_KINDS = {
     "/api/v1/clients/resolve": "resolve",
 }
 RATE_LIMIT = "rate_limit"
+# A webhook attempt's outcome: delivered, failed (retried later), dropped (given up).
+WEBHOOK_OUTCOMES = ("delivered", "failed", "dropped")
+
+
+class Backlog(Protocol):
+    """The webhook queue (notices/service.py): how many wait, the oldest's age, from the store."""
+
+    async def backlog(self) -> tuple[int, float]: ...
+
 
 # Upstream path segments that name one object (ids, task ids) become `{id}`.
 _ID_SEGMENT = re.compile(r"^(?=.*\d)[^/]+$|^[^/]{33,}$")
@@ -166,7 +177,27 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.webhook_deliveries = Counter(
+            "isp_gateway_webhook_deliveries",
+            "Webhook delivery attempts, by outcome (delivered, failed and retried, dropped)",
+            ["outcome"],
+            registry=r,
+        )
+        self.webhook_queue_age = Gauge(
+            "isp_gateway_webhook_queue_age_seconds",
+            "Age of the oldest webhook notice waiting to be delivered (0 when none waits)",
+            multiprocess_mode="mostrecent",
+            registry=r,
+        )
+        self.webhook_queued = Gauge(
+            "isp_gateway_webhook_queued",
+            "Webhook notices waiting to be delivered, every receiver's",
+            multiprocess_mode="mostrecent",
+            registry=r,
+        )
         # Zero series from the start, so rates and alerts have something to read.
+        for outcome in WEBHOOK_OUTCOMES:
+            self.webhook_deliveries.labels(outcome)
         for outcome in TICKET_OUTCOMES:
             self.tickets.labels(outcome)
         for kind in (*THROTTLE_KINDS.values(), RATE_LIMIT):
@@ -174,9 +205,10 @@ class Metrics:
         # (route, method, status) -> [count, seconds, per-bucket counts], not yet flushed.
         self._pending: dict[tuple[str, str, int], list[Any]] = {}
         self._flusher: asyncio.Task[None] | None = None
-        self._caches: list[CachedResource[Any]] = []
+        self._caches: list[Watched] = []
         self._budgets: list[RateBudget] = []
         self._planners: list[RefreshPlanner] = []
+        self._backlogs: list[Backlog] = []
 
     # -- recording -------------------------------------------------------------------
 
@@ -230,9 +262,14 @@ class Metrics:
     def throttle(self, kind: str) -> None:
         self.throttled.labels(kind).inc()
 
+    def webhook(self, outcome: str) -> None:
+        """One webhook attempt's outcome (one of WEBHOOK_OUTCOMES), where it is settled."""
+        if outcome in WEBHOOK_OUTCOMES:
+            self.webhook_deliveries.labels(outcome).inc()
+
     # -- values read when scraped ------------------------------------------------------
 
-    def watch_cache(self, resource: CachedResource[Any]) -> None:
+    def watch_cache(self, resource: Watched) -> None:
         self._caches.append(resource)
 
     def watch_budget(self, budget: RateBudget) -> None:
@@ -240,6 +277,9 @@ class Metrics:
 
     def watch_planner(self, planner: RefreshPlanner) -> None:
         self._planners.append(planner)
+
+    def watch_webhooks(self, backlog: Backlog) -> None:
+        self._backlogs.append(backlog)
 
     async def _update_gauges(self) -> None:
         now = time.time()
@@ -258,6 +298,10 @@ class Metrics:
         for planner in self._planners:
             for name, seconds in planner.refresh_intervals().items():
                 self.refresh_interval.labels(resource_label(name)).set(seconds)
+        for backlog in self._backlogs:
+            queued, age = await backlog.backlog()
+            self.webhook_queued.set(queued)
+            self.webhook_queue_age.set(age)
 
     async def render(self) -> bytes:
         self.flush()

@@ -1,4 +1,5 @@
-"""General outages (BEYOND.md, UPSTREAM.md "Zones, routers, outages"): the router catalogue.
+"""General outages (BEYOND.md, OUTAGES.md, UPSTREAM.md "Zones, routers, outages"): the router
+catalogue, the outages now active, and the notices of their flips (detector.py).
 
 The catalogue (`GET api/router/`, with each router's `falla_general` flag) is one cached
 resource (cache.py: refresh ahead, single flight, shared store) kept warm by a periodic job,
@@ -8,23 +9,39 @@ again, and a failed load is an upstream error, never "no outage".
 
 A client's router comes from its row (`ClientRecord.router_id`); on accounts whose rows do not
 carry it, from the one-client endpoint, remembered per service for CLIENT_CACHE_SECONDS.
+
+The outages now active (`current`: `GET /api/v1/outages`, the MCP tool, the ticket hold) are
+the detector's state for a copy of the catalogue at most OUTAGE_CACHE_SECONDS old: the same
+outages, with the same ids, as the notices announce.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import contextvars
+import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from isp_gateway.kit import deadline
 from isp_gateway.kit.cache import CachedResource
+from isp_gateway.kit.errors import UpstreamError
+from isp_gateway.kit.storage import LockTimeout
+from isp_gateway.outages.detector import OutageDetector, State
 from isp_gateway.upstream.routers import Router, fetch_client_router, fetch_routers
 
 if TYPE_CHECKING:
+    from isp_gateway.clients.service import ClientService
     from isp_gateway.kit.cache import Lists
+    from isp_gateway.kit.recorder import Recorder
     from isp_gateway.kit.storage import Store
+    from isp_gateway.notices.service import Notices
+    from isp_gateway.outages.events import Outage
     from isp_gateway.settings import Settings
     from isp_gateway.upstream.gateway import UpstreamGateway
 
-    pass
+log = logging.getLogger("isp_gateway.outages")
 
 
 def _index(value: Any) -> dict[int, Router]:
@@ -40,6 +57,9 @@ class OutageService:
         store: Store,
         gateway: UpstreamGateway,
         lists: Lists,
+        clients: ClientService,
+        notices: Notices,
+        audit: Recorder,
     ) -> None:
         self.settings, self.store, self.gateway = settings, store, gateway
         self.ttl = float(settings.OUTAGE_CACHE_SECONDS)
@@ -54,12 +74,22 @@ class OutageService:
             # again (interactive) before a customer hears of an outage.
             stale_ttl=self.ttl,
         )
+        self.detector = OutageDetector(
+            store=store, catalogue=self.catalogue, clients=clients, notices=notices, audit=audit
+        )
+        self._detecting: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        """Keep the catalogue fresh in the background (start-up does not wait)."""
+        """Keep the catalogue fresh and compare each copy, in the background (start-up does
+        not wait)."""
         self.catalogue.start()
+        self._detecting = asyncio.create_task(self.detector.run())
 
     async def aclose(self) -> None:
+        if self._detecting is not None:
+            self._detecting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._detecting
         await self.catalogue.aclose()
 
     async def _load(self, background: bool) -> list[dict[str, Any]]:
@@ -88,3 +118,52 @@ class OutageService:
         router_id = await fetch_client_router(self.gateway, service_id)
         await self.store.set(key, {"router_id": router_id}, ttl=self.settings.CLIENT_CACHE_SECONDS)
         return router_id
+
+    # -- the outages now active -------------------------------------------------------------
+
+    async def current(self) -> list[Outage]:
+        """The active outages, oldest first, for a catalogue copy at most
+        OUTAGE_CACHE_SECONDS old (one interactive load across workers when the shared copy is
+        older). Upstream failures raise."""
+        snapshot = await self.catalogue.recent(self.ttl)
+        # Compared in a task of its own: not cancelled with a client that goes away (it may
+        # hold the lock and have queued notices), with no caller or request of its own (the
+        # outage's audit event is nobody's request), and waited for only while the request
+        # has time left (then 502, or the last known state for the ticket hold).
+        task = asyncio.create_task(
+            self.detector.compare(snapshot.value, snapshot.loaded_at),
+            context=contextvars.Context(),
+        )
+        try:
+            state: State | None = await deadline.bounded(task)
+        except LockTimeout:
+            state = await self.detector.known()  # another worker compares right now
+        return _active(state)
+
+    async def known(self) -> list[Outage]:
+        """The active outages as last compared (no upstream call)."""
+        return _active(await self.detector.known())
+
+    async def outage_of(self, service_id: int, from_row: int | None) -> Outage | None:
+        """The active outage on the service's router, or None. With the catalogue out of
+        reach, the outages last compared stand (a ticket hold does not fail on it)."""
+        try:
+            active = await self.current()
+        except UpstreamError as exc:
+            log.warning("outage check from the last known state (%s)", exc.action)
+            active = await self.known()
+        if not active:
+            return None  # nothing to look up: no call for the router
+        try:
+            router_id = await self.router_of(service_id, from_row)
+        except UpstreamError as exc:
+            # The spec's behaviour (a ticket) rather than a failure on a question the hold
+            # adds: the router of this service cannot be read now.
+            log.warning("router of service %d unknown (%s); not held", service_id, exc.action)
+            return None
+        return next((o for o in active if o["router_id"] == router_id), None)
+
+
+def _active(state: State | None) -> list[Outage]:
+    outages = list(((state or {}).get("active") or {}).values())
+    return sorted(outages, key=lambda o: (float(o["since"]), int(o["router_id"])))

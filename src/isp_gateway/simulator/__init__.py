@@ -7,10 +7,12 @@
 Control endpoints (no Api-Key; never touched by faults):
 
 - ``GET /_sim/stats``: ``{"calls": {"GET /api/clientes/": 3, ...}, "total", "created_tickets",
-  "tasks"}``; ``POST /_sim/reset-stats`` zeroes the call counts.
+  "tasks", "promises", "promises_received", "payment_reports"}``; ``POST /_sim/reset-stats``
+  zeroes the call counts.
 - ``GET|PUT /_sim/faults``: partial JSON update of ``Faults`` (``latency`` [min, max],
-  ``error_rate``, ``hang_rate``, ``hang_seconds``, ``force_403``, ``garbage``,
-  ``rate_limit_per_minute``, ``force_429``, ``retry_after``, ``method``, ``path_prefix``,
+  ``error_rate``, ``hang_rate``, ``hang_seconds``, ``force_403``, ``garbage``, ``empty_body``,
+  ``rate_limit_per_minute``, ``force_429``, ``retry_after``, ``short_page``,
+  ``unreadable_write``, ``method``, ``path_prefix``,
   ``scopes`` {fault: {method, path_prefix, min_offset}}); ``{"reset": true}`` restores the
   defaults.
 - ``GET|PUT /_sim/variants``: partial update of ``Variants``; ``{"reset": true}`` too.
@@ -19,27 +21,39 @@ Control endpoints (no Api-Key; never touched by faults):
 - ``GET|PUT /_sim/routers``: general outages per router (``{"router_id": 3, "outage": true,
   "description": "..."}``, served by ``GET /api/router/`` and in tickets' ``servicio.router``),
   ``{"client_router": "absent"}`` (client rows without ``router``), ``{"ticket_technician":
-  "email"}`` (ticket rows with ``tecnico: null`` and ``email_tecnico``), ``{"reset": true}``.
+  "email"}`` (ticket rows with ``tecnico: null`` and ``email_tecnico``), ``{"reset": true}``
+  (none of these, whatever the start-up options). ``SimulatorConfig.outages`` (CLI
+  ``--outage ROUTER_ID[:DESCRIPTION]``, repeatable) and ``client_router`` (``--client-router
+  absent``) set the first two from the start.
+- ``GET|PUT /_sim/payments``: the payment promises held (``POST /api/promesa-pago/``), how many
+  were received, and the payment reports (``POST /api/facturas/reportar-pago/{id}/``, each
+  receipt's size; ``sim.payment_reports`` holds the bytes); ``{"invoice_id": 5001, "estado":
+  2}`` sets an invoice's state as staff would (2: its payment registered, its promises gone;
+  1: a report rejected), ``{"reset": true}`` forgets the promises and reports.
 
 Module map: ``app`` (routes and HTTP), ``state`` (rules and runtime state), ``dataset``
-(generation, the data file format), ``faults``, ``pings`` (outcome kinds), ``config``, ``cli``.
+(generation, the data file format), ``faults``, ``pings`` (outcome kinds), ``money`` (the
+promise and report rules), ``config``, ``cli``.
 """
 
 from isp_gateway.simulator.app import create_simulator_app
 from isp_gateway.simulator.cli import add_simulator_arguments, config_from_args, serve_simulator
 from isp_gateway.simulator.config import SimulatorConfig, Variants
 from isp_gateway.simulator.dataset import (
+    DEMO_TECHNICIAN_ID,
     DataFileError,
     Dataset,
     build_dataset,
     dump_dataset,
     load_dataset,
+    suspended_debtors,
 )
 from isp_gateway.simulator.faults import Faults, Scope
 from isp_gateway.simulator.pings import PING_KINDS
 from isp_gateway.simulator.state import SimulatorState
 
 __all__ = [
+    "DEMO_TECHNICIAN_ID",
     "PING_KINDS",
     "DataFileError",
     "Dataset",
@@ -55,4 +69,5 @@ __all__ = [
     "dump_dataset",
     "load_dataset",
     "serve_simulator",
+    "suspended_debtors",
 ]

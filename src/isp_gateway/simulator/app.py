@@ -15,12 +15,20 @@ from typing import Any
 from urllib.parse import urlencode
 
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from isp_gateway.simulator.config import SimulatorConfig
-from isp_gateway.simulator.dataset import add_answer_cases, build_dataset, load_dataset
+from isp_gateway.simulator.dataset import (
+    INVOICE_STATES,
+    add_answer_cases,
+    build_dataset,
+    load_dataset,
+)
+from isp_gateway.simulator.money import Receipt
 from isp_gateway.simulator.state import SimulatorState
 
 Handler = Callable[[SimulatorState, Request, str], Awaitable[Response]]
@@ -267,6 +275,46 @@ async def list_payment_methods(sim: SimulatorState, request: Request, _: str) ->
     return _paginated(request, sim, sim.dataset.payment_methods)
 
 
+async def create_promise(sim: SimulatorState, request: Request, _: str) -> Response:
+    try:
+        data = await _read_body(request)
+    except BadBody as bad:
+        return bad.response
+    promise, errors = sim.create_promise(data)
+    if promise is None:
+        return _json(errors, 400)
+    return _json(promise, 201)
+
+
+async def report_payment(sim: SimulatorState, request: Request, ident: str) -> Response:
+    """A multipart upload (urlencoded parses too, and lacks the file); other bodies 415."""
+    invoice_id = int(ident)
+    if sim.get_invoice(invoice_id) is None:
+        return _json(NOT_FOUND, 404)
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type not in ("multipart/form-data", "application/x-www-form-urlencoded"):
+        shown = content_type or "application/octet-stream"
+        return _json({"detail": f'Tipo de medio "{shown}" no soportado en la solicitud.'}, 415)
+    fields: dict[str, str] = {}
+    receipt = None
+    try:
+        async with request.form() as form:
+            for key, value in form.multi_items():
+                if isinstance(value, str):
+                    fields[key] = value  # the last value wins, like QueryDict
+                elif key == "comprobante_pago" and receipt is None:
+                    upload: UploadFile = value
+                    receipt = Receipt(upload.filename, upload.content_type, await upload.read())
+    except HTTPException as exc:  # a malformed multipart body
+        return _json({"detail": f"Multipart form parse error - {exc.detail}"}, 400)
+    except ClientDisconnect:  # the body was cut short: nothing is filed, nobody listens
+        return Response(status_code=400)
+    task_id, errors = sim.report_payment(invoice_id, fields, receipt)
+    if task_id is None:
+        return _json(errors, 400)
+    return _json({"task_id": task_id})
+
+
 async def list_routers(sim: SimulatorState, request: Request, _: str) -> Response:
     return _paginated(request, sim, sim.router_rows())
 
@@ -308,7 +356,14 @@ API_ROUTES = (
     _route(r"/api/router/", "/api/router/", {"GET": list_routers}),
     _route(r"/api/facturas/", "/api/facturas/", {"GET": list_invoices}),
     _route(r"/api/facturas/(\d+)/", "/api/facturas/{id}/", {"GET": get_invoice}),
+    _route(
+        r"/api/facturas/reportar-pago/(\d+)/",
+        "/api/facturas/reportar-pago/{id}/",
+        {"POST": report_payment},
+    ),
     _route(r"/api/formas-de-pago/", "/api/formas-de-pago/", {"GET": list_payment_methods}),
+    # Create-only: GET answers 405 (promises are listed and deleted in the panel only).
+    _route(r"/api/promesa-pago/", "/api/promesa-pago/", {"POST": create_promise}),
 )
 
 
@@ -462,6 +517,41 @@ async def sim_routers(request: Request) -> Response:
     return _json(sim.routers_control())
 
 
+def _invoice_change(sim: SimulatorState, data: dict[str, Any]) -> tuple[int, int] | None:
+    """The (invoice id, estado) a payments control body asks for; ValueError when bad."""
+    if "invoice_id" not in data and "estado" not in data:
+        return None
+    invoice_id, estado = data.get("invoice_id"), data.get("estado")
+    if isinstance(invoice_id, bool) or not isinstance(invoice_id, int):
+        raise ValueError("invoice_id must be an integer")
+    if sim.get_invoice(invoice_id) is None:
+        raise ValueError(f"unknown invoice {invoice_id}")
+    if isinstance(estado, bool) or not isinstance(estado, int) or estado not in INVOICE_STATES:
+        raise ValueError(f"estado must be one of {sorted(INVOICE_STATES)}")
+    return invoice_id, estado
+
+
+async def sim_payments(request: Request) -> Response:
+    """Body (any part): ``{"invoice_id": 5001, "estado": 2}`` sets an invoice's state as
+    staff would (2 registers its payment: its promises disappear; 1 rejects a report),
+    ``{"reset": true}`` forgets the promises and reports received. The answer: the
+    promises held, the count received, the reports (each receipt's size, not its bytes)."""
+    sim: SimulatorState = request.app.state.sim
+    if request.method == "PUT":
+        try:
+            data = await _control_body(request)
+            change = _invoice_change(sim, data)
+            if data.get("reset"):
+                sim.reset_payments()
+            if change is not None:
+                sim.set_invoice_state(*change)
+        except BadBody as bad:
+            return bad.response
+        except ValueError as exc:
+            return _json({"detail": str(exc)}, 400)
+    return _json(sim.payments_control())
+
+
 def create_simulator_app(config: SimulatorConfig) -> Starlette:
     """Build a simulator app: its dataset, state (``app.state.sim``) and routes."""
     if config.data_file is not None:
@@ -478,6 +568,7 @@ def create_simulator_app(config: SimulatorConfig) -> Starlette:
             Route("/_sim/variants", sim_variants, methods=["GET", "PUT"]),
             Route("/_sim/ping-outcome", sim_ping_outcome, methods=["GET", "PUT"]),
             Route("/_sim/routers", sim_routers, methods=["GET", "PUT"]),
+            Route("/_sim/payments", sim_payments, methods=["GET", "PUT"]),
             Route("/{path:path}", api_endpoint, methods=_ALL_METHODS),
         ]
     )

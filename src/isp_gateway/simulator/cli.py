@@ -31,6 +31,14 @@ def _per_minute(text: str) -> int:
     return int(number)
 
 
+def _outage(text: str) -> tuple[int, str]:
+    """`ROUTER_ID` or `ROUTER_ID:DESCRIPTION`."""
+    ident, _, description = text.partition(":")
+    if not ident.strip().isdigit():
+        raise argparse.ArgumentTypeError("ROUTER_ID or ROUTER_ID:DESCRIPTION")
+    return int(ident), description.strip()
+
+
 def add_simulator_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the simulator's flags (host, port, data, faults, variants) to ``parser``."""
     data = parser.add_argument_group("simulator data")
@@ -41,9 +49,16 @@ def add_simulator_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument("--clients", type=int, default=200, help="generated clients (default 200)")
     data.add_argument("--tickets", type=int, default=300, help="generated tickets (default 300)")
     data.add_argument("--seed", type=int, default=1, help="data and fault seed (default 1)")
-    data.add_argument("--data", type=Path, default=None, help="load the dataset from a JSON file")
+    data.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help="load the dataset from a JSON file (default: none, generated from --seed)",
+    )
     data.add_argument("--max-page-size", type=int, default=1000, help="limit cap (default 1000)")
-    data.add_argument("--default-page-size", type=int, default=10, help="page without limit")
+    data.add_argument(
+        "--default-page-size", type=int, default=10, help="rows of a page asked without limit"
+    )
     data.add_argument("--ping-duration", type=float, default=3.0, help="seconds in PROCESS")
     data.add_argument(
         "--answer-cases",
@@ -53,33 +68,89 @@ def add_simulator_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument(
         "--timezone", default="America/Bogota", help="account zone of ticket times (as TIMEZONE)"
     )
+    data.add_argument(
+        "--outage",
+        type=_outage,
+        action="append",
+        default=[],
+        metavar="ROUTER_ID[:DESCRIPTION]",
+        help="start with this router's falla_general on (repeatable)",
+    )
+    data.add_argument(
+        "--client-router",
+        choices=["object", "absent"],
+        default="object",
+        help="client rows with router {id, nombre}, or without the key",
+    )
 
     faults = parser.add_argument_group("simulator faults")
-    faults.add_argument("--latency", type=_latency, default=(0.0, 0.0), metavar="MIN[,MAX]")
+    faults.add_argument(
+        "--latency",
+        type=_latency,
+        default=(0.0, 0.0),
+        metavar="MIN[,MAX]",
+        help="seconds every answer waits, MIN or MIN,MAX (default: 0, none)",
+    )
     faults.add_argument("--error-rate", type=_rate, default=0.0, metavar="R", help="500s")
     faults.add_argument("--hang-rate", type=_rate, default=0.0, metavar="R", help="no answer")
     faults.add_argument("--garbage-rate", type=_rate, default=0.0, metavar="R", help="bad JSON")
+    faults.add_argument(
+        "--empty-body-rate", type=_rate, default=0.0, metavar="R", help="done, answer body dropped"
+    )
     faults.add_argument("--force-403", action="store_true", help="refuse every request")
     faults.add_argument("--force-429", action="store_true", help="throttle every request")
     faults.add_argument("--retry-after", type=int, default=30, help="Retry-After of --force-429")
-    faults.add_argument("--rate-limit", type=_per_minute, default=None, metavar="N/min")
+    faults.add_argument(
+        "--rate-limit",
+        type=_per_minute,
+        default=None,
+        metavar="N/min",
+        help="answer 429 past N requests a minute (default: none, no limit)",
+    )
     faults.add_argument(
         "--short-page", action="store_true", help="list pages end early with next: null"
     )
     faults.add_argument(
         "--unreadable-write", action="store_true", help="writes answer 200 unreadable, undone"
     )
-    faults.add_argument("--fault-method", default=None, help="faults only for this method")
-    faults.add_argument("--fault-path", default=None, help="faults only under this path prefix")
+    faults.add_argument(
+        "--fault-method", default=None, help="faults only for this method (default: any)"
+    )
+    faults.add_argument(
+        "--fault-path", default=None, help="faults only under this path prefix (default: any)"
+    )
 
     variants = parser.add_argument_group("simulator variants")
     variants.add_argument(
-        "--ticket-labels", choices=["label", "number", "digit_string"], default="label"
+        "--ticket-labels",
+        choices=["label", "number", "digit_string"],
+        default="label",
+        help="how ticket rows give estado and prioridad",
     )
-    variants.add_argument("--answers", choices=["list", "object"], default="list")
-    variants.add_argument("--fecha-corte", choices=["mixed", "dmy", "iso"], default="mixed")
-    variants.add_argument("--precio-plan", choices=["mixed", "real"], default="mixed")
-    variants.add_argument("--money", choices=["string", "number"], default="string")
+    variants.add_argument(
+        "--answers",
+        choices=["list", "object"],
+        default="list",
+        help="a ticket's respuestas as a list or one object",
+    )
+    variants.add_argument(
+        "--fecha-corte",
+        choices=["mixed", "dmy", "iso"],
+        default="mixed",
+        help="the date format of the clients' fecha_corte",
+    )
+    variants.add_argument(
+        "--precio-plan",
+        choices=["mixed", "real"],
+        default="mixed",
+        help="mixed: some clients' precio_plan empty or 0.00",
+    )
+    variants.add_argument(
+        "--money",
+        choices=["string", "number"],
+        default="string",
+        help="amounts as decimal strings or numbers",
+    )
     variants.add_argument("--single-phone", action="store_true", help="one number per telefono")
 
 
@@ -90,6 +161,7 @@ def config_from_args(ns: argparse.Namespace, api_key: str) -> SimulatorConfig:
         error_rate=ns.error_rate,
         hang_rate=ns.hang_rate,
         garbage=ns.garbage_rate,
+        empty_body=ns.empty_body_rate,
         force_403=ns.force_403,
         force_429=ns.force_429,
         retry_after=ns.retry_after,
@@ -118,6 +190,8 @@ def config_from_args(ns: argparse.Namespace, api_key: str) -> SimulatorConfig:
         ping_duration=ns.ping_duration,
         answer_cases=ns.answer_cases,
         timezone=ns.timezone,
+        outages=dict(ns.outage),
+        client_router=ns.client_router,
         faults=faults,
         variants=variants,
     )

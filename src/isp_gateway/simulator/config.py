@@ -96,5 +96,11 @@ class SimulatorConfig:
     # The account's time zone: the upstream writes ticket times as local times in it
     # (UPSTREAM.md), like the gateway's TIMEZONE.
     timezone: str = "America/Bogota"
+    # Routers in a general outage from the start (router id → `falla_general_descripcion`);
+    # the /_sim/routers control endpoint raises and clears them at runtime.
+    outages: dict[int, str] = field(default_factory=dict)
+    # "object": client rows carry `router {id, nombre}`; "absent": no `router` key (accounts
+    # that do not expose it). Also switchable at runtime through /_sim/routers.
+    client_router: str = "object"
     faults: Faults = field(default_factory=Faults)
     variants: Variants = field(default_factory=Variants)

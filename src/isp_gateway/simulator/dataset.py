@@ -123,6 +123,13 @@ _STAFF = [
     "Carlos Ruiz", "Andrés Gómez", "Jhon Fredy Castaño", "Luis Ángel Pérez", "Diana Marcela Ríos",
     "Óscar Beltrán", "Wilson Peña", "Sebastián Muñoz", "Yurany Zapata", "Hernán Giraldo",
 ]  # fmt: skip
+# Generated staff ids run from here, in `_STAFF` order: the same in every generated dataset,
+# whatever the seed.
+_FIRST_STAFF_ID = 11
+STAFF_IDS = tuple(range(_FIRST_STAFF_ID, _FIRST_STAFF_ID + len(_STAFF)))
+# A technician every generated dataset has (Carlos Ruiz, the first of the staff): the demo's
+# DEFAULT_TECHNICIAN_ID, so a ticket for a record that names no technician can still be filed.
+DEMO_TECHNICIAN_ID = STAFF_IDS[0]
 # (name, tipo, price, download, upload): speeds deliberately mix "20" and "10M" forms.
 _PLANS: list[tuple[str, str, str, str, str]] = [
     ("PLAN 5MB", "PPPOE", "30000.00", "5", "1"),
@@ -281,7 +288,9 @@ def build_dataset(clients: int = 200, seed: int = 1, *, tickets: int = 300) -> D
         }
         for zone in zones
     ]
-    staff: list[Row] = [{"id": 11 + i, "nombre": name} for i, name in enumerate(_STAFF)]
+    staff: list[Row] = [
+        {"id": i, "nombre": name} for i, name in zip(STAFF_IDS, _STAFF, strict=True)
+    ]
     plans: list[Row] = [
         {"id": i + 1, "nombre": n, "tipo": t, "precio": p, "bajada": d, "subida": u}
         for i, (n, t, p, d, u) in enumerate(_PLANS)
@@ -437,6 +446,22 @@ def add_answer_cases(dataset: Dataset) -> dict[str, int]:
         "shared_phone": next_id + 1,
         "suspended_paid_up": next_id + 2,
     }
+
+
+def suspended_debtors(dataset: Dataset) -> list[tuple[Row, list[int]]]:
+    """The suspended clients who owe, each with its pending invoice ids (oldest first): the
+    customers a payment promise or a payment report is for."""
+    pending: dict[str, list[int]] = {}
+    for invoice in dataset.invoices:
+        username = (invoice.get("cliente") or {}).get("usuario")
+        if invoice.get("estado") == 1 and username:
+            pending.setdefault(username, []).append(int(invoice["id_factura"]))
+    return [
+        (client, pending[client["usuario"]])
+        for client in dataset.clients
+        if str(client.get("estado", "")).casefold() == "suspendido"
+        and client.get("usuario") in pending
+    ]
 
 
 def _add_private_fields(rng: random.Random, rows: list[Row]) -> None:

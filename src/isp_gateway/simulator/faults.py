@@ -1,4 +1,5 @@
-"""Fault injection: latency, 500s, hangs, 403s, 429s and garbage bodies, each optionally scoped.
+"""Fault injection: latency, 500s, hangs, 403s, 429s, garbage and empty bodies, each optionally
+scoped.
 
 Faults only touch paths under ``/api/``; the ``/_sim/`` control endpoints always answer.
 A fault applies to a request when its scope matches: the fault's own entry in ``scopes`` if
@@ -29,6 +30,7 @@ FAULT_NAMES = (
     "force_429",
     "short_page",
     "unreadable_write",
+    "empty_body",
 )
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 
@@ -80,6 +82,9 @@ class Faults:
     short_page: bool = False
     # A write answered 200 with an unreadable body, and not carried out.
     unreadable_write: bool = False
+    # The share of requests carried out whose answer keeps its status but loses its body
+    # (a proxy that drops it): a write happened and its answer cannot say what it made.
+    empty_body: float = 0.0
     method: str | None = None
     path_prefix: str | None = None
     scopes: dict[str, Scope] = field(default_factory=dict)
@@ -113,6 +118,7 @@ class Faults:
             "retry_after": self.retry_after,
             "short_page": self.short_page,
             "unreadable_write": self.unreadable_write,
+            "empty_body": self.empty_body,
             "method": self.method,
             "path_prefix": self.path_prefix,
             "scopes": {
@@ -156,7 +162,7 @@ def _check_update(data: dict[str, Any]) -> dict[str, Any]:
             out[name] = bool(value)
         elif name == "latency":
             out[name] = parse_latency(value)
-        elif name in ("error_rate", "hang_rate", "garbage"):
+        elif name in ("error_rate", "hang_rate", "garbage", "empty_body"):
             out[name] = _number(name, value, 0, 1)
         elif name == "hang_seconds":
             out[name] = _number(name, value, 0, 86400)
@@ -252,12 +258,16 @@ class FaultInjector:
             return Response(b"<html><body>OK</body></html>", 200, media_type="text/html")
         return None
 
-    @staticmethod
-    def after(faults: Faults, request: Request, response: Response) -> Response:
-        """Faults on the simulator's own answer: `short_page` cuts a list page short."""
+    def after(self, faults: Faults, request: Request, response: Response) -> Response:
+        """Faults on the simulator's own answer, the request carried out: `empty_body` drops
+        the body (the status stays), `short_page` cuts a list page short."""
         method, path = request.method, request.url.path
         raw_offset = request.query_params.get("offset", "")
         offset = int(raw_offset) if raw_offset.isdigit() else 0
+        if faults.scope_for("empty_body").matches(method, path, offset) and self._roll(
+            faults.empty_body
+        ):
+            return Response(b"", response.status_code)
         if not (
             faults.short_page
             and method == "GET"

@@ -32,6 +32,14 @@ from isp_gateway.simulator.dataset import (
     staff_email,
 )
 from isp_gateway.simulator.faults import FaultInjector
+from isp_gateway.simulator.money import (
+    ACTIVE_LABEL,
+    SUSPENDED_STATES,
+    PaymentReport,
+    Receipt,
+    check_promise,
+    check_report,
+)
 from isp_gateway.simulator.pings import PING_KINDS, PingTask, default_kind, task_result
 
 FieldErrors = dict[str, list[str]]
@@ -125,6 +133,11 @@ class SimulatorState:
         self._tickets = {int(t["id_ticket"]): t for t in dataset.tickets}
         self._invoices = {int(i["id_factura"]): i for i in dataset.invoices}
         self._results: dict[str, tuple[str, Any]] = {}
+        # The promises the upstream holds (a registered payment removes its invoice's), how
+        # many it ever received, and every payment report with its receipt's bytes.
+        self.promises: list[Row] = []
+        self.promises_received = 0
+        self.payment_reports: list[PaymentReport] = []
         self._cache_key: tuple[str, bool, str, str] | None = None
         self._rendered: list[Row | None] = []
         self._encoded: list[bytes | None] = []
@@ -141,6 +154,9 @@ class SimulatorState:
             "total": sum(self.calls.values()),
             "created_tickets": len(self.created_tickets),
             "tasks": len(self.tasks),
+            "promises": len(self.promises),
+            "promises_received": self.promises_received,
+            "payment_reports": len(self.payment_reports),
         }
 
     def set_ping_outcome(self, service_id: int | None, kind: str | None) -> None:
@@ -379,8 +395,97 @@ class SimulatorState:
         return out
 
     def set_invoice_state(self, invoice_id: int, estado: int) -> None:
-        """Mark an invoice paid (2), cancelled (3), ..., for tests."""
+        """Mark an invoice paid (2), cancelled (3), ..., as staff would (tests, the control
+        API). Paid is a registered payment: the invoice's promises disappear with it."""
         self._invoices[invoice_id]["estado"] = estado
+        if estado == 2:
+            self.promises = [p for p in self.promises if p["id_factura"] != invoice_id]
+
+    def _invoice_state(self, invoice_id: int) -> int | None:
+        invoice = self._invoices.get(invoice_id)
+        return None if invoice is None else int(invoice["estado"])
+
+    def invoice_client(self, invoice_id: int) -> Row | None:
+        """The client row an invoice belongs to (matched by `cliente.usuario`)."""
+        invoice = self._invoices.get(invoice_id)
+        username = ((invoice or {}).get("cliente") or {}).get("usuario")
+        if not username:
+            return None
+        return next((c for c in self.dataset.clients if c.get("usuario") == username), None)
+
+    # -- payment promises and reports -----------------------------------------------------
+
+    def create_promise(self, data: Mapping[str, Any]) -> tuple[Row | None, FieldErrors]:
+        """``POST /api/promesa-pago/``: (the answer's row, {}) or (None, field errors). With
+        ``accion: 1`` the invoice's suspended service is reactivated at once."""
+        form, errors = check_promise(data, self._invoice_state)
+        if form is None:
+            return None, errors
+        service_id = None
+        if form.invoice_id is not None:
+            client = self.invoice_client(form.invoice_id)
+            if client is not None:
+                service_id = client["id_servicio"]
+                estado = str(client.get("estado") or "").strip().casefold()
+                if form.action == 1 and estado in SUSPENDED_STATES:
+                    self.set_client_fields(service_id, {"estado": ACTIVE_LABEL})
+        self.promises_received += 1
+        promise: Row = {
+            "id": self.promises_received,
+            "id_factura": form.invoice_id,
+            "fecha_limite": form.deadline,
+            "accion": form.action,
+            "comentarios": form.comments,
+            "fecha_creacion": datetime.now(self.tz).strftime("%Y-%m-%d %H:%M"),
+            "id_servicio": service_id,
+        }
+        self.promises.append(promise)
+        answer = {k: promise[k] for k in ("id_factura", "fecha_limite", "accion", "comentarios")}
+        return answer, {}
+
+    def report_payment(
+        self, invoice_id: int, fields: Mapping[str, str], receipt: Receipt | None
+    ) -> tuple[str | None, FieldErrors]:
+        """``POST /api/facturas/reportar-pago/{id}/`` of a known invoice: (task id, {}) or
+        (None, field errors). The invoice goes to 4 ("En revisión"); no money is recorded."""
+        invoice = self._invoices[invoice_id]
+        method_ids = {int(m["id"]) for m in self.dataset.payment_methods}
+        checked, errors = check_report(fields, receipt, int(invoice["estado"]), method_ids)
+        if checked is None:
+            return None, errors
+        assert receipt is not None
+        method_id, paid_on, reference = checked
+        task_id = str(uuid.uuid4())
+        self.payment_reports.append(
+            PaymentReport(
+                invoice_id=invoice_id,
+                method_id=method_id,
+                paid_on=paid_on,
+                reference=reference,
+                filename=receipt.filename,
+                content_type=receipt.content_type,
+                content=receipt.content,
+                task_id=task_id,
+                received_at=datetime.now(self.tz).strftime("%Y-%m-%d %H:%M"),
+            )
+        )
+        invoice["estado"] = 4
+        # The report's task is done at once (the upstream only files the report).
+        self._results[task_id] = ("SUCCESS", None)
+        return task_id, {}
+
+    def payments_control(self) -> dict[str, Any]:
+        return {
+            "promises": list(self.promises),
+            "promises_received": self.promises_received,
+            "reports": [report.summary() for report in self.payment_reports],
+        }
+
+    def reset_payments(self) -> None:
+        """Forget the promises and reports received (invoices and clients stay as they are)."""
+        self.promises.clear()
+        self.promises_received = 0
+        self.payment_reports.clear()
 
     # -- pings ---------------------------------------------------------------------------
 
@@ -406,7 +511,7 @@ class SimulatorState:
     def task_status(self, task_id: str) -> tuple[str, Any] | None:
         task = self.tasks.get(task_id)
         if task is None:
-            return None
+            return self._results.get(task_id)  # a payment report's task, or unknown
         if task_id in self._results:
             return self._results[task_id]
         if time.monotonic() - task.started < self.ping_duration:
@@ -575,6 +680,10 @@ class SimulatorState:
         self.client_router = "object"
         # "name": ticket rows name `tecnico`; "email": `tecnico` null, `email_tecnico` set.
         self.ticket_technician = "name"
+        # The start-up options (an unknown router or shape fails here, at start-up).
+        self.set_client_router(self.config.client_router)
+        for router_id, description in self.config.outages.items():
+            self.set_outage(router_id, True, description)
 
     def set_outage(self, router_id: int, outage: bool, description: str = "") -> None:
         if router_id not in self._routers:

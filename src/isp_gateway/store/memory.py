@@ -7,11 +7,11 @@ import itertools
 import json
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from isp_gateway.kit.storage import LockTimeout
+from isp_gateway.kit.storage import LockTimeout, Rule, Series, rule_holds
 
 # Expired entries are dropped lazily on access, plus a sweep every this many writes, so
 # the dict cannot grow without bound under a stream of one-off keys.
@@ -65,7 +65,20 @@ class MemoryStore:
     async def delete(self, key: str) -> None:
         self._data.pop(key, None)
 
+    async def lease(self, key: str, owner: str, ttl: float) -> bool:
+        held = self._alive(key)
+        if held is not None and held[0] != owner:
+            return False
+        if ttl <= 0:
+            self._data.pop(key, None)
+        else:
+            self._put(key, owner, ttl)
+        return True
+
     async def incr(self, key: str, amount: int = 1, ttl: float | None = None) -> int:
+        return self._incr(key, amount, ttl)
+
+    def _incr(self, key: str, amount: int, ttl: float | None) -> int:
         item = self._alive(key)
         if item is None:
             self._put(key, amount, ttl)
@@ -73,6 +86,19 @@ class MemoryStore:
         value = int(item[0]) + amount
         self._data[key] = (value, item[1])
         return value
+
+    async def take_if(self, series: Sequence[Series], rule: Rule) -> tuple[bool, list[list[int]]]:
+        # No await in here: atomic for every task of this process.
+        values = [
+            [0 if (item := self._alive(key)) is None else int(item[0]) for key in one.keys]
+            for one in series
+        ]
+        taken = rule_holds([sum(counts) for counts in values], rule)
+        if taken:
+            for one in series:
+                if one.take and one.keys:
+                    self._incr(one.keys[-1], 1, one.ttl)
+        return taken, values
 
     async def ttl(self, key: str) -> float | None:
         item = self._alive(key)

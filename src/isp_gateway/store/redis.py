@@ -18,24 +18,31 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
 from redis.asyncio.lock import Lock
 from redis.asyncio.retry import Retry
-from redis.asyncio.sentinel import MasterNotFoundError, Sentinel, SentinelManagedConnection
 from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import LockError, ReadOnlyError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from isp_gateway.kit import deadline
 from isp_gateway.kit.errors import StoreUnavailable
-from isp_gateway.kit.storage import LockTimeout
+from isp_gateway.kit.storage import LockTimeout, Rule, Series
+from isp_gateway.store.health import Health, address, redacted_url
+from isp_gateway.store.scripts import LEASE, TAKE_IF
+from isp_gateway.store.sentinel import FollowingConnection, SentinelMaster, Sentinels
+
+# What other modules import from here.
+__all__ = ["DEFAULT_TIMEOUT_SECONDS", "RedisStore", "SentinelMaster"]
 
 log = logging.getLogger("isp_gateway.store")
+
+T = TypeVar("T")
 
 PREFIX = "ispgw:"
 # REDIS_TIMEOUT_SECONDS' default: how long one command may wait for Redis.
@@ -55,63 +62,6 @@ NO_REPLICA_SECONDS = 10.0
 _AWAY = (RedisConnectionError, RedisTimeoutError, ReadOnlyError)
 
 
-class _FollowingConnection(SentinelManagedConnection):
-    """A connection to the master that asks the sentinels where it is whenever it
-    reconnects. redis-py (8.1) reconnects a connection dropped inside a command's retries
-    at the address it had (`send_packed_command`), not through the sentinel lookup of its
-    `connect`: the retries after a READONLY, or after the master died, went back to the old
-    master, and only the next command found the new one."""
-
-    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-        if not self.is_connected:
-            await self.connect()  # type: ignore[no-untyped-call]  # redis-py: untyped
-        await super().send_packed_command(command, check_health)
-
-
-class _Sentinels(Sentinel):
-    """redis-py's Sentinel with a discovery that holds when several run at once (a failover
-    makes every connection rediscover). redis-py's walks its list of sentinels while other
-    discoveries reorder it (the one that answered moves to the front, swapped by positions
-    read before awaiting): with the first sentinel down, 19 of 20 discoveries at once found
-    no master although another sentinel answered, and the list could lose a sentinel and
-    hold another twice (the lost one never asked again, nor closed). Here each discovery
-    walks a copy, and the sentinel that answered moves to the front by identity."""
-
-    def __init__(self, sentinels: list[tuple[str, int]], **kwargs: Any) -> None:
-        super().__init__(sentinels, **kwargs)  # type: ignore[no-untyped-call]  # untyped
-        self.clients: tuple[aioredis.Redis, ...] = tuple(self.sentinels)
-
-    async def discover_master(self, service_name: str) -> tuple[str, int]:
-        away = 0
-        for sentinel in list(self.sentinels):
-            try:
-                # A dict by master name (RESP2, this client's protocol).
-                masters = cast(dict[str, Any], await sentinel.sentinel_masters())
-            except (RedisConnectionError, RedisTimeoutError):
-                away += 1
-                continue
-            state = masters.get(service_name)
-            if state and self.check_master_state(state, service_name):
-                self.sentinels.remove(sentinel)
-                self.sentinels.insert(0, sentinel)
-                return state["ip"], int(state["port"])
-        raise MasterNotFoundError(
-            f"no sentinel answered with a master named {service_name!r} that is up "
-            f"({away} of {len(self.clients)} sentinels did not answer)"
-        )
-
-
-@dataclass(frozen=True)
-class SentinelMaster:
-    """A master found through Redis Sentinel: the sentinels' addresses, the master's name
-    in them, the master's password and the sentinels' own."""
-
-    sentinels: tuple[tuple[str, int], ...]
-    name: str
-    password: str | None = field(default=None, repr=False)
-    sentinel_password: str | None = field(default=None, repr=False)
-
-
 def _px(ttl: float | None) -> int | None:
     """Milliseconds for Redis. Redis refuses 0 ("invalid expire time"), so a ttl that rounds
     to nothing becomes 1 ms: expired at once, as in the memory store."""
@@ -124,9 +74,9 @@ def _cancel_requests() -> int:
 
 
 @contextlib.contextmanager
-def _answering() -> Iterator[None]:
-    """Map a Redis that is down, unreachable or too slow to `StoreUnavailable`, and never let
-    a cancellation go unnoticed.
+def _answering(health: Health) -> Iterator[None]:
+    """Map a Redis that is down, unreachable or too slow to `StoreUnavailable` (`health`
+    logs the store's loss and return, once each), and never let a cancellation go unnoticed.
 
     redis-py's asyncio client can complete a command during which the calling task was
     cancelled and return normally: the CancelledError is swallowed and the task runs on
@@ -138,9 +88,12 @@ def _answering() -> Iterator[None]:
     requested = _cancel_requests()
     try:
         yield
-    except _AWAY:
+    except _AWAY as exc:
+        health.lost(exc)
         # redis-py's message names host and port only; the URL (and its password) stays out.
         raise StoreUnavailable() from None
+    if health.lost_since is not None:
+        health.answered()
     if _cancel_requests() > requested:
         raise asyncio.CancelledError()
 
@@ -172,10 +125,10 @@ class RedisStore:
             "socket_timeout": timeout,
             "socket_connect_timeout": timeout,
         }
-        self._sentinel: _Sentinels | None = None
+        self._sentinel: Sentinels | None = None
         self._redis: aioredis.Redis
         if sentinel is not None:
-            self._sentinel = _Sentinels(
+            self._sentinel = Sentinels(
                 list(sentinel.sentinels),
                 # Each sentinel is asked once per discovery: one that is down is skipped for
                 # the next at once (redis-py's default retries would wait seconds on it).
@@ -189,13 +142,18 @@ class RedisStore:
             self._redis = self._sentinel.master_for(
                 sentinel.name,
                 password=sentinel.password,
-                connection_class=_FollowingConnection,
+                connection_class=FollowingConnection,
                 **options,
             )
         elif url is not None:
             self._redis = aioredis.Redis.from_url(url, retry_on_timeout=False, **options)
         else:
             raise ValueError("RedisStore needs a URL or a SentinelMaster")
+        self._take_if = self._redis.register_script(TAKE_IF)
+        self._timeout = timeout
+        self._where = None if url is None else f"Redis {redacted_url(url)}"
+        self._master = sentinel
+        self._health = Health(self.describe)
         self._wait_ms = int(min(REPLICA_WAIT_SECONDS, timeout / 2) * 1000)
         self._no_replica_until = 0.0
         self._unreleased: dict[bytes, tuple[Lock, float]] = {}
@@ -206,25 +164,59 @@ class RedisStore:
     def _k(key: str) -> str:
         return PREFIX + key
 
+    def describe(self) -> str:
+        """Which Redis, for the logs: its URL without the password, or the master's name and
+        address through Sentinel (the address as last discovered) and the sentinels."""
+        if self._where is not None:
+            return self._where
+        assert self._master is not None and self._sentinel is not None
+        found = self._sentinel.master_address
+        at = "not found yet" if found is None else address(*found)
+        sentinels = ",".join(address(host, port) for host, port in self._master.sentinels)
+        return f"Redis Sentinel master {self._master.name!r} at {at} (sentinels {sentinels})"
+
+    async def _run(self, command: Awaitable[T]) -> T:
+        """One command, within what the request's store budget leaves (kit/deadline.py): a
+        frozen Redis costs a request one REDIS_TIMEOUT_SECONDS, not one per call. Outside a
+        request (background work) the connection's own timeout applies."""
+        budget = deadline.store_budget()
+        if budget is None:
+            with _answering(self._health):
+                return await command
+        left = budget.left
+        if left <= 0:
+            if asyncio.iscoroutine(command):
+                command.close()  # never started: no "never awaited" warning
+            raise StoreUnavailable()
+        started = time.monotonic()
+        try:
+            with _answering(self._health):
+                if left >= self._timeout:
+                    return await command  # the connection's timeout is the shorter
+                async with asyncio.timeout(left):
+                    return await command
+        except TimeoutError:
+            raise StoreUnavailable() from None
+        finally:
+            budget.spend(time.monotonic() - started)
+
     async def ping(self) -> None:
         await self._redis.ping()
 
     async def get(self, key: str) -> Any | None:
-        with _answering():
-            raw = await self._redis.get(self._k(key))
+        raw = await self._run(self._redis.get(self._k(key)))
         return None if raw is None else json.loads(raw)
 
     async def get_many(self, keys: list[str]) -> list[Any | None]:
         if not keys:
             return []
-        with _answering():
-            raws = await self._redis.mget([self._k(key) for key in keys])
+        raws = await self._run(self._redis.mget([self._k(key) for key in keys]))
         return [None if raw is None else json.loads(raw) for raw in raws]
 
     async def set(self, key: str, value: Any, ttl: float | None = None) -> None:
         px = _px(ttl)
-        with _answering():
-            await self._redis.set(self._k(key), json.dumps(value, separators=(",", ":")), px=px)
+        payload = json.dumps(value, separators=(",", ":"))
+        await self._run(self._redis.set(self._k(key), payload, px=px))
 
     async def set_replicated(self, key: str, value: Any, ttl: float | None = None) -> None:
         if self._sentinel is None:
@@ -238,11 +230,10 @@ class RedisStore:
         px = _px(ttl)
         # WAIT on the connection that wrote: it returns once a replica has every write up
         # to this one (Sentinel promotes the replica that has the most of them).
-        with _answering():
-            async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.set(self._k(key), payload, px=px)
-                pipe.wait(1, self._wait_ms)
-                _, acked = await pipe.execute()
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.set(self._k(key), payload, px=px)
+            pipe.wait(1, self._wait_ms)
+            _, acked = await self._run(pipe.execute())
         if int(acked) < 1:
             self._no_replica_until = time.monotonic() + NO_REPLICA_SECONDS
             log.warning(
@@ -254,45 +245,62 @@ class RedisStore:
 
     async def set_if_absent(self, key: str, value: Any, ttl: float | None = None) -> bool:
         px = _px(ttl)
-        with _answering():
-            done = await self._redis.set(
-                self._k(key), json.dumps(value, separators=(",", ":")), px=px, nx=True
-            )
+        payload = json.dumps(value, separators=(",", ":"))
+        done = await self._run(self._redis.set(self._k(key), payload, px=px, nx=True))
         return bool(done)
 
     async def delete(self, key: str) -> None:
-        with _answering():
-            await self._redis.delete(self._k(key))
+        await self._run(self._redis.delete(self._k(key)))
+
+    async def lease(self, key: str, owner: str, ttl: float) -> bool:
+        px = max(0, int(ttl * 1000))
+        claimed = await self._run(self._redis.eval(LEASE, 1, self._k(key), json.dumps(owner), px))
+        return bool(claimed)
 
     async def incr(self, key: str, amount: int = 1, ttl: float | None = None) -> int:
         name = self._k(key)
-        with _answering():
-            async with self._redis.pipeline(transaction=True) as pipe:
-                pipe.incrby(name, amount)
-                if ttl is not None:
-                    # NX: the window's expiry is set once, when the counter is created.
-                    pipe.pexpire(name, max(1, int(ttl * 1000)), nx=True)
-                result = await pipe.execute()
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.incrby(name, amount)
+            if ttl is not None:
+                # NX: the window's expiry is set once, when the counter is created.
+                pipe.pexpire(name, max(1, int(ttl * 1000)), nx=True)
+            result = await self._run(pipe.execute())
         return int(result[0])
 
+    async def take_if(self, series: Sequence[Series], rule: Rule) -> tuple[bool, list[list[int]]]:
+        keys = [self._k(key) for one in series for key in one.keys]
+        spec = {
+            "sizes": [len(one.keys) for one in series],
+            "ttls": [_px(one.ttl) for one in series],
+            "take": [1 if one.take else 0 for one in series],
+            "rule": rule,
+        }
+        out: Any = await self._run(self._take_if(keys=keys, args=[json.dumps(spec)]))
+        counts = [int(value) for value in out[1:]]
+        values: list[list[int]] = []
+        at = 0
+        for one in series:
+            values.append(counts[at : at + len(one.keys)])
+            at += len(one.keys)
+        return bool(out[0]), values
+
     async def ttl(self, key: str) -> float | None:
-        with _answering():
-            ms = await self._redis.pttl(self._k(key))
+        ms = await self._run(self._redis.pttl(self._k(key)))
         return None if ms is None or ms < 0 else ms / 1000
 
     async def log_append(self, key: str, value: Any, max_len: int) -> None:
         # MAXLEN ~: Redis trims whole blocks of entries, cheaply, keeping at least max_len.
         payload = json.dumps(value, separators=(",", ":"))
-        with _answering():
-            await self._redis.xadd(self._k(key), {"v": payload}, maxlen=max_len, approximate=True)
+        await self._run(
+            self._redis.xadd(self._k(key), {"v": payload}, maxlen=max_len, approximate=True)
+        )
 
     async def log_read(
         self, key: str, count: int, before: str | None = None
     ) -> list[tuple[str, Any]]:
         # "(" makes the upper bound exclusive (Redis 6.2+).
         upper = "+" if before is None else "(" + before
-        with _answering():
-            entries: Any = await self._redis.xrevrange(self._k(key), upper, "-", count=count)
+        entries: Any = await self._run(self._redis.xrevrange(self._k(key), upper, "-", count=count))
         out: list[tuple[str, Any]] = []
         for entry_id, fields in entries or ():
             out.append((entry_id.decode(), json.loads(fields[b"v"])))
@@ -315,9 +323,8 @@ class RedisStore:
         deadline = None if blocking_timeout is None else time.monotonic() + blocking_timeout
         try:
             while True:
-                with _answering():
-                    if await lock.acquire(blocking=False, token=token):
-                        break
+                if await self._run(lock.acquire(blocking=False, token=token)):
+                    break
                 if deadline is not None and time.monotonic() >= deadline:
                     raise LockTimeout(name)
                 await asyncio.sleep(LOCK_POLL_SECONDS)

@@ -1,6 +1,7 @@
 """Creating a ticket: one atomic step per zone under the store's lock (tickets/service.py
-tells the whole story): the client record's zone, the cap, the duplicate guard, the marks of
-a POST whose outcome may be lost, the POST, and what it made recorded for the next count."""
+tells the whole story): the client record's zone, the outage hold (OUTAGE_TICKETS=hold), the
+cap, the duplicate guard, the marks of a POST whose outcome may be lost, the POST, and what it
+made recorded for the next count."""
 
 from __future__ import annotations
 
@@ -18,12 +19,14 @@ from isp_gateway.kit.errors import (
     UpstreamError,
     UpstreamUnavailable,
 )
+from isp_gateway.outages.events import view
 from isp_gateway.store import LockTimeout
 from isp_gateway.tickets.active import newest_first
 from isp_gateway.tickets.calendar import BusinessCalendar
 from isp_gateway.tickets.errors import (
     COUNTING,
     POSTING,
+    OutageInProgress,
     TicketAlreadyOpen,
     TicketCreationFailed,
     ZoneLimitReached,
@@ -41,6 +44,7 @@ if TYPE_CHECKING:
     from isp_gateway.clients.service import ClientService
     from isp_gateway.kit.stopping import Stopping
     from isp_gateway.kit.storage import Store
+    from isp_gateway.outages.service import OutageService
     from isp_gateway.settings import Settings
     from isp_gateway.upstream.gateway import UpstreamGateway
 
@@ -81,12 +85,14 @@ class TicketCreation:
         store: Store,
         gateway: UpstreamGateway,
         clients: ClientService,
+        outages: OutageService,
         zones: ZoneCounter,
         catalogue: SubjectCatalogue,
         stopping: Stopping,
     ) -> None:
         self.settings, self.store, self.gateway = settings, store, gateway
         self.clients, self.zones, self.catalogue = clients, zones, catalogue
+        self.outages = outages
         self.stopping = stopping
         self.calendar = BusinessCalendar(settings.HOLIDAYS_COUNTRY, settings.EXTRA_HOLIDAYS)
         self.states = zones.states
@@ -99,18 +105,25 @@ class TicketCreation:
         # in flight 409 `idempotency_key_in_progress`; both are safe to repeat.
         self.zone_wait_seconds = max(5.0, timeout / 2)
 
-    async def _record_zone(self, order: TicketOrder) -> CreateTicketRequest:
+    async def _record_zone(
+        self, order: TicketOrder
+    ) -> tuple[CreateTicketRequest, bool, int | None]:
         """The request with the zone of the service's client record (CALLERS.md 2, "Zone
         cap"): the zone counted, locked and capped is never the caller's word. A body zone
         that differs is a 422 `zone_mismatch` (nothing reaches the upstream); a record with no
         zone keeps the body's. 404 for an unknown service. A clients source that cannot
         answer fails the creation: the zone is never guessed. An order `from_record` takes
         the record's zone and technician (or DEFAULT_TECHNICIAN_ID), and is refused without
-        them (400 `ticket_creation_failed`, `meta.reason` `no_zone` or `no_technician`)."""
+        them (400 `ticket_creation_failed`, `meta.reason` `no_zone` or `no_technician`).
+        And whether the zone is the body's because the record has none (CALLERS.md 6), and
+        the router the record names (the outage hold's question), or None."""
         request = order.request
         service_id = request.service_id
         try:
-            client = await self.clients.get_client(service_id)
+            try:
+                record, _, _ = await self.clients.find_record(service_id)
+            except NotFound:
+                record = None
         except StoreUnavailable:
             raise
         except ServiceError as exc:
@@ -127,15 +140,17 @@ class TicketCreation:
                 variant="no_zone_read",
                 meta={"reason": Action.UPSTREAM_UNAVAILABLE},
             ) from None
-        if client is None:
+        if record is None:
             raise NotFound(
                 action=Action.CLIENT_NOT_FOUND, variant="service", params={"service_id": service_id}
             )
+        client, router_id = record["client"], record.get("router_id")
         zone_id = client.get("zone_id")
         if order.from_record:
-            return self._from_record(request, zone_id, client.get("technician_id"))
+            request = self._from_record(request, zone_id, client.get("technician_id"))
+            return request, False, router_id
         if zone_id is None or zone_id == request.zone_id:
-            return request
+            return request, zone_id is None, router_id
         raise ZoneMismatch(
             variant="zones",
             params={"service_id": service_id, "zone_id": zone_id, "given": request.zone_id},
@@ -160,9 +175,28 @@ class TicketCreation:
             )
         return request.model_copy(update={"zone_id": zone_id, "technician_id": technician_id})
 
+    async def _hold(self, service_id: int, router_id: int | None) -> None:
+        """OUTAGE_TICKETS=hold (OUTAGES.md 4): a service whose router has an active general
+        outage gets 409 `outage_in_progress` with the outage, before anything is counted,
+        locked or sent (the bot tells the customer instead of filing the 300th ticket)."""
+        if self.settings.OUTAGE_TICKETS != "hold":
+            return
+        outage = await self.outages.outage_of(service_id, router_id)
+        if outage is not None:
+            raise OutageInProgress(
+                variant="held",
+                params={
+                    "service_id": service_id,
+                    "outage_id": outage["outage_id"],
+                    "router_id": outage["router_id"],
+                },
+                data=view(outage),
+            )
+
     async def create(self, order: TicketOrder) -> Ticket:
         # Outside the zone lock: a miss of the cached list may cost an upstream query.
-        request = await self._record_zone(order)
+        request, borrowed, router_id = await self._record_zone(order)
+        await self._hold(request.service_id, router_id)
         zone_id = request.zone_id
         # Every answer within UPSTREAM_TIMEOUT_SECONDS + 2 s (CALLERS.md 2): the locks are
         # waited for only while the request has time left.
@@ -180,7 +214,7 @@ class TicketCreation:
                     blocking_timeout=_within_deadline(wait),
                 ),
             ):
-                return await self._zone_step(request, order.priority, order.fingerprint)
+                return await self._zone_step(request, order.priority, order.fingerprint, borrowed)
         except LockTimeout:
             raise TicketCreationFailed(
                 variant="zone_busy",
@@ -190,7 +224,9 @@ class TicketCreation:
                 headers={"Retry-After": "2"},
             ) from None
 
-    async def _zone_step(self, request: CreateTicketRequest, priority: int, fp: str) -> Ticket:
+    async def _zone_step(
+        self, request: CreateTicketRequest, priority: int, fp: str, borrowed: bool
+    ) -> Ticket:
         zone_id, cap = request.zone_id, self.settings.MAX_ACTIVE_TICKETS_PER_ZONE
         unconfirmed_key = f"tickets:unconfirmed:{fp}"
         posting_at = posting_key(zone_id)
@@ -210,7 +246,11 @@ class TicketCreation:
                 log.info("ticket %d: an unconfirmed creation did happen", found.ticket_id)
                 await self.store.delete(unconfirmed_key)
                 await self.zones.remember_created(
-                    zone_id, found.model_copy(update={"zone_id": zone_id}), request.technician_id
+                    zone_id,
+                    found.model_copy(update={"zone_id": zone_id}),
+                    request.technician_id,
+                    borrowed=borrowed,
+                    active=count.tickets,
                 )
                 return self._reconciled(found, request, priority)
         if count.active >= cap:
@@ -291,7 +331,9 @@ class TicketCreation:
             technician_name=created.technician_name,
             technician_email=created.technician_email,
         )
-        await self.zones.remember_created(zone_id, listed, request.technician_id)
+        await self.zones.remember_created(
+            zone_id, listed, request.technician_id, borrowed=borrowed, active=count.tickets
+        )
         await self.zones.unmark(unconfirmed_key, posting_at)
         return listed
 

@@ -30,6 +30,15 @@ class ZoneMismatch(ServiceError):
     action = Action.ZONE_MISMATCH
 
 
+class OutageInProgress(ServiceError):
+    """OUTAGE_TICKETS=hold: the service's router has an active general outage (OUTAGES.md 4);
+    `data` is the outage. Not final: once it ends, the same request opens the ticket."""
+
+    status_code = 409
+    type = "info"
+    action = Action.OUTAGE_IN_PROGRESS
+
+
 class TicketAlreadyOpen(ServiceError):
     status_code = 409
     type = "info"
@@ -52,6 +61,8 @@ def ticket_outcome(error: ServiceError) -> str | None:
         return "duplicate"
     if isinstance(error, ZoneMismatch):
         return Action.ZONE_MISMATCH
+    if isinstance(error, OutageInProgress):
+        return Action.OUTAGE_IN_PROGRESS
     if isinstance(error, StoreUnavailable) or error.action == Action.TICKET_CREATION_FAILED:
         return "failed"
     return None

@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 from isp_gateway.auth.dependencies import Scoped
 from isp_gateway.auth.keys import TICKETS_READ, TICKETS_WRITE
 from isp_gateway.kit.actions import Action
+from isp_gateway.outages.schemas import Outage
 from isp_gateway.tickets.schemas import (
     CreateTicketRequest,
     OpenTicketResponse,
@@ -55,16 +56,24 @@ _CREATE_RESPONSES = (
             409: [
                 Action.ZONE_TICKET_LIMIT_REACHED,
                 Action.TICKET_ALREADY_OPEN,
+                Action.OUTAGE_IN_PROGRESS,
                 Action.IDEMPOTENCY_KEY_IN_PROGRESS,
             ],
             422: [Action.VALIDATION_ERROR, Action.ZONE_MISMATCH, Action.IDEMPOTENCY_KEY_REUSED],
             502: Action.TICKET_CREATION_FAILED,
             503: Action.TICKET_CREATION_FAILED,
         },
-        # The zone cap's 409 carries the counts; the duplicate guard's the open ticket.
-        models={409: BackendResponse[ZoneLimitData | OpenTicketResponse]},
+        # The zone cap's 409 carries the counts; the duplicate guard's the open ticket; the
+        # outage hold's (OUTAGE_TICKETS=hold) the outage.
+        models={409: BackendResponse[ZoneLimitData | OpenTicketResponse | Outage]},
     )
     | VERIFICATION_ERRORS
+)
+_CREATE_RESPONSES[409]["description"] = (
+    "Not opened, and nothing was sent to the ISP backend. `action`: `zone_ticket_limit_reached` "
+    "(`type` info; `data`: the counts), `ticket_already_open` (`type` info; `data`: the open "
+    "ticket), `outage_in_progress` (`type` info, only with OUTAGE_TICKETS=hold; `data`: the "
+    "general outage on the service's router), `idempotency_key_in_progress`."
 )
 # A creation's 503 is more than the backend's rate limit: `meta.reason` says which refusal,
 # and none of them created anything.

@@ -47,6 +47,7 @@ from isp_gateway.tickets.active import ActiveTickets
 from isp_gateway.tickets.creation import TicketCreation, TicketOrder
 from isp_gateway.tickets.errors import (
     FINAL_REFUSALS,
+    OutageInProgress,
     TicketAlreadyOpen,
     ZoneLimitReached,
     ZoneMismatch,
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     from isp_gateway.kit.stopping import Stopping
     from isp_gateway.kit.storage import Store
     from isp_gateway.observability.metrics import Metrics
+    from isp_gateway.outages.service import OutageService
     from isp_gateway.settings import Settings
     from isp_gateway.upstream.gateway import UpstreamGateway
 
@@ -87,6 +89,7 @@ class TicketService:
         audit: Recorder,
         stopping: Stopping,
         clients: ClientService,
+        outages: OutageService,
         metrics: Metrics | None = None,
     ) -> None:
         self.store, self.gateway, self.settings = store, gateway, settings
@@ -108,6 +111,7 @@ class TicketService:
             store=store,
             gateway=gateway,
             clients=clients,
+            outages=outages,
             zones=self.zones,
             catalogue=self.catalogue,
             stopping=stopping,
@@ -267,6 +271,9 @@ class TicketService:
             details["ticket_id"] = (refusal.data or {}).get("ticket_id")
         elif isinstance(refusal, ZoneMismatch):
             details["record_zone_id"] = (refusal.data or {}).get("zone_id")
+        elif isinstance(refusal, OutageInProgress):
+            # The router, not the outage id: the audit masks its run of digits.
+            details["router_id"] = (refusal.data or {}).get("router_id")
         else:
             details["reason"] = (refusal.meta or {}).get("reason", refusal.action)
         await self._decided(outcome, order.request.service_id, self._with(order, details))

@@ -24,10 +24,19 @@ if TYPE_CHECKING:
 RECENT_SECONDS = 300.0
 # The upstream names a ticket's technician; the id we sent is remembered for lookups.
 TECHNICIAN_MEMORY_SECONDS = 30 * 86400.0
+# A ticket of a service with no zone, counted in the zone its request named, is remembered
+# there this long after the zone's last such creation (CALLERS.md 6 "Zones for records
+# without one"): far longer than a ticket stays open.
+BORROWED_SECONDS = 180 * 86400.0
 
 
 def recent_key(zone_id: int) -> str:
     return f"tickets:zone:{zone_id}:recent"
+
+
+def borrowed_key(zone_id: int) -> str:
+    """The tickets of services with no zone counted in this zone: [{"id", "at"}]."""
+    return f"tickets:zone:{zone_id}:borrowed"
 
 
 def posting_key(zone_id: int) -> str:
@@ -56,7 +65,9 @@ class ZoneCounter:
         ZONE_SWEEP_FRESH_SECONDS old (one interactive load across workers when older; the
         zone status and the cap, under the zone lock); `read_now`: from the list read now (never
         a load that began earlier); else from the cached sweep, with no upstream call.
-        Tickets created here are in it (patched) or in the zone's recent list."""
+        Tickets created here are in it (patched) or in the zone's recent list; a ticket of a
+        service with no zone that a request placed in this zone counts here for as long as
+        the sweep lists it active (its own zone there is none), however many sweeps run."""
         max_age = 0.0 if read_now else self.settings.ZONE_SWEEP_FRESH_SECONDS
         if read_now:
             snapshot = await self.active.load_now()
@@ -66,7 +77,12 @@ class ZoneCounter:
         tickets = list(index.by_id.values())
         active = index.per_zone.get(zone_id, 0)
         now = time.time()
-        for entry in await self.store.get(recent_key(zone_id)) or []:
+        recent, borrowed = await self.store.get_many([recent_key(zone_id), borrowed_key(zone_id)])
+        for entry in borrowed or []:
+            listed = index.by_id.get(entry["id"])
+            if listed is not None and listed.zone_id is None:
+                active += 1
+        for entry in recent or []:
             if entry["id"] in index.by_id or now - entry["at"] > RECENT_SECONDS:
                 continue
             # Created here moments ago but absent from the list: not visible yet, or already
@@ -101,8 +117,29 @@ class ZoneCounter:
             )
         return ticket
 
-    async def remember_created(self, zone_id: int, ticket: Ticket, technician_id: int) -> None:
+    async def remember_created(
+        self,
+        zone_id: int,
+        ticket: Ticket,
+        technician_id: int,
+        *,
+        borrowed: bool = False,
+        active: list[Ticket] | None = None,
+    ) -> None:
+        """Record a ticket created in the zone (under its lock). `borrowed`: its service has
+        no zone, so the sweep will list it without one; it is kept in the zone's borrowed
+        list, from which the entries the sweep no longer lists (`active`, closed) are
+        dropped once past RECENT_SECONDS."""
         now = time.time()
+        if borrowed:
+            listed = {t.ticket_id for t in active or []}
+            kept = [
+                e
+                for e in await self.store.get(borrowed_key(zone_id)) or []
+                if e["id"] in listed or now - e["at"] <= RECENT_SECONDS
+            ]
+            kept.append({"id": ticket.ticket_id, "at": now})
+            await self.store.set(borrowed_key(zone_id), kept, ttl=BORROWED_SECONDS)
         key = recent_key(zone_id)
         entries = [e for e in await self.store.get(key) or [] if now - e["at"] <= RECENT_SECONDS]
         entries.append({"id": ticket.ticket_id, "at": now, "ticket": ticket.model_dump()})

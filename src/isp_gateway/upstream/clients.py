@@ -203,16 +203,44 @@ async def fetch_all_clients_as(
     )
 
 
+# A filtered query that announces more rows than this did not filter (an upstream that
+# ignores the parameter answers with every client): it cannot be read whole in one request.
+MAX_QUERY_ROWS = 200
+
+
 async def query_clients(
     gateway: UpstreamGateway, field: str, value: str, *, limit: int = 50
 ) -> list[ClientRecord]:
-    """Clients by one upstream filter (`document`, `service_id` or `phone`).
+    """Clients by one upstream filter (`document`, `service_id` or `phone`), read whole.
 
-    The caller re-checks every row: an upstream that ignores a filter answers with every
-    client, and `telefono` matches substrings of a multi-number field.
+    The caller re-checks every row: `telefono` matches substrings of a multi-number field.
+    A read with fewer rows than its `count` (an empty page, `next: null` too soon) is a
+    failed read, UpstreamUnavailable (CALLERS.md 6 "Reads that are whole, everywhere"): it
+    must never read as "no such client". A count past MAX_QUERY_ROWS is a filter the
+    upstream ignored: also a failed read, as the value's rows cannot all be read.
     """
     upstream_field = {"document": "cedula", "service_id": "id_servicio", "phone": "telefono"}[field]
-    _, _, rows = await gateway.get_page(CLIENTS_PATH, {upstream_field: value}, limit, 0)
+    params = {upstream_field: value}
+    count, has_next, rows = await gateway.get_page(CLIENTS_PATH, params, limit, 0)
+    if count is not None and count > len(rows):
+        if count > MAX_QUERY_ROWS:
+            log.warning(
+                "upstream %s: %d rows for one %s: the filter was ignored",
+                CLIENTS_PATH,
+                count,
+                field,
+            )
+            raise UpstreamUnavailable()
+        # More rows than one page (the upstream may cap the page size below `limit`).
+        step = len(rows)
+        offset = step
+        while has_next and step and offset < count:
+            _, has_next, page = await gateway.get_page(CLIENTS_PATH, params, step, offset)
+            rows = [*rows, *page]
+            offset += step
+            if not page:
+                break
+        gateway.check_whole(CLIENTS_PATH, count, len(rows))
     return map_clients(rows)
 
 

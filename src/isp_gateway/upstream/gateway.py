@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterable, Callable
 from typing import Any, Protocol, TypeVar
 
 import httpx
 
 from isp_gateway.kit.actions import Action
-from isp_gateway.kit.calls import count_call
+from isp_gateway.kit.calls import count_call, report_page
 from isp_gateway.kit.errors import (
     UpstreamRateLimited,
     UpstreamRejected,
@@ -34,6 +34,12 @@ T = TypeVar("T")
 
 # Background pages retried after a transient failure before a whole-list load gives up.
 PAGE_ATTEMPTS = 4
+
+
+class UpstreamUnreached(UpstreamUnavailable):
+    """The request never left: the connection was refused or could not be made in time, or
+    no pooled connection came free. Nothing reached the upstream, so a write was not done
+    (every other UpstreamUnavailable of a write may have followed its doing)."""
 
 
 class Observer(Protocol):
@@ -92,6 +98,11 @@ class UpstreamGateway:
         # Until when (time.monotonic) the upstream's last 429 asked us to wait.
         self.rate_limited_until = 0.0
 
+    async def background_wait(self) -> float:
+        """How long background work waits for the budget now (kit/deadline.py asks it for a
+        request waiting on a load the budget may hold)."""
+        return await self.budget.background_wait()
+
     def rate_limited_for(self) -> float:
         """Seconds the upstream's last Retry-After still asks us to wait (0 when none)."""
         return max(0.0, self.rate_limited_until - time.monotonic())
@@ -116,6 +127,8 @@ class UpstreamGateway:
         json: JSON = None,
         data: dict[str, Any] | None = None,
         files: dict[str, Any] | None = None,
+        content: bytes | AsyncIterable[bytes] | None = None,
+        headers: dict[str, str] | None = None,
         background: bool = False,
         retry_refused: bool | None = None,
         timeout: float | None = None,
@@ -125,10 +138,14 @@ class UpstreamGateway:
         A refused connection is retried once for reads only: a write that may have reached
         the upstream is never repeated (it could create a second ticket). `timeout`, when
         given, replaces UPSTREAM_TIMEOUT_SECONDS for this call (the time a request has left).
+        `content` is a raw body (an async iterable is streamed: chunked, unless `headers`
+        give its Content-Length), sent with `headers` beside the client's own; such a body
+        is read once, so it is never retried either. A failure before anything was sent
+        raises `UpstreamUnreached`.
         """
         url = self._path(path)
         if retry_refused is None:
-            retry_refused = method in ("GET", "HEAD")
+            retry_refused = method in ("GET", "HEAD") and content is None
         attempts = 2 if retry_refused else 1
         for attempt in range(attempts):
             await self.budget.acquire(background=background)
@@ -142,6 +159,8 @@ class UpstreamGateway:
                     json=json,
                     data=data,
                     files=files,
+                    content=content,
+                    headers=headers,
                     timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout,
                 )
                 break
@@ -153,11 +172,13 @@ class UpstreamGateway:
                 log.warning(
                     "upstream %s %s: connection failed (%s)", method, url, type(exc).__name__
                 )
-                raise UpstreamUnavailable() from None
-            except httpx.TimeoutException:
+                raise UpstreamUnreached() from None
+            except httpx.TimeoutException as exc:
                 self._count(method, url, "timeout", started)
                 # A timed-out call is not retried: the request would outlive the bot's window.
                 log.warning("upstream %s %s: timed out", method, url)
+                if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
+                    raise UpstreamUnreached() from None
                 raise UpstreamUnavailable() from None
             except httpx.HTTPError as exc:
                 self._count(method, url, "error", started)
@@ -287,8 +308,11 @@ class UpstreamGateway:
         count, has_next, first = await self.get_page(path, params, size, 0, background=background)
         read = len(first)
         out = [transform(first)]
+        # Without a count (an unpaginated answer, an upstream that omits it) the total is
+        # what is known so far.
+        await report_page(read, count if count is not None else read)
         if not has_next or not first:
-            self._check_whole(path, count, read)
+            self.check_whole(path, count, read)
             return out
         # The upstream may cap the page size below what we asked for.
         step = len(first)
@@ -301,7 +325,9 @@ class UpstreamGateway:
                     _, nxt, page = await self.get_page(
                         path, params, step, offset, background=background
                     )
-                    return nxt, len(page), transform(page)
+                    done = transform(page)
+                    await report_page(len(page), None)
+                    return nxt, len(page), done
 
             # A task group, not gather: when one page fails or the load is cancelled (a
             # shutdown), the other pages are cancelled and awaited, never left running
@@ -325,13 +351,14 @@ class UpstreamGateway:
             )
             read += len(page)
             out.append(transform(page))
+            await report_page(len(page), None)
             offset += step
             more = has_next and bool(page)
-        self._check_whole(path, count, read)
+        self.check_whole(path, count, read)
         return out
 
     @staticmethod
-    def _check_whole(path: str, count: int | None, read: int) -> None:
+    def check_whole(path: str, count: int | None, read: int) -> None:
         """A list is whole only when the rows read reach the first page's `count`. A short
         read (a page that ended early, an empty page, `next: null` too soon) is a failed
         read: published, it would say "not found" or "owes nothing" about rows never seen.

@@ -1,9 +1,16 @@
-"""WispHub invoices (`/api/facturas/`): the pending list, read whole, and its rows.
+"""WispHub invoices (`/api/facturas/`): the owed list, read whole, and its rows.
 
 The upstream ignores client filters on this list (the whole list comes back), so the service
-reads every page of the pending invoices (`estado=1`) and matches them to clients by
-`cliente.usuario` in code. A read cut off before the last page raises (the gateway's paging
-never returns part of a list), so it can never pass for "owes nothing".
+reads every page of the owed invoices and matches them to clients by `cliente.usuario` in
+code. A read cut off before the last page raises (the gateway's paging never returns part of
+a list), so it can never pass for "owes nothing".
+
+Owed means pending (`estado` 1, "Pendiente de Pago") or in review (4, "En revisión": a
+customer's payment report awaits staff, UPSTREAM.md "Payments, promises and reports"). A
+report registers no money and staff may reject it, so its invoice is still owed: the account,
+diagnose and the promise rules count it as pending, and a bot never says "owes nothing"
+because a receipt was sent. The two states are two filtered reads, pending first: an invoice
+moving from pending to review while they run is in one of them.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import math
 import re
 from typing import Any, TypedDict
 
+from isp_gateway.kit.text import fold
 from isp_gateway.upstream.clients import parse_cut_off
 from isp_gateway.upstream.gateway import UpstreamGateway
 from isp_gateway.upstream.records import as_int
@@ -21,7 +29,10 @@ log = logging.getLogger("isp_gateway.upstream.invoices")
 
 INVOICES_PATH = "api/facturas/"
 PENDING = 1
-PENDING_LABEL = "pendiente de pago"
+IN_REVIEW = 4
+# The states read as owed, in reading order, and their labels (folded, as on some answers).
+OWED_STATES = (PENDING, IN_REVIEW)
+OWED_LABELS = frozenset({"pendiente de pago", "en revision"})
 
 # A total is a JSON number or a plain decimal string ("40000.00"). Anything else
 # ("40.000,00", "$40,000") is unreadable rather than guessed: a wrong parse could only ever
@@ -30,7 +41,8 @@ _DECIMAL = re.compile(r"^\s*\d+(?:\.\d+)?\s*$")
 
 
 class PendingInvoice(TypedDict):
-    """One pending invoice as the account answer shows it (`total` None: unreadable)."""
+    """One owed invoice (pending or in review) as the account answer shows it (`total`
+    None: unreadable)."""
 
     invoice_id: int
     total: float | None
@@ -61,14 +73,15 @@ def _username(value: Any) -> str | None:
 
 
 def _is_pending(value: Any) -> bool:
-    """The list filter works, but a row that says another state is not owed; the state is a
-    number (or digit string) in lists and a label on some answers."""
+    """Whether a row is owed (pending or in review). The list filter works, but a row that
+    says another state is not owed; the state is a number (or digit string) in lists and a
+    label on some answers."""
     if value is None:
         return True
     number = as_int(value)
     if number is not None:
-        return number == PENDING
-    return isinstance(value, str) and value.strip().casefold() == PENDING_LABEL
+        return number in OWED_STATES
+    return isinstance(value, str) and fold(value) in OWED_LABELS
 
 
 def map_pending(rows: list[dict[str, Any]]) -> list[tuple[str, PendingInvoice]]:
@@ -107,18 +120,19 @@ def map_pending(rows: list[dict[str, Any]]) -> list[tuple[str, PendingInvoice]]:
 async def fetch_pending(
     gateway: UpstreamGateway, *, background: bool
 ) -> list[tuple[str, PendingInvoice]]:
-    """Every pending invoice, every page; raises an UpstreamError when any page fails.
-    Each page is mapped as it arrives, so the raw rows of a list of 100,000 invoices are
-    never all held at once; an id repeated across pages is kept once, as `map_pending`
-    keeps it within one."""
-    pages = await gateway.get_all_pages_as(
-        INVOICES_PATH, map_pending, {"estado": PENDING}, background=background
-    )
+    """Every owed invoice (pending, then in review), every page; raises an UpstreamError
+    when any page fails. Each page is mapped as it arrives, so the raw rows of a list of
+    100,000 invoices are never all held at once; an id repeated across pages or lists is
+    kept once, as `map_pending` keeps it within one."""
     out: list[tuple[str, PendingInvoice]] = []
     seen: set[int] = set()
-    for page in pages:
-        for username, invoice in page:
-            if invoice["invoice_id"] not in seen:
-                seen.add(invoice["invoice_id"])
-                out.append((username, invoice))
+    for state in OWED_STATES:
+        pages = await gateway.get_all_pages_as(
+            INVOICES_PATH, map_pending, {"estado": state}, background=background
+        )
+        for page in pages:
+            for username, invoice in page:
+                if invoice["invoice_id"] not in seen:
+                    seen.add(invoice["invoice_id"])
+                    out.append((username, invoice))
     return out

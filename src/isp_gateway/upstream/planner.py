@@ -81,7 +81,12 @@ class RefreshPlanner:
             if name not in before or not math.isclose(before[name].lifetime, new.lifetime)
         ]
         if first or changed:
-            self.log_plan(f"{resource} measured at {pages} pages")
+            # The whole plan at DEBUG; at INFO only a list the budget cannot refresh as
+            # configured, in a line of its own (issue 28: six lines of ~700 characters at
+            # every start-up, one a list measured, said nothing an operator acts on).
+            self._log_details(f"{resource} measured at {pages} pages")
+            if self._plan[resource].stretched:
+                log.info("refresh plan: %s", self._describe(self._plan[resource]))
             self._warn_if_stretched(resource)
 
     def load_allowance(self, resource: str) -> float:
@@ -118,18 +123,37 @@ class RefreshPlanner:
         return {name: p.refresh_every for name, p in self._plan.items()}
 
     def log_plan(self, reason: str) -> None:
-        parts = [
+        """One short INFO line (how many lists, within what share of the budget); each list's
+        plan at DEBUG."""
+        stretched = [p.resource for p in self._plan.values() if p.stretched]
+        log.info(
+            "refresh plan (%s): %d lists kept warm within %.0f background upstream calls/h of "
+            "%d%s; each list's plan at DEBUG",
+            reason,
+            len(self._plan),
+            self.capacity() * 3600,
+            self.budget.windows[1].limit,
+            f", refreshed less often than configured: {', '.join(stretched)}" if stretched else "",
+        )
+        self._log_details(reason)
+
+    @staticmethod
+    def _describe(p: PlannedRefresh) -> str:
+        return (
             f"{p.resource}: {p.pages} pages every {p.refresh_every:.0f}s "
             f"(lifetime {p.lifetime:.0f}s, configured {p.configured:.0f}s, "
             f"{p.calls_per_hour:.0f} calls/h)"
-            for p in self._plan.values()
-        ]
-        log.info(
+        )
+
+    def _log_details(self, reason: str) -> None:
+        if not log.isEnabledFor(logging.DEBUG):
+            return
+        log.debug(
             "refresh plan (%s; %.0f background calls/h of %d): %s",
             reason,
             self.capacity() * 3600,
             self.budget.windows[1].limit,
-            "; ".join(parts) or "nothing registered",
+            "; ".join(self._describe(p) for p in self._plan.values()) or "nothing registered",
         )
 
     def _warn_if_stretched(self, resource: str) -> None:

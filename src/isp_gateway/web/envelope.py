@@ -91,7 +91,8 @@ STATUSES: dict[int, _Status] = {
         (Action.UPSTREAM_UNAVAILABLE, Action.UPSTREAM_UNAUTHORIZED),
     ),
     503: _Status(
-        "The ISP backend is rate limiting the service; retry after `Retry-After`",
+        "The ISP backend is rate limiting the service (`upstream_rate_limited`), or a list the "
+        "answer needs is still loading at start-up (`loading`); retry after `Retry-After`",
         (Action.UPSTREAM_RATE_LIMITED,),
         (("Retry-After", _RETRY_AFTER),),
     ),

@@ -3,9 +3,15 @@
 A pure ASGI middleware, so nothing downstream ever holds more than the limit: a declared
 `Content-Length` above it is refused before a byte of the body is read, and a chunked upload
 (no length) is counted as its chunks arrive and refused as soon as it passes the limit.
+
+A route whose body is meant to be larger (a payment report's receipt) is given a wider limit
+here by its path (`wider`); the route enforces its own finer caps within it.
 """
 
 from __future__ import annotations
+
+import re
+from collections.abc import Sequence
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -31,22 +37,39 @@ def message(limit: int) -> str:
 
 
 class BodyLimitMiddleware:
-    def __init__(self, app: ASGIApp, *, max_body_bytes: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        max_body_bytes: int,
+        wider: Sequence[tuple[re.Pattern[str], int]] = (),
+    ) -> None:
         self.app = app
         self.limit = max_body_bytes
+        # (path pattern, limit) of the routes allowed a larger body than MAX_BODY_BYTES.
+        self.wider = tuple(wider)
+
+    def _limit_of(self, scope: Scope) -> int:
+        if self.wider and scope["method"] == "POST":
+            path = scope["path"]
+            for pattern, limit in self.wider:
+                if pattern.fullmatch(path):
+                    return limit
+        return self.limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self._limit_of(scope)
         for name, value in scope["headers"]:
             if name == b"content-length":
                 try:
                     declared = int(value)
                 except ValueError:
                     declared = -1  # the server rejects a malformed length before us
-                if declared > self.limit:
-                    await self._refuse(send)
+                if declared > limit:
+                    await self._refuse(send, limit)
                     return
                 break
         received = 0
@@ -56,17 +79,15 @@ class BodyLimitMiddleware:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.limit:
-                    raise PayloadTooLarge(self.limit)
+                if received > limit:
+                    raise PayloadTooLarge(limit)
             return message
 
         async def refuse(_: PayloadTooLarge) -> None:
-            await self._refuse(send)
+            await self._refuse(send, limit)
 
         await answer_errors(self.app, scope, counting_receive, send, PayloadTooLarge, refuse)
 
-    async def _refuse(self, send: Send) -> None:
+    async def _refuse(self, send: Send, limit: int) -> None:
         # The rest of the body is never read: the connection is closed after the answer.
-        await send_error_envelope(
-            send, 413, ACTION, message(self.limit), [(b"connection", b"close")]
-        )
+        await send_error_envelope(send, 413, ACTION, message(limit), [(b"connection", b"close")])

@@ -16,7 +16,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from isp_gateway.kit import deadline, messages
 from isp_gateway.kit.actions import Action
+from isp_gateway.kit.callers import Caller
 from isp_gateway.kit.errors import StoreUnavailable
+from isp_gateway.kit.recorder import Recorder
 from isp_gateway.kit.storage import Store
 from isp_gateway.web.envelope import encode, envelope
 from isp_gateway.web.logs import AccessLog, mask_path, mask_unknown_path, request_id_var
@@ -25,6 +27,20 @@ from isp_gateway.web.route_table import ROUTE_TEMPLATE, UNMATCHED
 error_log = logging.getLogger("isp_gateway")
 
 _SAFE_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+# The request's store budget when a layer in front of this middleware (the lookup edge)
+# started it: its store calls and the stack's share one REDIS_TIMEOUT_SECONDS.
+STORE_BUDGET = "isp_gateway.store_budget"
+
+
+def store_budget(scope: Scope, seconds: float | None) -> deadline.StoreBudget | None:
+    """The request's store budget: the one a layer in front started, else a new one of
+    `seconds` (None: no budget, each store call its own timeout, as with no Redis)."""
+    if seconds is None:
+        return None
+    budget = scope.get(STORE_BUDGET)
+    if budget is None:
+        budget = scope[STORE_BUDGET] = deadline.StoreBudget(seconds)
+    return budget
 
 
 async def send_json(
@@ -81,7 +97,8 @@ class RequestIds:
 class RequestContextMiddleware:
     """Gives every request an id (kept from `X-Request-ID` when sane), echoes it, logs one
     access line, and starts the request's deadline: every answer comes within
-    UPSTREAM_TIMEOUT_SECONDS + 2 s (CALLERS.md 2; kit/deadline.py). The one place a deadline
+    UPSTREAM_TIMEOUT_SECONDS + 2 s (CALLERS.md 2; kit/deadline.py), and all its store calls
+    share REDIS_TIMEOUT_SECONDS (CALLERS.md 6). The one place a deadline
     starts: what runs below (routes, MCP tools, shared loads) reads it.
     Query strings are not logged: they can hold documents and phones.
     `access_log=None` (ACCESS_LOG=false) turns the access line off."""
@@ -94,6 +111,7 @@ class RequestContextMiddleware:
         access_log: AccessLog | None = None,
         deadline_seconds: float | None = None,
         rate_limits: Callable[[], deadline.RateLimitView | None] = lambda: None,
+        store_seconds: float | None = None,
         language: messages.Language = messages.Language.ES,
     ) -> None:
         self.app = app
@@ -106,6 +124,8 @@ class RequestContextMiddleware:
         # Retry-After a waiting request reads.
         self.deadline_seconds = deadline_seconds
         self.rate_limits = rate_limits
+        # REDIS_TIMEOUT_SECONDS with Redis: all the store calls of a request share it.
+        self.store_seconds = store_seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -124,7 +144,8 @@ class RequestContextMiddleware:
         request_id_var.set(request_id)
         messages.use_language(self.language)
         if self.deadline_seconds is not None:
-            deadline.start(self.deadline_seconds, self.rate_limits())
+            budget = store_budget(scope, self.store_seconds)
+            deadline.start(self.deadline_seconds, self.rate_limits(), budget)
         started = time.perf_counter()
         status_holder: dict[str, int] = {"status": 500}
 
@@ -272,14 +293,27 @@ class RateLimitMiddleware:
         subject_of: Callable[[str], str | None],
         per_address: int,
         per_subject: int,
+        audit: Callable[[], Recorder] | None = None,
     ) -> None:
         self.app = app
         self.store = store
+        # Each refusal is counted in the audit (CALLERS.md 6), in memory: no store call.
+        self.audit = audit
         # The subject of a valid Bearer token in an Authorization header, else None
         # (auth/credentials.py's jwt_subject: no 401 here, the auth check answers that).
         self.subject_of = subject_of
         self.per_address = per_address
         self.per_subject = per_subject
+
+    def _count(self, subject: str | None, address: str) -> None:
+        if self.audit is None:
+            return
+        if subject is None:  # no valid token read here: the address is all that is known
+            self.audit().count(Action.RATE_LIMITED, "refused", anonymous_from=address)
+            return
+        name = f"jwt:{subject}"
+        caller = Caller(name, name, address)
+        self.audit().count(Action.RATE_LIMITED, "refused", caller=caller)
 
     def _subject(self, scope: Scope) -> str | None:
         for name, value in scope["headers"]:
@@ -299,15 +333,18 @@ class RateLimitMiddleware:
         now = time.time()
         window = int(now // 60)
         keys: list[tuple[str, int]] = []
+        client = scope.get("client")
+        address = str(client[0]) if client else "unknown"
+        subject = None
         if self.per_address > 0:
-            client = scope.get("client")
-            keys.append((f"ratelimit:addr:{client[0] if client else 'unknown'}", self.per_address))
+            keys.append((f"ratelimit:addr:{address}", self.per_address))
         if self.per_subject > 0:
             subject = self._subject(scope)
             if subject is not None:
                 keys.append((f"ratelimit:sub:{subject}", self.per_subject))
         for key, limit in keys:
             if await self.store().incr(f"{key}:{window}", 1, ttl=65) > limit:
+                self._count(subject, address)
                 retry_after = [(b"retry-after", str(max(1, int((window + 1) * 60 - now))).encode())]
                 if scope["path"].startswith("/api/v1/auth/"):
                     # The token endpoint answers OAuth2-style, outside the envelope.

@@ -87,6 +87,9 @@ SUCCESS_ACTIONS: dict[tuple[str, str], tuple[str | None, ...]] = {
         *_PING_OUTCOMES,
     ),
     ("get", "/api/v1/audit"): (Action.AUDIT_LISTED,),
+    ("get", "/api/v1/outages"): (Action.OUTAGES_LISTED,),
+    ("post", "/api/v1/clients/{service_id}/payment-promise"): (Action.PAYMENT_PROMISE_CREATED,),
+    ("post", "/api/v1/clients/{service_id}/payment-reports"): (Action.PAYMENT_REPORT_RECEIVED,),
 }
 STORE_UNAVAILABLE = Action.STORE_UNAVAILABLE
 _STORE_503 = (

@@ -102,21 +102,36 @@ VERIFICATION_ERRORS[403]["description"] = (
     "of another service or of another caller or end user. `action`: `verification_required`."
 )
 SERVICE_ROUTE_ERRORS_VERIFIED: Responses = {**SERVICE_ROUTE_ERRORS, **VERIFICATION_ERRORS}
+# The 403 of a route that always needs a verification (require_verified).
+ALWAYS_VERIFIED_ERRORS: Responses = error_responses(
+    403, actions={403: Action.VERIFICATION_REQUIRED}
+)
+ALWAYS_VERIFIED_ERRORS[403]["description"] = (
+    "Always, whatever REQUIRE_VERIFICATION: no `X-Verification-Id`, or one that is unknown, "
+    "expired, of another service or of another caller or end user. `action`: "
+    "`verification_required`."
+)
 
 
 async def require_verification(request: Request, service_id: int) -> None:
-    """With REQUIRE_VERIFICATION, refuse (403 `verification_required`, and an audit event)
+    """With REQUIRE_VERIFICATION, refuse (403 `verification_required`, counted in the audit)
     unless the request's X-Verification-Id names a verification of `service_id` by this
     caller and end user; without it, nothing. Unknown, expired, malformed, another
     service's and another person's ids are refused alike.
 
     For a route whose service id is in the body (ticket creation):
     `await require_verification(request, body.service_id)`."""
+    if not request.app.state.runtime.settings.REQUIRE_VERIFICATION:
+        return
+    await require_verified(request, service_id)
+
+
+async def require_verified(request: Request, service_id: int) -> None:
+    """The check of `require_verification`, whatever REQUIRE_VERIFICATION says: for the
+    routes that never act for a customer nobody verified (the money routes, MONEY.md)."""
     # Read from the app, not imported: services import this module for parse_service_id,
     # and the runtime sits above them (import-linter's layers).
     runtime = request.app.state.runtime
-    if not runtime.settings.REQUIRE_VERIFICATION:
-        return
     caller = current_caller()
     try:
         if caller is None:
@@ -129,7 +144,8 @@ async def require_verification(request: Request, service_id: int) -> None:
         if verified != service_id:
             raise VerificationRequired(variant=REST_VARIANT)
     except VerificationRequired:
-        await runtime.audit.record(Action.VERIFICATION_REQUIRED, "refused", service_id=service_id)
+        # Counted (CALLERS.md 6): one event per caller and minute, the first one's service.
+        runtime.audit.count(Action.VERIFICATION_REQUIRED, "refused", service_id=service_id)
         raise
 
 
@@ -153,3 +169,24 @@ async def _verified_service(request: Request, verification_id: VerificationIdHea
 
 # `dependencies=[VERIFIED]` on a route about one service in its path.
 VERIFIED = Depends(_verified_service)
+
+
+AlwaysVerificationIdHeader = Annotated[
+    str | None,
+    Header(
+        alias=VERIFICATION_HEADER,
+        description="The verification_id of a successful verify of this service by this "
+        "caller and end user; always required here, whatever REQUIRE_VERIFICATION",
+    ),
+]
+
+
+async def _always_verified_service(
+    request: Request, verification_id: AlwaysVerificationIdHeader = None
+) -> None:
+    """The guard of a money route (MONEY.md): `require_verified`, the id parsed first."""
+    await require_verified(request, parse_service_id(str(request.path_params["service_id"])))
+
+
+# `dependencies=[ALWAYS_VERIFIED]` on a route that never acts for an unverified customer.
+ALWAYS_VERIFIED = Depends(_always_verified_service)

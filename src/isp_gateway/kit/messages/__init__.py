@@ -20,14 +20,31 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextvars import ContextVar
+from datetime import date
 from types import MappingProxyType
 from typing import Any
 
 from isp_gateway.kit.actions import Action
-from isp_gateway.kit.messages import clients, general, network, tickets
-from isp_gateway.kit.messages.texts import Language, Text
+from isp_gateway.kit.messages import clients, general, network, outages, payments, tickets
+from isp_gateway.kit.messages.texts import Language, Text, Texts
 
-_CATALOGUE = {**general.TEXTS, **clients.TEXTS, **tickets.TEXTS, **network.TEXTS}
+
+def _merged(*areas: Texts) -> Texts:
+    """The areas' texts in one table; an area may add variants to another's action (money's
+    form refusals to `validation_error`), never write one twice."""
+    merged: Texts = {}
+    for area in areas:
+        for action, texts in area.items():
+            known = merged.setdefault(action, {})
+            twice = set(known) & set(texts)
+            assert not twice, f"{action}: {sorted(twice)} written twice"
+            known.update(texts)
+    return merged
+
+
+_CATALOGUE = _merged(
+    general.TEXTS, clients.TEXTS, tickets.TEXTS, network.TEXTS, payments.TEXTS, outages.TEXTS
+)
 
 CATALOGUE: Mapping[Action, Mapping[str, Text]] = MappingProxyType(
     {action: MappingProxyType(texts) for action, texts in _CATALOGUE.items()}
@@ -66,6 +83,30 @@ def amount(value: float) -> str:
     return "$" + written
 
 
+_MONTHS = {
+    Language.ES: (
+        "enero", "febrero", "marzo", "abril", "mayo", "junio", "julio", "agosto",
+        "septiembre", "octubre", "noviembre", "diciembre",
+    ),
+    Language.EN: (
+        "January", "February", "March", "April", "May", "June", "July", "August",
+        "September", "October", "November", "December",
+    ),
+}  # fmt: skip
+
+
+def day(value: date, today: date) -> str:
+    """A day as the language says it: `28 de noviembre` (Spanish) or `November 28`
+    (English), with the year when it is not `today`'s."""
+    language = _language.get()
+    month = _MONTHS[language][value.month - 1]
+    if language == Language.ES:
+        written = f"{value.day} de {month}"
+        return written if value.year == today.year else f"{written} de {value.year}"
+    written = f"{month} {value.day}"
+    return written if value.year == today.year else f"{written}, {value.year}"
+
+
 def is_technical(action: str, variant: str) -> bool:
     try:
         return CATALOGUE[Action(action)][variant].technical
@@ -87,6 +128,7 @@ __all__ = [
     "Text",
     "amount",
     "current_language",
+    "day",
     "is_technical",
     "say",
     "sentence",

@@ -68,6 +68,17 @@ TEXTS: Texts = {
         "few_fields": pinned(
             "Debe proporcionar al menos 3 de los 4 campos para verificar la identidad"
         ),
+        # IDENTITY_POLICY=strict (clients/policy.py): what is missing, in a person's words.
+        "missing": t(
+            "Para verificar la identidad se necesitan el nombre del titular, la dirección del "
+            "servicio y el plan (nombre o precio); falta: {listed}",
+            "To verify the identity, the holder's name, the service address and the plan "
+            "(name or price) are needed; missing: {listed}",
+        ),
+        "fact_name": t("el nombre del titular", "the holder's name"),
+        "fact_address": t("la dirección del servicio", "the service address"),
+        "fact_plan": t("el nombre o el precio del plan", "the plan's name or price"),
+        "fact_and": t(" y ", " and "),
         "attempts": t(
             "Los datos no coinciden con los del titular del servicio. Quedan {left} intentos.",
             "The details do not match the service holder's. {left} attempts left.",
@@ -76,6 +87,18 @@ TEXTS: Texts = {
             "Los datos no coinciden con los del titular del servicio. No quedan "
             "intentos por ahora.",
             "The details do not match the service holder's. No attempts left for now.",
+        ),
+    },
+    Action.IDENTITY_RATE_LIMITED: {
+        "": t(
+            "Se alcanzó el límite de identificaciones por ahora; intente más tarde.",
+            "The limit of identifications has been reached for now; please try again later.",
+        ),
+        # CALLER_RESOLVES_PER_HOUR (CALLERS.md 6): REST's 429.
+        "resolves": t(
+            "Demasiadas identificaciones de clientes distintos en la última hora; intente "
+            "más tarde",
+            "Too many identifications of different customers in the last hour; try again later",
         ),
     },
     Action.CLIENT_VERIFICATION_LOCKED: {

@@ -98,6 +98,19 @@ TEXTS: Texts = {
             "The service's shared store is not available right now, try again shortly",
         ),
     },
+    Action.LOADING: {
+        "": t(
+            "El sistema se está preparando; intente de nuevo en un momento.",
+            "The system is getting ready; please try again in a moment.",
+        ),
+        # A first load's 503 (kit/progress.py): one variant per list that answers it.
+        "clients": t(
+            "La lista de clientes todavía se está cargando del sistema del proveedor ({read} "
+            "de {total}); intente de nuevo en {retry_after} s",
+            "The client list is still loading from the ISP backend ({read} of {total}); try "
+            "again in {retry_after} s",
+        ),
+    },
     Action.IDEMPOTENCY_KEY_REUSED: {
         "": t(
             "Esa solicitud ya se usó con otros datos.",

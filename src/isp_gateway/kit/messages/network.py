@@ -79,6 +79,13 @@ TEXTS: Texts = {
             "El servicio está suspendido por saldo pendiente.",
             "The service is suspended for an outstanding balance.",
         ),
+        # A payment promise is allowed (MONEY.md 1): paying, or a promise that reconnects today.
+        "promise": t(
+            "El servicio está suspendido por saldo pendiente. Puede pagar, o acordar una fecha "
+            "de pago para reactivarlo hoy.",
+            "The service is suspended for an outstanding balance. You can pay, or agree a "
+            "payment date to reactivate it today.",
+        ),
         # Nothing owed (CALLERS.md 2): never mentions a debt.
         "reconnect": t(
             "El servicio está suspendido. Se puede solicitar la reconexión.",

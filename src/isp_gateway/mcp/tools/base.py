@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 MAX_SERVICE_ID = 9_999_999_999  # at most 10 digits (CALLERS.md 2)
 
 ORDER = (
-    "Order: find_customer (service ids only) -> verify_customer (3 or 4 of name, address, "
-    "plan_name, plan_price, as the customer states them) -> the other tools with the "
+    "Order: find_customer (service ids only) -> verify_customer (name, address and "
+    "plan_name or plan_price, as the customer states them) -> the other tools with the "
     "verification_id it returns."
 )
 VERIFIED_ONLY = (

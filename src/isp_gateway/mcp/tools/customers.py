@@ -67,9 +67,9 @@ class ContactArgs(Verified):
 
 
 VERIFY_HINT = (
-    "Ask the customer for 3 or 4 of: the holder's full name, the service address, the plan "
-    "name and the monthly price, and pass them to verify_customer exactly as stated, with "
-    "service_id {service_id}."
+    "Ask the customer for the holder's full name, the service address and the plan (its "
+    "name or its monthly price, or both), and pass them to verify_customer exactly as "
+    "stated, with service_id {service_id}."
 )
 SEVERAL_HINT = (
     "This {kind} has several services ({ids}). Ask the customer which one they mean (e.g. "
@@ -116,7 +116,9 @@ async def verify_customer(call: Call, args: VerifyArgs) -> Outcome:
         internet_plan_price=args.plan_price,
     )
     identity = call.services.identity
-    result = await identity.verify(args.service_id, body)
+    # MCP is always strict (CALLERS.md 6): name, address and the plan; too few facts is a
+    # tool error naming what is missing (`missing`).
+    result = await identity.verify(args.service_id, body, strict=True)
     if result.is_valid:
         issued = await call.verifications.issue(args.service_id, call.caller)
         data = {
@@ -131,7 +133,9 @@ async def verify_customer(call: Call, args: VerifyArgs) -> Outcome:
         return Outcome(data, messages.say(Action.CLIENT_VERIFIED, "agent"), hint)
     # Never the matched fields nor the record's values (REST's debug block): only the count
     # of attempts left before the lock.
-    left = await identity.verify_attempts_left(args.service_id)
+    left = result.attempts_left
+    if left is None:
+        left = await identity.verify_attempts_left(args.service_id)
     failed = Action.CLIENT_VERIFICATION_FAILED
     if left:
         sentence = messages.say(failed, "attempts", left=left)
@@ -223,11 +227,12 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "verify_customer",
         "clients:verify",
-        "Step 2: check the identity of the holder of a service with 3 or 4 of name, address, "
-        "plan_name and plan_price exactly as the customer states them (never guess or reuse "
-        f"values; plan_price as they say it: {FORMATS}). On success returns a "
-        "verification_id (valid expires_in seconds) that the other tools need; on failure "
-        f"the attempts left before a temporary lock. {ORDER}",
+        "Step 2: check the identity of the holder of a service with the name, the address "
+        "and the plan (plan_name or plan_price, or both) exactly as the customer states them "
+        f"(never guess or reuse values; plan_price as they say it: {FORMATS}). On success "
+        "returns a verification_id (valid expires_in seconds) that the other tools need; on "
+        "failure the attempts left before a temporary lock; with a fact missing, an error "
+        f"naming it (`missing`). {ORDER}",
         VerifyArgs,
         read_only=False,
         plain=verify_customer,

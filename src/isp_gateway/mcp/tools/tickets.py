@@ -17,7 +17,8 @@ from isp_gateway.mcp.tools.base import (
     Verified,
     verified_description,
 )
-from isp_gateway.tickets.errors import TicketCreationFailed
+from isp_gateway.mcp.tools.outages import held_ticket
+from isp_gateway.tickets.errors import OutageInProgress, TicketCreationFailed
 
 # Where an agent's Idempotency-Key lives: its own, per caller and end user, so one agent
 # can neither replay nor block another's.
@@ -93,6 +94,9 @@ async def open_ticket(call: Call, service_id: int, args: TicketArgs) -> Outcome:
         key = f"{KEY_SCOPE}|{caller.caller}|{caller.end_user}|{args.idempotency_key}"
     try:
         answer = await tickets.create(order, key)
+    except OutageInProgress as held:
+        # OUTAGE_TICKETS=hold: not an error, news (OUTAGES.md 4).
+        return held_ticket(held)
     except TicketCreationFailed as failed:
         reason = (failed.meta or {}).get("reason", "")
         hint = _NO_TICKET_HINTS.get(reason)
@@ -146,9 +150,10 @@ TOOLS: tuple[ToolSpec, ...] = (
         verified_description(
             "Open a support ticket for the verified customer (zone and technician come from "
             "the customer's record). Use diagnose_connection first; the subject must be one "
-            "of list_ticket_subjects. May answer that the zone is at its cap or that a "
-            "ticket for that subject is already open. Retrying after a timeout? Send the "
-            "same idempotency_key."
+            "of list_ticket_subjects. May answer that the zone is at its cap, that a "
+            "ticket for that subject is already open, or that a general outage covers the "
+            "customer (no ticket needed). Retrying after a timeout? Send the same "
+            "idempotency_key."
         ),
         TicketArgs,
         read_only=False,

@@ -1,0 +1,1 @@
+"""Money conversations (MONEY.md): payment promises and payment reports."""

@@ -1,0 +1,211 @@
+"""HTTP routes for money (MONEY.md): thin handlers over PaymentService.
+
+Both routes need their scope and, always, the service's `X-Verification-Id` (whatever
+REQUIRE_VERIFICATION says): money never moves for a customer nobody verified. The report's
+body is read by the service from the request's stream (payments/receipt.py), never through
+`request.form()`, which would spool a receipt to disk; the body limit lets this one route's
+body be as large as a receipt and the form around it (REPORT_ROUTE, app.py).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Request
+from fastapi.responses import JSONResponse
+from starlette.requests import ClientDisconnect
+
+from isp_gateway.accounts.schemas import ActivePromiseResponse
+from isp_gateway.auth.dependencies import Scoped
+from isp_gateway.auth.keys import PAYMENTS_PROMISE, PAYMENTS_REPORT
+from isp_gateway.kit.actions import Action
+from isp_gateway.payments.errors import InvalidField
+from isp_gateway.payments.schemas import (
+    REPORT_BODY,
+    PromiseCreatedResponse,
+    PromiseRefusedResponse,
+    PromiseRequest,
+    ReportReceivedResponse,
+    ReportRefusedResponse,
+)
+from isp_gateway.payments.service import PaymentService
+from isp_gateway.web.deps import ServiceOf
+from isp_gateway.web.envelope import BackendResponse, error_responses, render
+from isp_gateway.web.params import (
+    ALWAYS_VERIFIED,
+    ALWAYS_VERIFIED_ERRORS,
+    ServiceIdPath,
+    parse_service_id,
+)
+
+PaymentsDep = Annotated[PaymentService, ServiceOf(PaymentService)]
+
+# Under the spec's "Clients" tag, beside the account: the explorer's tags are the spec's five.
+router = APIRouter(prefix="/api/v1/clients", tags=["Clients"])
+
+# The report's path, for the body limit's wider cap (web/limits.py, set in app.py).
+REPORT_ROUTE = re.compile(r"/api/v1/clients/[^/]+/payment-reports")
+
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        max_length=255,
+        description="A repeat with the same key within 24 h returns the first answer",
+    ),
+]
+
+_UPSTREAM = [
+    Action.UPSTREAM_UNAVAILABLE,
+    Action.UPSTREAM_UNAUTHORIZED,
+    Action.UPSTREAM_REFUSED_CLIENT_FETCH,
+]
+
+_PROMISE_RESPONSES = {
+    **error_responses(
+        400,
+        404,
+        409,
+        422,
+        502,
+        503,
+        actions={
+            400: Action.INVALID_SERVICE_ID,
+            404: Action.CLIENT_NOT_FOUND,
+            409: [
+                Action.PROMISE_NOT_ALLOWED,
+                Action.PROMISE_ALREADY_ACTIVE,
+                Action.IDEMPOTENCY_KEY_IN_PROGRESS,
+            ],
+            422: [
+                Action.VALIDATION_ERROR,
+                Action.INVOICE_NOT_PENDING,
+                Action.IDEMPOTENCY_KEY_REUSED,
+            ],
+            502: [Action.PAYMENT_PROMISE_FAILED, *_UPSTREAM],
+            503: [Action.PAYMENT_PROMISE_FAILED, Action.UPSTREAM_RATE_LIMITED],
+        },
+        models={409: BackendResponse[PromiseRefusedResponse | ActivePromiseResponse]},
+    ),
+    **ALWAYS_VERIFIED_ERRORS,
+}
+_PROMISE_RESPONSES[409]["description"] = (
+    "`info`: a rule refused the promise. `promise_not_allowed` (`data.reason`: "
+    "`service_cancelled`, `nothing_owed`, `broken_promise` or `too_many_promises`, the last "
+    "two with `data.allowed_from`); `promise_already_active` (`data`: that promise); or "
+    "`idempotency_key_in_progress`."
+)
+_PROMISE_RESPONSES[502]["description"] = (
+    "`payment_promise_failed`: `meta.outcome` `unknown` (the backend may have made it; a "
+    "repeat settles it and never makes a second) or `not_made`; `upstream_unavailable`: "
+    "the owed invoices could not be read whole (no promise is made on a guess)."
+)
+_PROMISE_RESPONSES[503]["description"] = (
+    "Nothing was done; retry after `Retry-After`: `upstream_rate_limited`, or "
+    "`payment_promise_failed` with `meta.reason` `service_busy` (another promise of the "
+    "service) or `server_stopping`."
+)
+
+_REPORT_RESPONSES = {
+    **error_responses(
+        400,
+        404,
+        409,
+        413,
+        415,
+        422,
+        502,
+        503,
+        actions={
+            400: Action.INVALID_SERVICE_ID,
+            404: Action.CLIENT_NOT_FOUND,
+            409: [
+                Action.PAYMENT_REPORT_DUPLICATE,
+                Action.PAYMENT_REPORT_NOT_ALLOWED,
+                Action.IDEMPOTENCY_KEY_IN_PROGRESS,
+            ],
+            413: Action.PAYLOAD_TOO_LARGE,
+            415: Action.UNSUPPORTED_RECEIPT,
+            422: [
+                Action.VALIDATION_ERROR,
+                Action.INVOICE_NOT_PENDING,
+                Action.IDEMPOTENCY_KEY_REUSED,
+            ],
+            502: [Action.PAYMENT_REPORT_FAILED, *_UPSTREAM],
+            503: [Action.PAYMENT_REPORT_FAILED, Action.UPSTREAM_RATE_LIMITED],
+        },
+        models={409: BackendResponse[ReportReceivedResponse | ReportRefusedResponse]},
+    ),
+    **ALWAYS_VERIFIED_ERRORS,
+}
+_REPORT_RESPONSES[409]["description"] = (
+    "`info`: `payment_report_duplicate` (the same reference for this service within 30 "
+    "days; `data`: that report), `payment_report_not_allowed` (`data.reason`: "
+    "`nothing_owed`, or `too_many_reports` with `data.allowed_from`: 5 a day per service), "
+    "or `idempotency_key_in_progress`."
+)
+_REPORT_RESPONSES[413]["description"] = (
+    "The receipt is larger than RECEIPT_MAX_BYTES, the text fields than 4 KiB, or the body "
+    "than RECEIPT_MAX_BYTES + MAX_BODY_BYTES; the rest of the body is not read and the "
+    "connection closes. `action`: `payload_too_large`."
+)
+_REPORT_RESPONSES[415]["description"] = (
+    "The receipt is not a JPEG, PNG, WEBP or PDF by its content (its name and declared type "
+    "are not read); the rest of the body is not read. `action`: `unsupported_receipt`."
+)
+_REPORT_RESPONSES[502]["description"] = (
+    "`payment_report_failed`: `meta.outcome` `not_made` or `unknown` (its answer was lost; "
+    "the same reference may be sent again); `upstream_unavailable`: the owed invoices could "
+    "not be read whole."
+)
+_REPORT_RESPONSES[503]["description"] = (
+    "Nothing was done; retry after `Retry-After`: `upstream_rate_limited`, or "
+    "`payment_report_failed` with `meta.reason` `receipts_busy` or `server_stopping`."
+)
+
+
+@router.post(
+    "/{service_id}/payment-promise",
+    dependencies=[Scoped(PAYMENTS_PROMISE), ALWAYS_VERIFIED],
+    status_code=201,
+    response_model=BackendResponse[PromiseCreatedResponse],
+    responses=_PROMISE_RESPONSES,
+)
+async def promise_payment(
+    service_id: ServiceIdPath,
+    body: PromiseRequest,
+    payments: PaymentsDep,
+    idempotency_key: IdempotencyKey = None,
+) -> JSONResponse:
+    """Reconnect a suspended service now against a promise to pay by `until` (MONEY.md 1)."""
+    order = await payments.order_promise(parse_service_id(service_id), body.until, body.invoice_id)
+    return render(await payments.promise(order, idempotency_key))
+
+
+@router.post(
+    "/{service_id}/payment-reports",
+    dependencies=[Scoped(PAYMENTS_REPORT), ALWAYS_VERIFIED],
+    status_code=202,
+    response_model=BackendResponse[ReportReceivedResponse],
+    responses=_REPORT_RESPONSES,
+    openapi_extra={"requestBody": REPORT_BODY},
+)
+async def report_payment(
+    request: Request,
+    service_id: ServiceIdPath,
+    payments: PaymentsDep,
+    idempotency_key: IdempotencyKey = None,
+) -> JSONResponse:
+    """File a customer's payment report and receipt for the ISP's staff to review; it
+    registers no money (MONEY.md 2)."""
+    sid = parse_service_id(service_id)
+    async with payments.receipt_slot():
+        try:
+            order = await payments.read_report(
+                sid, request.headers.get("content-type"), request.stream()
+            )
+        except ClientDisconnect:
+            # Nobody listens to this answer; it keeps the log free of a traceback.
+            raise InvalidField("", "the body ended early", "interrupted") from None
+        return render(await payments.report(order, idempotency_key))

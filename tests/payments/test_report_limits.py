@@ -1,0 +1,248 @@
+"""A report's body and its limits (MONEY.md 2 and 4), over raw sockets where it matters: a
+receipt past RECEIPT_MAX_BYTES answers the gateway's own 413 with the rest of its body never
+read (the test never sends it), a declared length past the route's cap before a byte is
+read; a receipt far above MAX_BODY_BYTES passes on its route only; the receipt never
+touches the disk; and a worker holds a bounded number of receipts at once."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from isp_gateway.payments.service import RECEIPTS_AT_ONCE
+from tests.conftest import Gateway
+from tests.payments.conftest import (
+    DEBTORS,
+    PROMISE,
+    REPORT,
+    StartMoney,
+    pdf_file,
+    report,
+    report_fields,
+    sim_reports,
+    verification_id,
+)
+
+BOUNDARY = "b0undary5c1a7e"
+SMALL_CAP = 64 * 1024
+
+
+def form_head(fields: dict[str, str]) -> bytes:
+    parts = b"".join(
+        f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode()
+        for name, value in fields.items()
+    )
+    return (
+        parts
+        + (
+            f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="receipt"; '
+            'filename="r.pdf"\r\nContent-Type: application/pdf\r\n\r\n'
+        ).encode()
+    )
+
+
+TAIL = f"\r\n--{BOUNDARY}--\r\n".encode()
+
+
+def receipt_of(size: int) -> bytes:
+    """A PDF's first bytes, padded to `size`."""
+    head = b"%PDF-1.4\n"
+    return head + b"0" * (size - len(head))
+
+
+@contextlib.contextmanager
+def connection(gw: Gateway) -> Iterator[socket.socket]:
+    parts = urlsplit(gw.url)
+    with socket.create_connection((parts.hostname or "", parts.port or 80), timeout=10) as sock:
+        yield sock
+
+
+def request_head(gw: Gateway, service_id: int, vid: str, length: int | None) -> bytes:
+    lines = [
+        f"POST {REPORT.format(service_id)} HTTP/1.1",
+        f"Host: {urlsplit(gw.url).netloc}",
+        f"Authorization: Bearer {gw.token}",
+        f"X-Verification-Id: {vid}",
+        f"Content-Type: multipart/form-data; boundary={BOUNDARY}",
+    ]
+    lines.append(
+        f"Content-Length: {length}" if length is not None else "Transfer-Encoding: chunked"
+    )
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def read_answer(sock: socket.socket) -> tuple[int, bytes]:
+    """The status and everything the server sent until it closed the connection."""
+    data = b""
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    status = int(data.split(b" ", 2)[1]) if data else 0
+    return status, data
+
+
+@pytest.mark.parametrize("framing", ["length", "chunked"])
+def test_a_receipt_past_the_cap_is_refused_before_its_end(
+    start_money: StartMoney, framing: str
+) -> None:
+    sim, gw = start_money(RECEIPT_MAX_BYTES=SMALL_CAP)
+    sid = DEBTORS[0]
+    vid = verification_id(gw, sid)
+    head = form_head(report_fields())
+    receipt = receipt_of(SMALL_CAP + 20_000)
+    body = head + receipt + TAIL
+    # Within the route's cap (RECEIPT_MAX_BYTES + MAX_BODY_BYTES): the route's own check.
+    assert len(body) < SMALL_CAP + 65536
+    sent_upto = len(head) + SMALL_CAP + 8192  # past the cap, well before the end
+    with connection(gw) as sock:
+        sock.sendall(request_head(gw, sid, vid, len(body) if framing == "length" else None))
+        payload = body[:sent_upto]
+        if framing == "chunked":
+            payload = b"".join(
+                b"%x\r\n%s\r\n" % (len(piece), piece)
+                for piece in (payload[i : i + 4096] for i in range(0, len(payload), 4096))
+            )
+        sock.sendall(payload)
+        # The rest is never sent: the answer must come without it, and the server close.
+        status, answer = read_answer(sock)
+    assert status == 413, answer[:300]
+    assert b'"action":"payload_too_large"' in answer
+    assert f"El comprobante supera {SMALL_CAP} bytes".encode() in answer
+    assert b"connection: close" in answer.lower()
+    assert sim_reports(sim) == []
+
+
+def test_a_declared_length_past_the_route_cap_is_refused_unread(start_money: StartMoney) -> None:
+    sim, gw = start_money(RECEIPT_MAX_BYTES=SMALL_CAP)
+    sid = DEBTORS[1]
+    vid = verification_id(gw, sid)
+    with connection(gw) as sock:
+        # Headers only: not a byte of the 10 MB announced.
+        sock.sendall(request_head(gw, sid, vid, 10_000_000))
+        status, answer = read_answer(sock)
+    assert status == 413
+    assert f"El cuerpo de la solicitud supera {SMALL_CAP + 65536} bytes".encode() in answer
+    assert sim_reports(sim) == []
+
+
+def test_a_text_file_is_refused_on_its_first_bytes(start_money: StartMoney) -> None:
+    sim, gw = start_money()
+    sid = DEBTORS[2]
+    vid = verification_id(gw, sid)
+    text = b"plain text, not an image " * 40_000  # 1 MB announced
+    head = form_head(report_fields())
+    body = head + text + TAIL
+    with connection(gw) as sock:
+        sock.sendall(request_head(gw, sid, vid, len(body)))
+        sock.sendall(body[: len(head) + 4096])  # the first 4 KiB of the file only
+        status, answer = read_answer(sock)
+    assert status == 415 and b'"action":"unsupported_receipt"' in answer
+    assert sim_reports(sim) == []
+
+
+def test_a_receipt_above_the_body_limit_passes_on_its_route_only(
+    start_money: StartMoney, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sim, gw = start_money(MAX_BODY_BYTES=65536)
+    # Every temporary file the gateway makes is seen: Starlette's form parser would spool a
+    # receipt over 1 MB to one (unnamed on Linux, so watched by its maker rather than in its
+    # directory; a named one would land in a directory of the test's own).
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spool))
+    made: list[str] = []
+    loop = gw.runtime.services.clients.cache._periodic.get_loop()
+    for maker in ("TemporaryFile", "NamedTemporaryFile", "mkstemp", "mkdtemp"):
+        monkeypatch.setattr(tempfile, maker, watched(getattr(tempfile, maker), loop, made))
+    sid = DEBTORS[3]
+    vid = verification_id(gw, sid)
+    big = pdf_file() + b"%" + b"9" * 1_600_000 + b"\n"  # 1.6 MB, a comment line of a PDF
+    answer = report(gw, sid, vid, ("big.pdf", big, "application/pdf"))
+    assert answer.status_code == 202, answer.text
+    [filed] = sim_reports(sim)
+    assert filed.content == big
+    assert made == [] and list(spool.iterdir()) == []  # never written to disk
+    # Every other route keeps MAX_BODY_BYTES.
+    refused = gw.post(
+        PROMISE.format(sid),
+        content=b'{"until": "' + b"9" * 70_000 + b'"}',
+        headers={"Content-Type": "application/json", "X-Verification-Id": vid},
+    )
+    assert (refused.status_code, refused.json()["action"]) == (413, "payload_too_large")
+
+
+def watched(
+    maker: Callable[..., Any], loop: asyncio.AbstractEventLoop, made: list[str]
+) -> Callable[..., Any]:
+    """`maker`, noting each call the gateway makes: on its loop, or in a worker thread of
+    its loop (the simulator, in this process too, spools the uploads it receives: that is
+    its own business as the backend)."""
+
+    def make(*args: Any, **kwargs: Any) -> Any:
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = getattr(threading.current_thread(), "loop", None)
+        if running is loop:
+            made.append(getattr(maker, "__name__", "a temporary file"))
+        return maker(*args, **kwargs)
+
+    return make
+
+
+def test_a_worker_holds_a_bounded_number_of_receipts(start_money: StartMoney) -> None:
+    _sim, gw = start_money()
+    sid = DEBTORS[4]
+    vid = verification_id(gw, sid)
+    head = form_head(report_fields())
+    body = head + receipt_of(200_000) + TAIL
+    with contextlib.ExitStack() as stack:
+        # RECEIPTS_AT_ONCE uploads under way, each stalled halfway through its receipt.
+        stalled = []
+        for _ in range(RECEIPTS_AT_ONCE):
+            sock = stack.enter_context(connection(gw))
+            sock.sendall(request_head(gw, sid, vid, len(body)) + body[: len(head) + 50_000])
+            stalled.append(sock)
+        ready = threading.Event()
+
+        def wait_until_all_read() -> None:
+            # The gateway reads each one up to where it stalls; then one more is refused.
+            slots = gw.runtime.services.payments._receipts
+            while not slots.locked():
+                ready.wait(0.02)
+            ready.set()
+
+        threading.Thread(target=wait_until_all_read, daemon=True).start()
+        assert ready.wait(10), "the stalled uploads did not take every slot"
+        one_more = report(gw, sid, vid, ("r.pdf", pdf_file(), "application/pdf"))
+        assert one_more.status_code == 503, one_more.text
+        body_json = one_more.json()
+        assert (body_json["action"], body_json["meta"]) == (
+            "payment_report_failed",
+            {"reason": "receipts_busy"},
+        )
+        assert one_more.headers["Retry-After"] == "2"
+        # One finishes: its slot is free again.
+        stalled[0].sendall(body[len(head) + 50_000 :])
+        status, _ = read_answer_first_line(stalled[0])
+        assert status == 202
+    assert (
+        report(gw, sid, vid, ("r.pdf", pdf_file(), "application/pdf"), reference="T2").status_code
+        == 202
+    )
+
+
+def read_answer_first_line(sock: socket.socket) -> tuple[int, bytes]:
+    data = sock.recv(65536)
+    return int(data.split(b" ", 2)[1]), data

@@ -1,0 +1,159 @@
+"""Money on `isp-gateway serve --workers 2` with a real Redis (MONEY.md 1-2): concurrent
+promises for one service make exactly one upstream promise, concurrent reports of one
+reference file one, and the ledger outlives a restart of the workers. Every request opens
+a new connection, so either worker may answer."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import PASSWORD, USERNAME, Simulator, serve_env
+from tests.payments.conftest import (
+    DEBTORS,
+    PROMISE,
+    REPORT,
+    day,
+    oldest_invoice,
+    pdf_file,
+    report_fields,
+    sim_promises,
+    sim_reports,
+)
+from tests.support import emptied_redis, serving_workers
+
+REDIS_DB = 2
+AT_ONCE = 8
+
+
+@pytest.fixture
+def shared_redis(redis_url: Callable[[int], str]) -> Iterator[str]:
+    with emptied_redis(redis_url(REDIS_DB)):
+        yield redis_url(REDIS_DB)
+
+
+class Served:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        answer = httpx.post(
+            f"{url}/api/v1/auth/token",
+            data={"username": USERNAME, "password": PASSWORD},
+            timeout=10,
+        )
+        assert answer.status_code == 200, answer.text
+        self.auth = {"Authorization": f"Bearer {answer.json()['access_token']}"}
+
+    def post(self, path: str, **kw: Any) -> httpx.Response:
+        headers = {**self.auth, "Connection": "close", **kw.pop("headers", {})}
+        return httpx.post(self.url + path, headers=headers, timeout=30, **kw)
+
+    def get(self, path: str, **kw: Any) -> httpx.Response:
+        headers = {**self.auth, "Connection": "close", **kw.pop("headers", {})}
+        return httpx.get(self.url + path, headers=headers, timeout=30, **kw)
+
+    def verification_id(self, service_id: int) -> str:
+        call = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {
+                "name": "verify_customer",
+                "arguments": {
+                    "service_id": service_id,
+                    "name": f"CLIENTE {service_id}",
+                    "address": "CALLE 1 # 2-3",
+                    "plan_name": "PLAN 10MB",
+                },
+            },
+        }
+        answer = self.post(
+            "/mcp", json=call, headers={"Accept": "application/json, text/event-stream"}
+        )
+        assert answer.status_code == 200, answer.text
+        return str(answer.json()["result"]["structuredContent"]["verification_id"])
+
+
+@pytest.fixture
+def serve(
+    start_simulator: Callable[..., Simulator],
+    money_data: Path,
+    password_hash: str,
+    tmp_path: Path,
+    shared_redis: str,
+) -> Iterator[tuple[Simulator, Callable[[], Any]]]:
+    sim = start_simulator(data_file=money_data)
+    env = serve_env(sim.url, password_hash, REDIS_URL=shared_redis)
+
+    def start() -> Any:
+        return serving_workers(env, tmp_path, "/ready")
+
+    yield sim, start
+
+
+def test_concurrent_promises_make_one_and_the_ledger_outlives_the_workers(
+    serve: tuple[Simulator, Callable[[], Any]],
+) -> None:
+    sim, start = serve
+    sid = DEBTORS[0]
+    with start() as url:
+        served = Served(url)
+        vid = served.verification_id(sid)
+
+        def ask(n: int) -> httpx.Response:
+            # Each its own date: not one request repeated, AT_ONCE different ones.
+            until = day(1 + n % 5)
+            return served.post(
+                PROMISE.format(sid), json={"until": until}, headers={"X-Verification-Id": vid}
+            )
+
+        with ThreadPoolExecutor(AT_ONCE) as pool:
+            answers = list(pool.map(ask, range(AT_ONCE)))
+        actions = Counter(a.json()["action"] for a in answers)
+        assert actions == {"payment_promise_created": 1, "promise_already_active": AT_ONCE - 1}
+        assert len(sim_promises(sim)) == 1
+        [made] = [a.json()["data"] for a in answers if a.status_code == 201]
+    # New workers on the same Redis: the promise is still there, and still the only one.
+    with start() as url:
+        served = Served(url)
+        vid = served.verification_id(sid)
+        account = served.get(f"/api/v1/clients/{sid}/account", headers={"X-Verification-Id": vid})
+        assert account.json()["data"]["promise"] == {
+            "until": made["until"],
+            "invoice_id": oldest_invoice(sid),
+        }
+        again = served.post(
+            PROMISE.format(sid), json={"until": day(2)}, headers={"X-Verification-Id": vid}
+        )
+        assert (again.status_code, again.json()["action"]) == (409, "promise_already_active")
+    assert len(sim_promises(sim)) == 1
+
+
+def test_concurrent_reports_of_one_reference_file_one(
+    serve: tuple[Simulator, Callable[[], Any]],
+) -> None:
+    sim, start = serve
+    sid = DEBTORS[1]
+    receipt = pdf_file()
+    with start() as url:
+        served = Served(url)
+        vid = served.verification_id(sid)
+
+        def send(_: int) -> httpx.Response:
+            return served.post(
+                REPORT.format(sid),
+                data=report_fields(reference="SAME-REF-1"),
+                files={"receipt": ("r.pdf", receipt, "application/pdf")},
+                headers={"X-Verification-Id": vid},
+            )
+
+        with ThreadPoolExecutor(AT_ONCE) as pool:
+            answers = list(pool.map(send, range(AT_ONCE)))
+        actions = Counter(a.json()["action"] for a in answers)
+        assert actions == {"payment_report_received": 1, "payment_report_duplicate": AT_ONCE - 1}
+    assert len(sim_reports(sim)) == 1

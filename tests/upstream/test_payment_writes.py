@@ -1,0 +1,459 @@
+"""upstream/payments.py's writes against the real simulator over loopback (and a scripted
+backend for what the simulator never answers): a payment promise and a payment report, their
+typed errors, "outcome unknown", the streamed receipt and the rate budget."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from isp_gateway.kit.errors import UpstreamRateLimited, UpstreamRejected, UpstreamUnauthorized
+from isp_gateway.simulator import suspended_debtors
+from isp_gateway.store import MemoryStore
+from isp_gateway.upstream import payments
+from isp_gateway.upstream.budget import RateBudget
+from isp_gateway.upstream.gateway import UpstreamGateway, UpstreamUnreached, build_http_client
+from isp_gateway.upstream.payments import (
+    InvoiceAlreadyPaid,
+    InvoiceUnknown,
+    PaymentOutcomeUnknown,
+    PaymentRejected,
+    PromiseMade,
+    ReceiptSizeMismatch,
+)
+from tests.conftest import Simulator, gateway_settings
+from tests.support import run_server
+
+pytestmark = pytest.mark.anyio
+
+UNTIL = date(2026, 11, 28)
+PAID_ON = date(2026, 11, 20)
+# Every byte value, CRLFs and a line that looks like a multipart boundary.
+RECEIPT = b"%PDF-1.7\r\n--" + bytes(range(256)) * 64 + b"\r\n--\r\n%%EOF\r\n"
+
+
+@dataclass
+class Upstream:
+    gateway: UpstreamGateway
+    store: MemoryStore
+
+    async def spent(self, interactive: bool = True) -> int:
+        """Units of the minute's budget taken in the last minute (one per call sent), all
+        or only the interactive ones (the sums the budget itself checks)."""
+        now = int(time.time() // 6)  # a minute is counted in ten buckets
+        suffix = ":i" if interactive else ""
+        keys = [f"budget:60:{bucket}{suffix}" for bucket in range(now - 10, now + 1)]
+        return sum(int(value or 0) for value in await self.store.get_many(keys))
+
+
+@pytest.fixture
+async def connect(password_hash: str) -> AsyncIterator[Callable[..., Upstream]]:
+    """Build the real UpstreamGateway (pooled client, rate budget in a memory store)."""
+    clients: list[Any] = []
+
+    def make(url: str, **overrides: Any) -> Upstream:
+        settings = gateway_settings(url, password_hash, **overrides)
+        http = build_http_client(settings)
+        clients.append(http)
+        store = MemoryStore()
+        budget = RateBudget(
+            store, settings.UPSTREAM_RATE_PER_MINUTE, settings.UPSTREAM_RATE_PER_HOUR
+        )
+        return Upstream(UpstreamGateway(settings, http, budget), store)
+
+    yield make
+    for http in clients:
+        await http.aclose()
+
+
+def debtor(sim: Simulator, nth: int = 0) -> tuple[dict[str, Any], int]:
+    """A suspended client with a pending invoice (the dataset's own row, so a change shows),
+    and that invoice's id."""
+    client, invoices = suspended_debtors(sim.state.dataset)[nth]
+    return client, invoices[0]
+
+
+def paid_invoice(sim: Simulator) -> int:
+    return next(int(i["id_factura"]) for i in sim.state.dataset.invoices if i["estado"] == 2)
+
+
+def calls(sim: Simulator, key: str) -> int:
+    return int(sim.state.calls[key])
+
+
+async def chunks(data: bytes, size: int = 7000) -> AsyncIterator[bytes]:
+    for start in range(0, len(data), size):
+        yield data[start : start + size]
+
+
+# -- promises -------------------------------------------------------------------------------
+
+
+async def test_a_promise_is_made_once_and_reconnects(
+    start_simulator: Callable[..., Simulator], connect: Callable[..., Upstream]
+) -> None:
+    sim = start_simulator()
+    upstream = connect(sim.url)
+    client, invoice_id = debtor(sim)
+    made = await payments.create_promise(upstream.gateway, invoice_id, UNTIL)
+    assert made == PromiseMade(invoice_id, UNTIL)
+    (promise,) = sim.state.promises
+    assert (promise["id_factura"], promise["fecha_limite"], promise["accion"]) == (
+        invoice_id,
+        "2026-11-28 00:00",
+        1,
+    )
+    assert client["estado"] == "Activo"
+    assert calls(sim, "POST /api/promesa-pago/") == 1
+    # An interactive call of the budget, like a ticket or a ping.
+    assert await upstream.spent() == await upstream.spent(interactive=False) == 1
+
+
+async def test_a_promise_without_reconnection_sends_action_0(
+    start_simulator: Callable[..., Simulator], connect: Callable[..., Upstream]
+) -> None:
+    sim = start_simulator()
+    client, invoice_id = debtor(sim)
+    await payments.create_promise(connect(sim.url).gateway, invoice_id, UNTIL, reconnect=False)
+    assert sim.state.promises[0]["accion"] == 0 and client["estado"] == "Suspendido"
+
+
+async def test_a_paid_or_unknown_invoice_has_its_own_error(
+    start_simulator: Callable[..., Simulator], connect: Callable[..., Upstream]
+) -> None:
+    sim = start_simulator()
+    gateway = connect(sim.url).gateway
+    with pytest.raises(InvoiceAlreadyPaid) as paid:
+        await payments.create_promise(gateway, paid_invoice(sim), UNTIL)
+    assert isinstance(paid.value, PaymentRejected) and isinstance(paid.value, UpstreamRejected)
+    assert paid.value.upstream_status == 400 and paid.value.of_request
+    assert paid.value.fields[0][0] == "invoice_id"
+    with pytest.raises(InvoiceUnknown):
+        await payments.create_promise(gateway, 999_999, UNTIL)
+    assert sim.state.promises == []
+
+
+@pytest.mark.parametrize("invoice_id", [0, -3, True])
+async def test_a_promise_is_never_sent_without_an_invoice(
+    start_simulator: Callable[..., Simulator], connect: Callable[..., Upstream], invoice_id: Any
+) -> None:
+    sim = start_simulator(clients=20)
+    with pytest.raises(ValueError, match="invoice_id"):
+        await payments.create_promise(connect(sim.url).gateway, invoice_id, UNTIL)
+    assert sim.state.stats()["total"] == 0
+
+
+# Faults answered before the route (nothing done) and after it (`empty_body`: done): the
+# caller cannot tell them apart, so both are "outcome unknown".
+UNKNOWN_OUTCOMES = [
+    pytest.param({"hang_rate": 1.0}, False, id="timeout"),
+    pytest.param({"error_rate": 1.0}, False, id="5xx"),
+    pytest.param({"garbage": 1.0}, False, id="garbage"),
+    pytest.param({"unreadable_write": True}, False, id="html"),
+    pytest.param({"empty_body": 1.0}, True, id="empty-body-after-the-write"),
+]
+
+
+@pytest.mark.parametrize(("fault", "done"), UNKNOWN_OUTCOMES)
+async def test_no_readable_answer_to_a_promise_is_outcome_unknown(
+    start_simulator: Callable[..., Simulator],
+    connect: Callable[..., Upstream],
+    fault: dict[str, Any],
+    done: bool,
+) -> None:
+    sim = start_simulator()
+    sim.state.faults.update({**fault, "path_prefix": "/api/promesa-pago/"})
+    _, invoice_id = debtor(sim)
+    gateway = connect(sim.url, UPSTREAM_TIMEOUT_SECONDS=0.5).gateway
+    with pytest.raises(PaymentOutcomeUnknown) as unknown:
+        await payments.create_promise(gateway, invoice_id, UNTIL)
+    assert (unknown.value.operation, unknown.value.invoice_id) == ("promise", invoice_id)
+    assert unknown.value.status_code == 502
+    assert len(sim.state.promises) == (1 if done else 0)
+    assert calls(sim, "POST /api/promesa-pago/") == 1  # never repeated
+
+
+async def test_refusals_before_the_write_keep_their_errors(
+    start_simulator: Callable[..., Simulator], connect: Callable[..., Upstream]
+) -> None:
+    sim = start_simulator()
+    gateway = connect(sim.url).gateway
+    _, invoice_id = debtor(sim)
+    sim.state.faults.update({"force_403": True})
+    with pytest.raises(UpstreamUnauthorized):
+        await payments.create_promise(gateway, invoice_id, UNTIL)
+    sim.state.faults.update({"reset": True, "force_429": True, "retry_after": 7})
+    with pytest.raises(UpstreamRateLimited) as limited:
+        await payments.create_promise(gateway, invoice_id, UNTIL)
+    assert limited.value.retry_after == 7
+    assert sim.state.promises == []
+
+
+async def test_a_refused_connection_is_known_to_have_done_nothing(
+    connect: Callable[..., Upstream],
+) -> None:
+    with run_server(Starlette()) as url:
+        pass  # the port is closed again: connections are refused
+    gateway = connect(url).gateway
+    with pytest.raises(UpstreamUnreached):
+        await payments.create_promise(gateway, 5001, UNTIL)
+    with pytest.raises(UpstreamUnreached):
+        await payments.report_payment(
+            gateway, 5001, 7, PAID_ON, "R", RECEIPT, "r.pdf", "application/pdf"
+        )
+
+
+async def test_the_writes_spend_the_interactive_budget(
+    start_simulator: Callable[..., Simulator], connect: Callable[..., Upstream]
+) -> None:
+    sim = start_simulator()
+    upstream = connect(sim.url, UPSTREAM_RATE_PER_MINUTE=2, UPSTREAM_RATE_PER_HOUR=100)
+    (_, first), (_, second) = debtor(sim), debtor(sim, 1)
+    await payments.create_promise(upstream.gateway, first, UNTIL)
+    await payments.report_payment(
+        upstream.gateway, second, 7, PAID_ON, "R-1", RECEIPT, "r.pdf", "application/pdf"
+    )
+    assert await upstream.spent() == 2
+    # The minute's budget is gone: the next write is refused here, never sent.
+    with pytest.raises(UpstreamRateLimited):
+        await payments.create_promise(upstream.gateway, second, UNTIL)
+    assert sim.state.stats()["total"] == 2
+
+
+# -- reports --------------------------------------------------------------------------------
+
+
+async def test_a_report_sends_the_receipt_byte_for_byte(
+    start_simulator: Callable[..., Simulator], connect: Callable[..., Upstream]
+) -> None:
+    sim = start_simulator()
+    upstream = connect(sim.url)
+    client, invoice_id = debtor(sim)
+    task_id = await payments.report_payment(
+        upstream.gateway,
+        invoice_id,
+        8,
+        PAID_ON,
+        "BCO 7788-12 ñ",
+        RECEIPT,
+        "recibo.pdf",
+        "application/pdf",
+    )
+    (report,) = sim.state.payment_reports
+    assert report.task_id == task_id
+    assert report.content == RECEIPT
+    assert (report.filename, report.content_type) == ("recibo.pdf", "application/pdf")
+    assert (report.method_id, report.paid_on, report.reference) == (
+        8,
+        "2026-11-20",
+        "BCO 7788-12 ñ",
+    )
+    assert sim.state.get_invoice(invoice_id)["estado"] == 4
+    assert client["estado"] == "Suspendido"  # a report moves no money and reconnects nobody
+    assert await upstream.spent() == 1
+
+
+@pytest.mark.parametrize("sized", [True, False], ids=["content-length", "chunked"])
+async def test_a_streamed_receipt_arrives_whole(
+    start_simulator: Callable[..., Simulator], connect: Callable[..., Upstream], sized: bool
+) -> None:
+    sim = start_simulator()
+    _, invoice_id = debtor(sim)
+    big = RECEIPT * 20  # about 330 KB in 48 chunks
+    await payments.report_payment(
+        connect(sim.url).gateway,
+        invoice_id,
+        7,
+        PAID_ON,
+        "R-9",
+        chunks(big),
+        "foto.jpg",
+        "image/jpeg",
+        size=len(big) if sized else None,
+    )
+    assert sim.state.payment_reports[0].content == big
+
+
+@dataclass
+class Recorder:
+    """A scripted backend: records each request's headers and body, answers `answer`."""
+
+    answer: tuple[int, bytes] = (200, b'{"task_id": "t-1"}')
+    requests: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
+
+    def app(self) -> Starlette:
+        async def endpoint(request: Request) -> Response:
+            self.requests.append((dict(request.headers), await request.body()))
+            status, body = self.answer
+            return Response(body, status, media_type="application/json")
+
+        return Starlette(routes=[Route("/api/{rest:path}", endpoint, methods=["POST"])])
+
+
+@pytest.fixture
+def recorder() -> Iterator[tuple[Recorder, str]]:
+    script = Recorder()
+    with run_server(script.app()) as url:
+        yield script, url
+
+
+async def test_a_sized_stream_has_a_content_length_and_an_unsized_one_is_chunked(
+    recorder: tuple[Recorder, str], connect: Callable[..., Upstream]
+) -> None:
+    script, url = recorder
+    gateway = connect(url).gateway
+    for size in (len(RECEIPT), None):
+        await payments.report_payment(
+            gateway, 5001, 7, PAID_ON, "R", chunks(RECEIPT), "r.pdf", "application/pdf", size=size
+        )
+    (sized_headers, sized_body), (chunked_headers, _) = script.requests
+    assert int(sized_headers["content-length"]) == len(sized_body)
+    assert "transfer-encoding" not in sized_headers
+    assert chunked_headers["transfer-encoding"] == "chunked"
+    assert "content-length" not in chunked_headers
+    for headers, body in script.requests:
+        assert headers["content-type"].startswith("multipart/form-data; boundary=")
+        assert RECEIPT in body
+        assert headers["authorization"].startswith("Api-Key ")
+
+
+async def test_a_receipt_that_is_not_its_announced_size_is_cut_short(
+    start_simulator: Callable[..., Simulator], connect: Callable[..., Upstream]
+) -> None:
+    sim = start_simulator()
+    gateway = connect(sim.url).gateway
+    _, invoice_id = debtor(sim)
+    for size in (len(RECEIPT) - 1, len(RECEIPT) + 1):
+        with pytest.raises(ReceiptSizeMismatch):
+            await payments.report_payment(
+                gateway, invoice_id, 7, PAID_ON, "R", chunks(RECEIPT), "r.pdf", "x/y", size=size
+            )
+    await asyncio.sleep(0.2)  # the simulator saw two bodies cut short
+    assert sim.state.payment_reports == []
+    assert sim.state.get_invoice(invoice_id)["estado"] == 1
+
+
+async def test_file_names_and_media_types_are_sent_safely(
+    recorder: tuple[Recorder, str], connect: Callable[..., Upstream]
+) -> None:
+    script, url = recorder
+    await payments.report_payment(
+        connect(url).gateway,
+        5001,
+        7,
+        PAID_ON,
+        "R",
+        b"x",
+        '..\\..\\mis "fotos"/recibo ñandú.PDF',
+        "text/html\r\nX-Evil: 1",
+    )
+    ((_, body),) = script.requests
+    assert b'filename="recibo nandu.PDF"' in body
+    assert b"Content-Type: application/octet-stream\r\n" in body
+    assert b"X-Evil" not in body
+    assert payments.safe_filename(None) == payments.safe_filename("///") == "comprobante"
+
+
+async def test_a_report_of_a_paid_or_unknown_invoice_or_bad_fields(
+    start_simulator: Callable[..., Simulator], connect: Callable[..., Upstream]
+) -> None:
+    sim = start_simulator()
+    gateway = connect(sim.url).gateway
+
+    async def report(invoice_id: int, method_id: int = 7) -> str:
+        return await payments.report_payment(
+            gateway, invoice_id, method_id, PAID_ON, "R", RECEIPT, "r.pdf", "application/pdf"
+        )
+
+    with pytest.raises(InvoiceAlreadyPaid):
+        await report(paid_invoice(sim))
+    with pytest.raises(InvoiceUnknown) as unknown:
+        await report(999_999)
+    assert unknown.value.upstream_status == 404
+    _, invoice_id = debtor(sim)
+    with pytest.raises(PaymentRejected) as rejected:
+        await report(invoice_id, method_id=99)
+    assert type(rejected.value) is PaymentRejected and rejected.value.of_request
+    assert [name for name, _ in rejected.value.fields] == ["payment_method_id"]
+    assert sim.state.payment_reports == []
+
+
+@pytest.mark.parametrize(("fault", "done"), UNKNOWN_OUTCOMES)
+async def test_no_readable_answer_to_a_report_is_outcome_unknown(
+    start_simulator: Callable[..., Simulator],
+    connect: Callable[..., Upstream],
+    fault: dict[str, Any],
+    done: bool,
+) -> None:
+    sim = start_simulator()
+    sim.state.faults.update({**fault, "path_prefix": "/api/facturas/reportar-pago/"})
+    _, invoice_id = debtor(sim)
+    gateway = connect(sim.url, UPSTREAM_TIMEOUT_SECONDS=0.5).gateway
+    with pytest.raises(PaymentOutcomeUnknown) as unknown:
+        await payments.report_payment(
+            gateway, invoice_id, 7, PAID_ON, "R", chunks(RECEIPT), "r.pdf", "application/pdf"
+        )
+    assert unknown.value.operation == "report"
+    assert len(sim.state.payment_reports) == (1 if done else 0)
+    assert calls(sim, "POST /api/facturas/reportar-pago/{id}/") == 1
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        (200, b'{"status": "ok"}'),
+        (200, b'{"task_id": ""}'),
+        (200, b"[]"),
+        (201, b""),
+        (200, b"<html>OK</html>"),
+    ],
+)
+async def test_a_report_answer_without_a_task_id_is_outcome_unknown(
+    recorder: tuple[Recorder, str], connect: Callable[..., Upstream], answer: tuple[int, bytes]
+) -> None:
+    script, url = recorder
+    script.answer = answer
+    with pytest.raises(PaymentOutcomeUnknown):
+        await payments.report_payment(
+            connect(url).gateway, 5001, 7, PAID_ON, "R", b"x", "r.pdf", "application/pdf"
+        )
+
+
+async def test_a_promise_answer_naming_another_invoice_is_outcome_unknown(
+    recorder: tuple[Recorder, str], connect: Callable[..., Upstream]
+) -> None:
+    script, url = recorder
+    gateway = connect(url).gateway
+    script.answer = (201, b'{"id_factura": 5002, "fecha_limite": "2026-11-28 00:00"}')
+    with pytest.raises(PaymentOutcomeUnknown):
+        await payments.create_promise(gateway, 5001, UNTIL)
+    script.answer = (201, b'{"id_factura": "5001"}')
+    assert await payments.create_promise(gateway, 5001, UNTIL) == PromiseMade(5001, UNTIL)
+    # What was sent: the Spanish names, dashes, accion 1.
+    _, body = script.requests[-1]
+    assert body == b'{"id_factura":5001,"fecha_limite":"2026-11-28","accion":1}'
+
+
+async def test_an_unexpected_refusal_is_a_plain_payment_rejection(
+    recorder: tuple[Recorder, str], connect: Callable[..., Upstream]
+) -> None:
+    script, url = recorder
+    script.answer = (400, b'{"detail": "Servicio sin router asignado."}')
+    with pytest.raises(PaymentRejected) as rejected:
+        await payments.create_promise(connect(url).gateway, 5001, UNTIL)
+    assert type(rejected.value) is PaymentRejected
+    assert rejected.value.fields == [("request", "Servicio sin router asignado.")]
+    assert not isinstance(rejected.value, PaymentOutcomeUnknown)
+    script.answer = (400, b'{"non_field_errors": ["La factura ya fue PAGADA."]}')
+    with pytest.raises(InvoiceAlreadyPaid):
+        await payments.create_promise(connect(url).gateway, 5001, UNTIL)
