@@ -187,8 +187,8 @@ def create_app(settings: Settings) -> FastAPI:
 
         install_mcp(app)
     if metrics is not None:
-        from isp_gateway.observability.metrics import MetricsMiddleware
-        from isp_gateway.observability.metrics import router as metrics_router
+        from isp_gateway.observability.http import MetricsMiddleware
+        from isp_gateway.observability.http import router as metrics_router
 
         app.state.metrics = metrics
         if settings.METRICS_PORT is None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from isp_gateway.observability.metrics import MetricsMiddleware
+from isp_gateway.observability.http import MetricsMiddleware
 from tests.clients.test_verify_update import GOOD
 from tests.conftest import Gateway, Simulator
 from tests.tickets.conftest import build_dataset, ticket_body

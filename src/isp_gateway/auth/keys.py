@@ -30,302 +30,134 @@ api_key)` raises 429 `rate_limited` past the key's own `rate_per_minute`.
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import fcntl
-import hashlib
-import json
 import logging
 import os
-import re
-import secrets
-import tempfile
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
+# The scopes and the key file are this module's API too: what a credential may do
+# (auth/scopes.py) and how the keys are kept (auth/keyfile.py).
+from isp_gateway.auth.keyfile import (
+    FILE_VERSION as FILE_VERSION,
+)
+from isp_gateway.auth.keyfile import (
+    KEY_PATTERN as KEY_PATTERN,
+)
+from isp_gateway.auth.keyfile import (
+    KEY_PREFIX as KEY_PREFIX,
+)
+from isp_gateway.auth.keyfile import (
+    LOCK_WAIT_SECONDS as LOCK_WAIT_SECONDS,
+)
+from isp_gateway.auth.keyfile import (
+    NAME_PATTERN as NAME_PATTERN,
+)
+from isp_gateway.auth.keyfile import (
+    ApiKey as ApiKey,
+)
+from isp_gateway.auth.keyfile import (
+    KeyFileError as KeyFileError,
+)
+from isp_gateway.auth.keyfile import (
+    KeyFileLocked as KeyFileLocked,
+)
+from isp_gateway.auth.keyfile import (
+    check_key_file as check_key_file,
+)
+from isp_gateway.auth.keyfile import (
+    generate_key as generate_key,
+)
+from isp_gateway.auth.keyfile import (
+    key_digest as key_digest,
+)
+from isp_gateway.auth.keyfile import (
+    lock_path as lock_path,
+)
+from isp_gateway.auth.keyfile import (
+    locked_key_file as locked_key_file,
+)
+from isp_gateway.auth.keyfile import (
+    new_entry as new_entry,
+)
+from isp_gateway.auth.keyfile import (
+    parse_key_file as parse_key_file,
+)
+from isp_gateway.auth.keyfile import (
+    read_key_entries as read_key_entries,
+)
+from isp_gateway.auth.keyfile import read_text
+from isp_gateway.auth.keyfile import (
+    write_key_entries as write_key_entries,
+)
+from isp_gateway.auth.scopes import (
+    ACCOUNTS_READ as ACCOUNTS_READ,
+)
+from isp_gateway.auth.scopes import (
+    ALL_SCOPES as ALL_SCOPES,
+)
+from isp_gateway.auth.scopes import (
+    AUDIT_READ as AUDIT_READ,
+)
+from isp_gateway.auth.scopes import (
+    CLIENTS_READ as CLIENTS_READ,
+)
+from isp_gateway.auth.scopes import (
+    CLIENTS_VERIFY as CLIENTS_VERIFY,
+)
+from isp_gateway.auth.scopes import (
+    CLIENTS_WRITE as CLIENTS_WRITE,
+)
+from isp_gateway.auth.scopes import (
+    JWT_SCOPES as JWT_SCOPES,
+)
+from isp_gateway.auth.scopes import (
+    KNOWN_SCOPES as KNOWN_SCOPES,
+)
+from isp_gateway.auth.scopes import (
+    NETWORK_PING as NETWORK_PING,
+)
+from isp_gateway.auth.scopes import (
+    OUTAGES_READ as OUTAGES_READ,
+)
+from isp_gateway.auth.scopes import (
+    PAYMENTS_PROMISE as PAYMENTS_PROMISE,
+)
+from isp_gateway.auth.scopes import (
+    PAYMENTS_REPORT as PAYMENTS_REPORT,
+)
+from isp_gateway.auth.scopes import (
+    PLANS_READ as PLANS_READ,
+)
+from isp_gateway.auth.scopes import (
+    SCOPES as SCOPES,
+)
+from isp_gateway.auth.scopes import (
+    TICKETS_READ as TICKETS_READ,
+)
+from isp_gateway.auth.scopes import (
+    TICKETS_WRITE as TICKETS_WRITE,
+)
+from isp_gateway.auth.scopes import (
+    InsufficientScope as InsufficientScope,
+)
+from isp_gateway.auth.scopes import (
+    has_scope as has_scope,
+)
+from isp_gateway.auth.scopes import (
+    require_scope as require_scope,
+)
 from isp_gateway.kit.actions import Action
-from isp_gateway.kit.errors import Locked, ServiceError
+from isp_gateway.kit.errors import Locked
 from isp_gateway.store import Store
 
 log = logging.getLogger("isp_gateway")
 
-# -- scopes ---------------------------------------------------------------------------------
-
-CLIENTS_READ = "clients:read"  # list, search, lookups
-CLIENTS_VERIFY = "clients:verify"  # verify, resolve
-CLIENTS_WRITE = "clients:write"  # PUT
-ACCOUNTS_READ = "accounts:read"  # account, payment methods
-TICKETS_READ = "tickets:read"  # subjects, get ticket, zone status, a client's tickets
-TICKETS_WRITE = "tickets:write"  # create
-NETWORK_PING = "network:ping"  # pings, diagnose
-PLANS_READ = "plans:read"
-AUDIT_READ = "audit:read"
-OUTAGES_READ = "outages:read"  # the general outages now active
-PAYMENTS_PROMISE = "payments:promise"  # a payment promise (reconnects a suspended service)
-PAYMENTS_REPORT = "payments:report"  # a payment report with its receipt, for staff review
-ALL_SCOPES = "*"  # every scope; the spec's JWT user has it
-
-SCOPES: tuple[str, ...] = (
-    CLIENTS_READ,
-    CLIENTS_VERIFY,
-    CLIENTS_WRITE,
-    ACCOUNTS_READ,
-    TICKETS_READ,
-    TICKETS_WRITE,
-    NETWORK_PING,
-    PLANS_READ,
-    AUDIT_READ,
-    OUTAGES_READ,
-    PAYMENTS_PROMISE,
-    PAYMENTS_REPORT,
-)
-KNOWN_SCOPES = frozenset((*SCOPES, ALL_SCOPES))
-# What the spec's JWT user holds.
-JWT_SCOPES = frozenset({ALL_SCOPES})
-
-
-def has_scope(scopes: Iterable[str], required: str) -> bool:
-    held = scopes if isinstance(scopes, frozenset | set) else frozenset(scopes)
-    return ALL_SCOPES in held or required in held
-
-
-class InsufficientScope(ServiceError):
-    """The credential is valid but lacks the route's scope (CALLERS.md 3)."""
-
-    status_code = 403
-    action = Action.INSUFFICIENT_SCOPE
-
-    def __init__(self, required: str) -> None:
-        super().__init__(variant="scope", params={"scope": required}, data={"required": required})
-        self.required = required
-
-
-def require_scope(scopes: Iterable[str], required: str) -> None:
-    """Raise 403 `insufficient_scope` (`data.required`) unless `scopes` grant `required`."""
-    if not has_scope(scopes, required):
-        raise InsufficientScope(required)
-
-
-# -- keys -----------------------------------------------------------------------------------
-
-KEY_PREFIX = "igw_"
-KEY_PATTERN = re.compile(r"igw_[A-Za-z0-9_-]{43}")
-# A key's name is its caller id (CALLERS.md 1): no ":" so it never looks like "jwt:<sub>".
-NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-_DIGEST = re.compile(r"[0-9a-f]{64}")
-FILE_VERSION = 1
 # How often the request path may stat the file; a change shows within this (and 5 s).
 CHECK_INTERVAL_SECONDS = 1.0
-# How long a keys command waits for another one's lock on the file.
-LOCK_WAIT_SECONDS = 30.0
 # What `KeyRing.status` says (/ready's `checks.keys`).
 KEYS_OK = "ok"
 KEYS_UNREADABLE = "unreadable"
-
-
-def generate_key() -> str:
-    return KEY_PREFIX + secrets.token_urlsafe(32)
-
-
-def key_digest(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()
-
-
-@dataclass(frozen=True, slots=True)
-class ApiKey:
-    """A key as the service knows it: never the key itself, nor its digest."""
-
-    name: str
-    scopes: frozenset[str]
-    # The key's own cap of requests per minute (429 rate_limited); None = none of its own.
-    rate_per_minute: int | None
-    created_at: str  # UTC ISO 8601
-
-    def allows(self, scope: str) -> bool:
-        return has_scope(self.scopes, scope)
-
-
-class KeyFileError(Exception):
-    """The key file cannot be read or is not a valid key file. The message names the file
-    and what is wrong, never a key or a digest."""
-
-
-def _entry(path: Path, index: int, raw: Any) -> tuple[str, ApiKey]:
-    where = f"{path}: key #{index + 1}"
-    if not isinstance(raw, dict):
-        raise KeyFileError(f"{where} is not an object")
-    name = raw.get("name")
-    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-        raise KeyFileError(f"{where} has no valid name")
-    digest = raw.get("sha256")
-    if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
-        raise KeyFileError(f"{where} ({name}) has no valid sha256")
-    scopes = raw.get("scopes")
-    if not isinstance(scopes, list) or not scopes or not all(isinstance(s, str) for s in scopes):
-        raise KeyFileError(f"{where} ({name}) has no list of scopes")
-    unknown = sorted(set(scopes) - KNOWN_SCOPES)
-    if unknown:
-        raise KeyFileError(f"{where} ({name}) has unknown scopes {', '.join(unknown)}")
-    rate = raw.get("rate_per_minute")
-    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, int) or rate < 1):
-        raise KeyFileError(f"{where} ({name}) has an invalid rate_per_minute")
-    created = raw.get("created_at")
-    if not isinstance(created, str):
-        raise KeyFileError(f"{where} ({name}) has no created_at")
-    return digest, ApiKey(name, frozenset(scopes), rate, created)
-
-
-def parse_key_file(path: Path, text: str) -> dict[str, ApiKey]:
-    """The keys of a key file's text, by digest; KeyFileError when it is not valid."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        raise KeyFileError(f"{path}: not valid JSON") from None
-    if not isinstance(data, dict) or not isinstance(data.get("keys"), list):
-        raise KeyFileError(f'{path}: not a key file (no "keys" list)')
-    keys: dict[str, ApiKey] = {}
-    names: set[str] = set()
-    for index, raw in enumerate(data["keys"]):
-        digest, key = _entry(path, index, raw)
-        if key.name in names:
-            raise KeyFileError(f"{path}: the name {key.name} appears twice")
-        if digest in keys:
-            raise KeyFileError(f"{path}: key {key.name} repeats another key")
-        names.add(key.name)
-        keys[digest] = key
-    return keys
-
-
-def _read_text(path: Path) -> str | None:
-    """The file's text, None when it does not exist; KeyFileError when it cannot be read
-    (a mode or owner that refuses us, a directory in its place, bytes that are not UTF-8)."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise KeyFileError(f"{path}: cannot be read ({_reason(exc)})") from None
-
-
-def _reason(exc: Exception) -> str:
-    if isinstance(exc, OSError) and exc.errno is not None:
-        return f"{type(exc).__name__}, errno {exc.errno}: {os.strerror(exc.errno)}"
-    return type(exc).__name__
-
-
-def read_key_entries(path: Path) -> list[dict[str, Any]]:
-    """The raw entries of a key file (for the CLI), [] when it does not exist yet;
-    KeyFileError when it cannot be read or is not a valid key file."""
-    text = _read_text(path)
-    if text is None:
-        return []
-    parse_key_file(path, text)  # refuse to build on a broken file
-    entries: list[dict[str, Any]] = json.loads(text)["keys"]
-    return entries
-
-
-def check_key_file(path: Path) -> None:
-    """Raise KeyFileError unless the service can read `path` as a key file (one that does
-    not exist yet is fine: it holds no keys). What start-up and `check-config` ask."""
-    read_key_entries(path)
-
-
-def lock_path(path: Path) -> Path:
-    """The lock file beside a key file (`keys.json.lock`); it holds nothing and stays."""
-    return path.with_name(path.name + ".lock")
-
-
-class KeyFileLocked(Exception):
-    """Another keys command kept the file's lock longer than LOCK_WAIT_SECONDS."""
-
-
-@contextlib.contextmanager
-def locked_key_file(path: Path, *, wait: float = LOCK_WAIT_SECONDS) -> Iterator[None]:
-    """Hold the key file's exclusive lock (`flock` on `lock_path(path)`, created with mode
-    0600) for a read-modify-write: two commands at once run one after the other, so
-    neither loses the other's change. Released when the block ends (or the process dies).
-    OSError when the lock file cannot be made; KeyFileLocked after `wait` seconds."""
-    fd = os.open(lock_path(path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as exc:
-                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                    raise
-                if time.monotonic() >= deadline:
-                    raise KeyFileLocked(f"{lock_path(path)} is held by another command") from None
-                time.sleep(0.01)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
-
-
-def write_key_entries(path: Path, entries: Sequence[Mapping[str, Any]]) -> None:
-    """Replace the key file atomically: a temporary file beside it, written and fsync'd,
-    then renamed over it (and the directory fsync'd), so a reader sees the old file or the
-    new one, never a part. A new file gets mode 0600; an existing one keeps its mode, and
-    its owner and group where this process may set them (root may): a file the service
-    reads as its own user stays readable to it. Callers that read the file first hold
-    `locked_key_file`."""
-    try:
-        stat = path.stat()
-        mode, owner = stat.st_mode & 0o777, (stat.st_uid, stat.st_gid)
-    except FileNotFoundError:
-        mode, owner = 0o600, None
-    text = json.dumps({"version": FILE_VERSION, "keys": list(entries)}, indent=2) + "\n"
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    try:
-        os.fchmod(fd, mode)
-        if owner is not None and owner != (os.geteuid(), os.getegid()):
-            # Not ours to give away otherwise: the new file is then this user's (the CLI
-            # says so).
-            with contextlib.suppress(PermissionError):
-                os.fchown(fd, *owner)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_directory(directory)
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make a rename in `directory` durable (a crash right after must not bring the old
-    file back). Best effort: some file systems refuse to open or sync a directory."""
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def new_entry(
-    key: str, name: str, scopes: Iterable[str], rate_per_minute: int | None
-) -> dict[str, Any]:
-    """The file entry of a new key: its digest, never the key."""
-    return {
-        "name": name,
-        "sha256": key_digest(key),
-        "scopes": list(dict.fromkeys(scopes)),
-        "rate_per_minute": rate_per_minute,
-        "created_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
 
 
 def presented_key(headers: Mapping[str, str] | Iterable[tuple[bytes, bytes]]) -> str | None:
@@ -451,7 +283,7 @@ class KeyRing:
         try:
             if isinstance(signature, str):
                 raise KeyFileError(f"{self.path}: cannot be read (errno {signature[6:]})")
-            text = _read_text(self.path)
+            text = read_text(self.path)
             if text is None:  # removed between the stat and the read
                 self._install({})
                 return

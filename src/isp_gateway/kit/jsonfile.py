@@ -9,17 +9,20 @@ the old one (atomic: a reader sees the old file or the new one, never half of on
 directory is fsynced so the rename survives a crash. A new file gets mode 0600 (it may hold
 secrets); an existing one keeps its mode.
 
-Used by the webhook subscriptions (notices/subscriptions.py); the API key file
-(auth/keys.py) can move onto it. Readers that poll the file (a running service) need no lock:
+Used by the API key file (auth/keyfile.py) and the webhook subscriptions
+(notices/subscriptions.py). Readers that poll the file (a running service) need no lock:
 they always see a whole file.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
 import json
 import os
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,18 +37,33 @@ def lock_path(path: Path) -> Path:
     return path.with_name(path.name + ".lock")
 
 
+class FileLocked(Exception):
+    """Another command held the file's lock longer than the wait allowed."""
+
+
 @contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """Hold the exclusive lock of `path` (waits for another holder to finish)."""
-    fd = os.open(lock_path(path), os.O_RDWR | os.O_CREAT, NEW_FILE_MODE)
+def locked(path: Path, *, wait: float | None = None) -> Iterator[None]:
+    """Hold the exclusive lock of `path`: waits for another holder to finish, at most `wait`
+    seconds when given (then FileLocked). Released when the block ends, or the process dies."""
+    fd = os.open(lock_path(path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, NEW_FILE_MODE)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+        if wait is None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        else:
+            deadline = time.monotonic() + wait
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError as exc:
+                    if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                        raise
+                    if time.monotonic() >= deadline:
+                        raise FileLocked(f"{lock_path(path)} is held by another command") from None
+                    time.sleep(0.01)
+        yield
     finally:
-        os.close(fd)
+        os.close(fd)  # releases the lock
 
 
 def read_text(path: Path) -> str | None:
@@ -58,16 +76,23 @@ def read_text(path: Path) -> str | None:
 
 def write(path: Path, data: Any) -> None:
     """Write `data` as JSON atomically (temporary file, fsync, rename, fsync of the
-    directory). Call it under `locked(path)` when others may write too."""
+    directory). Call it under `locked(path)` when others may write too. A new file gets
+    mode 0600; an existing one keeps its mode, and its owner and group where this process
+    may set them (root may): a file the service reads as its own user stays readable to it."""
     try:
-        mode = path.stat().st_mode & 0o777
+        stat = path.stat()
+        mode, owner = stat.st_mode & 0o777, (stat.st_uid, stat.st_gid)
     except FileNotFoundError:
-        mode = NEW_FILE_MODE
+        mode, owner = NEW_FILE_MODE, None
     text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     directory = path.parent if str(path.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     try:
         os.fchmod(fd, mode)
+        if owner is not None and owner != (os.geteuid(), os.getegid()):
+            # Not ours to give away otherwise: the new file is then this user's.
+            with contextlib.suppress(PermissionError):
+                os.fchown(fd, *owner)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()

@@ -8,11 +8,12 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from isp_gateway.kit import deadline
 from isp_gateway.kit.calls import counting_calls, reporting_progress
 from isp_gateway.kit.errors import StoreUnavailable, UpstreamError
+from isp_gateway.kit.fresh import FreshReads
 from isp_gateway.kit.localcopy import LocalCopy
 from isp_gateway.kit.patches import PatchLog, Stamp
 from isp_gateway.kit.progress import FirstLoad, LoadProgress
@@ -29,7 +30,7 @@ D = TypeVar("D")
 STORE_AWAY_SECONDS = 1.0
 
 
-class CachedResource(Generic[D]):
+class CachedResource(FreshReads[D]):
     def __init__(
         self,
         store: Store,
@@ -285,42 +286,6 @@ class CachedResource(Generic[D]):
         )
         await self._copy.derived(loaded_at, value)
         await self._copy.catch_up()
-
-    async def load_now(self) -> Snapshot[D]:
-        """The upstream's current list, read now as interactive work, for a caller that
-        must see it (the zone cap, an outage flag past its age). It never joins a load in
-        flight: a background refresh may be paused for the budget or a 429, and an
-        interactive caller must not wait behind it. The copy is this caller's; the shared
-        one is refreshed by its own schedule."""
-        # The caller's own read: bounded by its deadline (a page that hangs, a list too long
-        # to read in time), and cancelled with it.
-        task = asyncio.ensure_future(self._loader(False))
-        try:
-            value = await deadline.bounded(task)
-        finally:
-            if not task.done():
-                task.cancel()
-        loaded_at = time.time()
-        derived = await asyncio.to_thread(self._derive, value)
-        return Snapshot(derived, loaded_at, False)
-
-    async def recent(self, max_age: float) -> Snapshot[D]:
-        """The shared copy (with its patches) when it is at most `max_age` old; else one
-        interactive load, once across workers: under a store lock of its own (never behind
-        a background refresh paused for the budget or a 429), a copy another worker loaded
-        meanwhile is taken instead, and the new copy replaces the shared one."""
-        at = await self.loaded_at()
-        if at is None or time.time() - at >= max_age:
-            if self._recent is None or self._recent.done():
-                self._recent = asyncio.ensure_future(self._load(False, at, lock="lock-recent"))
-            # shield: a client that disconnects must not cancel the load others wait for.
-            loaded_at, value = await asyncio.shield(self._recent)
-            await self._copy.derived(loaded_at, value)
-        current = await self._current()
-        if current is None:  # evicted from the store meanwhile: load as any reader would
-            loaded_at, derived = await self._loaded(background=False)
-            return Snapshot(derived, loaded_at, False)
-        return Snapshot(current[1], current[0], False)
 
     async def _loaded(self, background: bool) -> tuple[float, D]:
         loaded_at, value = await self._single_flight(background, first=True)

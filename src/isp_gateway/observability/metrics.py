@@ -21,12 +21,9 @@ import os
 import re
 import time
 from bisect import bisect_left
-from time import perf_counter
 from typing import TYPE_CHECKING, Any, Protocol
 
-from fastapi import APIRouter, Request, Response
 from prometheus_client import (
-    CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
     Gauge,
@@ -34,13 +31,10 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
-from starlette.routing import Match
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.errors import StoreUnavailable
 from isp_gateway.observability.workers import multiprocess_dir
-from isp_gateway.web.route_table import ROUTE_TEMPLATE, UNMATCHED, RouteTable
 
 if TYPE_CHECKING:
     from isp_gateway.kit.warm import Watched
@@ -49,7 +43,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("isp_gateway.metrics")
 
-_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
 
 # Lookups answer in about a millisecond; upstream calls take up to the upstream timeout.
 REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -329,73 +322,3 @@ class Metrics:
         self.flush()
         if self.directory is not None:
             multiprocess.mark_process_dead(os.getpid(), self.directory)  # type: ignore[no-untyped-call]
-
-
-# -- the request middleware ------------------------------------------------------------
-
-
-class MetricsMiddleware:
-    """Counts every answer by route template, method and status, and its duration; also
-    throttle refusals (429s).
-
-    Outermost, so it sees the rate limiter's and the lookup fast path's answers too. The
-    template comes from the route FastAPI matched, or the one the fast path names; an answer
-    given before routing is matched against the app's route table (a 404 is `unmatched`)."""
-
-    def __init__(self, app: ASGIApp, *, metrics: Metrics, routes: RouteTable) -> None:
-        self.app = app
-        self.metrics = metrics
-        self.routes = routes
-
-    def _match(self, scope: Scope) -> str:
-        partial = None
-        for route in self.routes.routes:
-            match, _ = route.matches(scope)
-            if match is Match.FULL:
-                return route.path or UNMATCHED
-            if match is Match.PARTIAL and partial is None:
-                partial = route.path or UNMATCHED
-        return partial or UNMATCHED
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = perf_counter()
-        status = 500
-
-        async def send_wrapper(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_wrapper)
-        finally:
-            seconds = perf_counter() - started
-            route = scope.get("route")
-            if route is not None:
-                template = getattr(route, "path", UNMATCHED)
-            else:
-                template = scope.get(ROUTE_TEMPLATE) or self._match(scope)
-            method = scope["method"]
-            self.metrics.observe_request(
-                template, method if method in _METHODS else "OTHER", status, seconds
-            )
-            if status == 429:
-                self.metrics.throttle(
-                    THROTTLE_KINDS.get(template, "other") if route is not None else RATE_LIMIT
-                )
-
-
-# -- GET /metrics ----------------------------------------------------------------------
-
-router = APIRouter(tags=["system"])
-
-
-@router.get("/metrics", response_class=Response, include_in_schema=False)
-async def get_metrics(request: Request) -> Response:
-    """Prometheus metrics of this replica (all its workers); no token."""
-    metrics: Metrics = request.app.state.metrics
-    return Response(await metrics.render(), media_type=CONTENT_TYPE_LATEST)
