@@ -42,6 +42,9 @@ async def test_find_verify_account_promise_account(start_money: StartMoney) -> N
         assert account.data["promise"] is None
         diagnosed = await call(agent, "diagnose_connection", verification_id=vid, wait=0)
         assert diagnosed.data["next_step"] == "promise"
+        # The next step for the model, apart from the customer's sentence (issue 28.7).
+        assert diagnosed.hint is not None and "promise_payment" in diagnosed.hint
+        assert "promise_payment" not in diagnosed.sentence
         promised = await call(agent, "promise_payment", verification_id=vid, until=day(4))
         assert not promised.is_error, promised.texts
         assert promised.data["outcome"] == "payment_promise_created"

@@ -196,6 +196,12 @@ async def diagnose_connection(call: Call, service_id: int, args: DiagnoseArgs) -
         )
     elif view.action == Action.PING_PENDING:
         hint = "The ping is still running: call diagnose_connection again in a few seconds."
+    elif data.get("next_step") == "promise":
+        # MONEY.md 1: a promise would reconnect the service today.
+        hint = (
+            "Suspended for debt: the customer can pay (list_payment_methods) or, if they ask "
+            "for time, agree a date and call promise_payment."
+        )
     return Outcome(data, messages.sentence(view.action, messages.say(Action.PING_FAILED)), hint)
 
 
