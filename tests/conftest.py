@@ -193,14 +193,14 @@ def start_redis_server() -> RedisServer:
 
 
 SENTINEL_MISSING = (
-    "the Redis Sentinel tests need redis-server and redis-sentinel on PATH "
-    "(apt-get install redis-server redis-sentinel)"
+    "the Redis Sentinel tests need redis-server on PATH (apt-get install redis-server); "
+    "they start its sentinels as `redis-server <conf> --sentinel`"
 )
 
 
 def start_sentinel_group(directory: Path, **options: Any) -> SentinelGroup:
     """A master, replicas and sentinels of the caller's own (SentinelGroup's options), or the
-    test fails with one line naming the packages."""
+    test fails with one line naming the package."""
     group = SentinelGroup(directory, **options)
     try:
         group.start()

@@ -258,9 +258,11 @@ SETTLE_PROBE = "sentinel-group:settled"
 
 
 class RedisSentinel:
-    """A throwaway `redis-sentinel` on a free loopback port, watching the master on
-    `master_port` as SENTINEL_MASTER. Its configuration file (which it rewrites as it learns
-    replicas, other sentinels and failovers) lives in `directory`."""
+    """A throwaway sentinel on a free loopback port, watching the master on `master_port` as
+    SENTINEL_MASTER: `redis-server <conf> --sentinel`, so the redis-server package alone is
+    needed (Debian's redis-sentinel package adds only another name and a service for that
+    binary). Its configuration file (which it rewrites as it learns replicas, other
+    sentinels and failovers) lives in `directory`."""
 
     def __init__(
         self,
@@ -284,10 +286,11 @@ class RedisSentinel:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 20) -> None:
-        binary = shutil.which("redis-sentinel")
+        binary = shutil.which("redis-server")
         if binary is None:
-            raise FileNotFoundError("redis-sentinel")
-        self.process = _start_answering([binary, str(self.config)], self.port, timeout)
+            raise FileNotFoundError("redis-server")
+        args = [binary, str(self.config), "--sentinel"]
+        self.process = _start_answering(args, self.port, timeout)
 
     def stop(self) -> None:
         _stop(self.process)

@@ -1,5 +1,5 @@
-"""Issue 21: a Redis Sentinel failover under load, on loopback with Debian's redis-server and
-redis-sentinel (one master, one replica, three sentinels, quorum 2).
+"""Issue 21: a Redis Sentinel failover under load, on loopback with Debian's redis-server (one
+master, one replica, three sentinels run as `redis-server --sentinel`, quorum 2).
 
 Two gateway replicas, real `isp-gateway serve` processes started with the systemd unit's
 command line, find the master through the sentinels, behind deploy/nginx.conf run by Debian's
@@ -72,7 +72,7 @@ class Timeline:
 def group(tmp_path: Path) -> Iterator[SentinelGroup]:
     directory = tmp_path / "redis"
     directory.mkdir()
-    # No skip: a missing redis-sentinel fails with one line naming the packages.
+    # No skip: a missing redis-server fails with one line naming the package.
     group = start_sentinel_group(directory, replicas=1, sentinels=3, quorum=2)
     try:
         yield group
