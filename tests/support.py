@@ -1,6 +1,7 @@
-"""Test helpers shared by every test package: run any ASGI app on a real loopback port, run
-`isp-gateway serve` (or any server) as a real process, a throwaway Redis (alone, or a master
-with replicas and sentinels), and the store a test runs on (memory or Redis)."""
+"""Test helpers shared by every test package: skip a test whose system tool is missing
+(`needs`), run any ASGI app on a real loopback port, run `isp-gateway serve` (or any server)
+as a real process, a throwaway Redis (alone, or a master with replicas and sentinels), and
+the store a test runs on (memory or Redis)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,35 @@ from starlette.types import ASGIApp
 
 from isp_gateway.store import MemoryStore, Store
 from isp_gateway.store.redis import RedisStore
+
+# -- system tools -------------------------------------------------------------------------
+
+
+def tool_path(tool: str) -> str | None:
+    """Where a system tool is: on PATH, or in the sbin directories (which a non-root PATH
+    on Debian lacks; nginx lives there)."""
+    return shutil.which(tool) or shutil.which(tool, path="/usr/sbin:/sbin")
+
+
+def missing_tool(tool: str, package: str | None = None) -> str:
+    """The one line a test without `tool` is skipped with: the Debian package to install."""
+    return f"needs {tool} (apt-get install {package or tool}); .ci/run installs it"
+
+
+def needs(tool: str, package: str | None = None) -> pytest.MarkDecorator:
+    """Skip the test (a decorator, or a module's `pytestmark`) when the system tool it
+    drives is missing, with one line naming the Debian package (`package`, else the tool's
+    name). `.ci/run` installs them all, so CI runs every test; `-ra` lists the skips."""
+    return pytest.mark.skipif(tool_path(tool) is None, reason=missing_tool(tool, package))
+
+
+def tool_or_skip(tool: str, package: str | None = None) -> str:
+    """The path of the system tool a helper drives, or the test is skipped with the same
+    line as `needs` (for helpers a test reaches without the mark)."""
+    found = tool_path(tool)
+    if found is None:
+        pytest.skip(missing_tool(tool, package))
+    return found
 
 
 class _Server(uvicorn.Server):

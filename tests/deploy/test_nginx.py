@@ -24,7 +24,7 @@ from granian.http import HTTP1Settings
 from isp_gateway.params import MAX_WAIT_SECONDS
 from isp_gateway.settings import Settings
 from tests.conftest import PASSWORD, USERNAME, Gateway, Simulator, serve_env, start_redis_server
-from tests.deploy.conftest import DEPLOY, MONITOR, Edge, run_edge
+from tests.deploy.conftest import DEPLOY, MONITOR, Edge, needs_edge, run_edge
 from tests.foundation.test_logs import WRONG_PASSWORD, pick_client
 
 # One stack for the module's tests, on one worker, once pytest-xdist honours the group
@@ -61,6 +61,7 @@ def login(client: httpx.Client, password: str, **headers: str) -> httpx.Response
     return client.post(LOGIN, data={"username": USERNAME, "password": password}, headers=headers)
 
 
+@needs_edge
 def test_https_through_nginx(edge: Edge) -> None:
     with edge.client() as client:
         answers = [client.get("/health") for _ in range(6)]
@@ -74,6 +75,7 @@ def test_https_through_nginx(edge: Edge) -> None:
         httpx.get(f"{edge.url}/health")
 
 
+@needs_edge
 def test_the_login_throttle_sees_each_callers_own_address(edge: Edge) -> None:
     settings = Settings.model_fields
     failures = settings["LOGIN_MAX_FAILURES"].default
@@ -96,6 +98,7 @@ def test_the_login_throttle_sees_each_callers_own_address(edge: Edge) -> None:
     assert seen[("ok", MONITOR)] >= 1
 
 
+@needs_edge
 @pytest.mark.parametrize("path", ["/metrics", "/ready"])
 def test_operating_endpoints_for_the_monitoring_network_only(edge: Edge, path: str) -> None:
     with edge.client(MONITOR) as monitor, edge.client(OUTSIDER) as outsider:
@@ -112,6 +115,7 @@ def test_operating_endpoints_for_the_monitoring_network_only(edge: Edge, path: s
     assert all(status in (403, 404) for status in others.values()), others
 
 
+@needs_edge
 def test_a_body_over_the_limit_gets_the_gateways_own_413(edge: Edge) -> None:
     over = b"x" * (LIMIT + 1)
     form = {"Content-Type": "application/x-www-form-urlencoded"}
@@ -130,6 +134,7 @@ def test_a_body_over_the_limit_gets_the_gateways_own_413(edge: Edge) -> None:
     assert at_limit.status_code == 422, at_limit.text
 
 
+@needs_edge
 def test_no_lookup_is_lost_while_a_replica_stops(edge: Edge, document: str) -> None:
     with edge.client() as client:
         token = login(client, PASSWORD).json()["access_token"]

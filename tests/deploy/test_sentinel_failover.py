@@ -31,7 +31,7 @@ import pytest
 from isp_gateway.auth.tokens import issue_token
 from isp_gateway.simulator import SimulatorConfig, create_simulator_app
 from tests.conftest import API_KEY, USERNAME, gateway_settings, serve_env, start_sentinel_group
-from tests.deploy.conftest import Replica, run_edge
+from tests.deploy.conftest import Replica, needs_edge, run_edge
 from tests.support import SENTINEL_MASTER, SentinelGroup, run_server
 from tests.tickets.conftest import ZONE_SERVICES, AfterTicketPost, build_dataset, ticket_body
 
@@ -143,6 +143,7 @@ def active_in_zone(state: Any, zone: int) -> int:
     return sum(1 for t in state.dataset.tickets if t["estado"] == 1 and service_of(t) in services)
 
 
+@needs_edge
 def test_a_sentinel_failover_under_load(
     group: SentinelGroup, tmp_path: Path, password_hash: str
 ) -> None:
