@@ -110,6 +110,13 @@ def run_server(app: ASGIApp, host: str = "127.0.0.1") -> Iterator[str]:
         thread.join(timeout=30)
 
 
+def wait_for_fresh_window(length: int, margin: float = 3.0) -> None:
+    """Counters in fixed windows reset at the boundary: start a test well inside one."""
+    left = length - (time.time() % length)
+    if left < margin:
+        time.sleep(left + 0.05)
+
+
 def data_file_of(path: Path, dataset: Any) -> Path:
     """`dataset` written at `path` as a simulator's data file (JSON, UTF-8)."""
     path.write_text(json.dumps(dataset, ensure_ascii=False), "utf-8")
@@ -125,6 +132,29 @@ def wait_for(url: str, deadline: float = 30.0, **kw: Any) -> httpx.Response:
         except httpx.HTTPError:
             time.sleep(0.1)
     raise AssertionError(f"{url} never answered")
+
+
+def base_env(**extra: str) -> dict[str, str]:
+    """A clean environment: none of the service's settings leak in from the test run."""
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "SYSTEMROOT")}
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra)
+    return env
+
+
+def run_cli(
+    *args: str, env: dict[str, str], cwd: Path, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`isp-gateway *args` as a real subprocess (in `cwd`, with `env`), its output kept."""
+    return subprocess.run(
+        [sys.executable, "-m", "isp_gateway", *args],
+        env=env,
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def serve_args(port: int, *flags: str) -> list[str]:

@@ -15,7 +15,7 @@ from isp_gateway.auth.tokens import issue_token
 from isp_gateway.clients.fastpath import LookupEdge
 from tests.clients.conftest import StartPair, calls
 from tests.conftest import USERNAME
-from tests.foundation.conftest import wait_for_fresh_window
+from tests.support import wait_for_fresh_window
 
 LOOKUPS = [
     "/api/v1/clients/by-document/12345678",

@@ -14,7 +14,7 @@ import httpx
 from isp_gateway.auth.keys import generate_key, new_entry, write_key_entries
 from isp_gateway.clients.fastpath import LookupEdge
 from tests.clients.conftest import StartPair, calls
-from tests.foundation.conftest import wait_for_fresh_window
+from tests.support import wait_for_fresh_window
 
 HIT = "/api/v1/clients/by-document/12345678"
 MISS = "/api/v1/clients/by-document/424242"

@@ -19,8 +19,7 @@ from typing import TypeVar
 
 import httpx
 
-from tests.foundation.test_cli import base_env
-from tests.support import free_port, needs, server_process, tool_or_skip, wait_ready
+from tests.support import base_env, free_port, needs, server_process, tool_or_skip, wait_ready
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 UNIT = "isp-gateway@.service"

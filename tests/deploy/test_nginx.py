@@ -25,7 +25,7 @@ from isp_gateway.params import MAX_WAIT_SECONDS
 from isp_gateway.settings import Settings
 from tests.conftest import PASSWORD, USERNAME, Gateway, Simulator, serve_env, start_redis_server
 from tests.deploy.conftest import DEPLOY, MONITOR, Edge, needs_edge, run_edge
-from tests.foundation.test_logs import WRONG_PASSWORD, pick_client
+from tests.web.test_logs import WRONG_PASSWORD, pick_client
 
 # One stack for the module's tests, on one worker, once pytest-xdist honours the group
 # again (pytest-xdist#1386). Split, each worker starts its own stack: the tests hold either way.

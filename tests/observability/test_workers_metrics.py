@@ -11,10 +11,8 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import Simulator, serve_env
-from tests.foundation.conftest import required_env
-from tests.foundation.test_cli import base_env, run_cli
-from tests.support import free_port, serving_workers
+from tests.conftest import Simulator, required_env, serve_env
+from tests.support import base_env, free_port, run_cli, serving_workers
 
 CLIENTS = "GET /api/clientes/"
 

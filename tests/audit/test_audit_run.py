@@ -17,8 +17,8 @@ import pytest
 from isp_gateway.audit import EVENTS
 from isp_gateway.auth.keys import generate_key, new_entry, write_key_entries
 from tests.agents.conftest import call, mcp_session, pick_customer
+from tests.audit.test_audit import EVENT_FIELDS
 from tests.conftest import PASSWORD, USERNAME, Gateway, Simulator
-from tests.foundation.test_audit import EVENT_FIELDS
 from tests.support import emptied_redis
 
 # Every event the audit declares: one the run below does not produce fails the test.

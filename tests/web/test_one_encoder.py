@@ -14,7 +14,8 @@ from isp_gateway.envelope import encode, envelope
 from isp_gateway.methods import MethodGuard
 from tests.conftest import Gateway, Simulator
 from tests.contract.test_contract import _raw_exchange, oversized_chunks
-from tests.foundation.conftest import unknown_path_layer, wait_for_fresh_window
+from tests.support import wait_for_fresh_window
+from tests.web.conftest import unknown_path_layer
 
 LIMIT = 2048
 

@@ -18,31 +18,8 @@ import bcrypt
 import httpx
 import pytest
 
-from tests.conftest import API_KEY, JWT_SECRET
-from tests.foundation.conftest import required_env
-from tests.support import free_port, serve_args, wait_for
-
-
-def base_env(**extra: str) -> dict[str, str]:
-    """A clean environment: none of the service's settings leak in from the test run."""
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "SYSTEMROOT")}
-    env["PYTHONUNBUFFERED"] = "1"
-    env.update(extra)
-    return env
-
-
-def run_cli(
-    *args: str, env: dict[str, str], cwd: Path, stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "isp_gateway", *args],
-        env=env,
-        cwd=cwd,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+from tests.conftest import API_KEY, JWT_SECRET, required_env
+from tests.support import base_env, free_port, run_cli, serve_args, wait_for
 
 
 @pytest.fixture

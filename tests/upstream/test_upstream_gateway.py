@@ -22,8 +22,8 @@ from isp_gateway.store import MemoryStore
 from isp_gateway.upstream.budget import RateBudget
 from isp_gateway.upstream.gateway import UpstreamGateway, build_http_client
 from tests.conftest import API_KEY, Simulator
-from tests.foundation.conftest import ScriptedUpstream, make_settings
 from tests.support import run_server
+from tests.upstream.conftest import ScriptedUpstream, make_settings
 
 pytestmark = pytest.mark.anyio
 

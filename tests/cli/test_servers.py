@@ -19,9 +19,8 @@ import pytest
 
 from isp_gateway.auth.tokens import issue_token
 from isp_gateway.settings import load_settings
-from tests.conftest import PASSWORD, USERNAME
-from tests.foundation.conftest import required_env
-from tests.foundation.test_cli import base_env, free_port, wait_for
+from tests.conftest import PASSWORD, USERNAME, required_env
+from tests.support import base_env, free_port, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVERS = ["granian", "uvicorn"]
@@ -48,7 +47,7 @@ def start_served(password_hash: str, server: str, **env: str) -> Served:
     environment = base_env(**required_env(password_hash), SERVER=server, **env)
     environment["PYTHONPATH"] = str(ROOT)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.foundation.served_probe", str(port)],
+        [sys.executable, "-m", "tests.cli.served_probe", str(port)],
         env=environment,
         cwd=ROOT,
         stdout=subprocess.PIPE,

@@ -14,9 +14,7 @@ import httpx
 import pytest
 
 from tests.conftest import Simulator, serve_env
-from tests.foundation.conftest import wait_for_fresh_window
-from tests.foundation.test_cli import base_env, run_cli
-from tests.support import emptied_redis, serving_workers
+from tests.support import base_env, emptied_redis, run_cli, serving_workers, wait_for_fresh_window
 
 REDIS_DB = 7
 PLANS = "/api/v1/internet-plans/"

@@ -1,4 +1,4 @@
-"""`python -m tests.foundation.served_probe PORT`: the real app with the probe routes, run
+"""`python -m tests.cli.served_probe PORT`: the real app with the probe routes, run
 by `isp_gateway.serving` under the server SERVER names, as `isp-gateway serve
 --proxy-headers` runs it. The tests in test_servers.py drive it over loopback."""
 
@@ -14,7 +14,7 @@ from isp_gateway import serving
 from isp_gateway.app import create_app
 from isp_gateway.logs import configure_logging
 from isp_gateway.settings import Settings, load_settings
-from tests.foundation.conftest import add_probe_routes
+from tests.conftest import add_probe_routes
 
 
 def create_probe_app(settings: Settings) -> FastAPI:
@@ -41,7 +41,7 @@ def main() -> None:
         "127.0.0.1",
         int(sys.argv[1]),
         proxy_headers=True,
-        factory="tests.foundation.served_probe:create_probe_app",
+        factory="tests.cli.served_probe:create_probe_app",
     )
 
 

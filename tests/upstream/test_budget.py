@@ -10,7 +10,7 @@ from isp_gateway.callers import Caller, set_current_caller
 from isp_gateway.errors import UpstreamRateLimited
 from isp_gateway.store import MemoryStore
 from isp_gateway.upstream.budget import RateBudget
-from tests.foundation.conftest import wait_for_fresh_window
+from tests.support import wait_for_fresh_window
 
 pytestmark = pytest.mark.anyio
 
