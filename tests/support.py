@@ -1,11 +1,12 @@
-"""Test helpers shared by every test package: skip a test whose system tool is missing
-(`needs`), run any ASGI app on a real loopback port, run `isp-gateway serve` (or any server)
-as a real process, a throwaway Redis (alone, or a master with replicas and sentinels), and
-the store a test runs on (memory or Redis)."""
+"""Test helpers shared by every test package: wait on a condition (`wait_until`), skip a test
+whose system tool is missing (`needs`), run any ASGI app on a real loopback port, run
+`isp-gateway serve` (or any server) as a real process, a throwaway Redis (alone, or a master
+with replicas and sentinels), and the store a test runs on (memory or Redis)."""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 import random
@@ -16,11 +17,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -32,6 +33,93 @@ from starlette.types import ASGIApp
 
 from isp_gateway.store import MemoryStore, Store
 from isp_gateway.store.redis import RedisStore
+
+T = TypeVar("T")
+
+# -- waiting on a condition -----------------------------------------------------------------
+
+# How long `wait_until` waits by default: far beyond what any condition takes on an idle
+# machine, so that a starved one still passes; a condition met returns at the next poll.
+WAIT_SECONDS = 10.0
+Errors = type[BaseException] | tuple[type[BaseException], ...]
+
+
+def _timed_out(
+    predicate: Callable[..., Any],
+    timeout: float,
+    message: str | Callable[[], str] | None,
+    last: Any,
+    error: BaseException | None,
+) -> AssertionError:
+    what = message() if callable(message) else message
+    name = getattr(predicate, "__name__", "<lambda>")
+    what = what or (f"{name}()" if name != "<lambda>" else "the condition")
+    seen = f"last error {error!r}" if error is not None else f"last answer {last!r:.300}"
+    return AssertionError(f"waited {timeout:g} s for {what}; {seen}")
+
+
+def wait_until(
+    predicate: Callable[[], T],
+    *,
+    timeout: float = WAIT_SECONDS,
+    interval: float = 0.02,
+    message: str | Callable[[], str] | None = None,
+    ignoring: Errors = (),
+) -> T:
+    """Ask `predicate` every `interval` seconds until it answers something true, and return
+    that answer; after `timeout` seconds, fail the test naming `message` (else the
+    predicate) and its last answer. Exceptions of the `ignoring` types count as a false
+    answer (e.g. a server that does not accept connections yet)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value: Any = None
+        error = None
+        try:
+            value = predicate()
+        except ignoring as exc:
+            error = exc
+        if value:
+            return value  # type: ignore[no-any-return]
+        if time.monotonic() >= deadline:
+            raise _timed_out(predicate, timeout, message, value, error)
+        time.sleep(interval)
+
+
+async def wait_until_async(
+    predicate: Callable[[], T | Awaitable[T]],
+    *,
+    timeout: float = WAIT_SECONDS,
+    interval: float = 0.02,
+    message: str | Callable[[], str] | None = None,
+    ignoring: Errors = (),
+) -> T:
+    """`wait_until` for a test on an event loop: the predicate may be a coroutine function,
+    and the loop runs between polls."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value: Any = None
+        error = None
+        try:
+            answer = predicate()
+            value = await answer if inspect.isawaitable(answer) else answer
+        except ignoring as exc:
+            error = exc
+        if value:
+            return value  # type: ignore[no-any-return]
+        if time.monotonic() >= deadline:
+            raise _timed_out(predicate, timeout, message, value, error)
+        await asyncio.sleep(interval)
+
+
+def wait_for_fresh_window(length: int, margin: float = 3.0) -> None:
+    """Counters in fixed windows reset at the boundary: start a test well inside one (it
+    waits for the clock, at most `margin` seconds, and only when the window ends sooner)."""
+    wait_until(
+        lambda: length - (time.time() % length) >= margin,
+        timeout=margin + 1,
+        message=f"a fresh {length} s window",
+    )
+
 
 # -- system tools -------------------------------------------------------------------------
 
@@ -93,14 +181,17 @@ def run_server(app: ASGIApp, host: str = "127.0.0.1") -> Iterator[str]:
     server = _Server(config)
     thread = threading.Thread(target=server.run, name="test-uvicorn", daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
+
+    def started() -> bool:
         if not thread.is_alive():
             raise RuntimeError("the test server stopped during start-up")
-        if time.monotonic() > deadline:
-            server.should_exit = True
-            raise RuntimeError("the test server did not start within 30 s")
-        time.sleep(0.01)
+        return server.started
+
+    try:
+        wait_until(started, timeout=30, interval=0.01, message="the test server to start")
+    except AssertionError:
+        server.should_exit = True
+        raise
     port = server.servers[0].sockets[0].getsockname()[1]
     netloc = f"[{host}]" if ":" in host else host
     try:
@@ -108,13 +199,6 @@ def run_server(app: ASGIApp, host: str = "127.0.0.1") -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=30)
-
-
-def wait_for_fresh_window(length: int, margin: float = 3.0) -> None:
-    """Counters in fixed windows reset at the boundary: start a test well inside one."""
-    left = length - (time.time() % length)
-    if left < margin:
-        time.sleep(left + 0.05)
 
 
 def data_file_of(path: Path, dataset: Any) -> Path:
@@ -125,13 +209,13 @@ def data_file_of(path: Path, dataset: Any) -> Path:
 
 def wait_for(url: str, deadline: float = 30.0, **kw: Any) -> httpx.Response:
     """The first answer of `url` (any status) within `deadline` seconds."""
-    end = time.monotonic() + deadline
-    while time.monotonic() < end:
-        try:
-            return httpx.get(url, timeout=2, **kw)
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    raise AssertionError(f"{url} never answered")
+    return wait_until(
+        lambda: httpx.get(url, timeout=2, **kw),
+        timeout=deadline,
+        interval=0.05,
+        message=f"{url} to answer",
+        ignoring=httpx.HTTPError,
+    )
 
 
 def base_env(**extra: str) -> dict[str, str]:
@@ -231,36 +315,39 @@ def wait_ready(
 ) -> None:
     """Until `url + ready` answers 200 (`kw`: httpx's, e.g. `verify`); fails if `proc`
     exits first or `deadline` passes."""
-    end = time.monotonic() + deadline
-    while True:
+
+    def ready_now() -> bool:
         assert proc.poll() is None, f"the server of {url} exited ({proc.returncode})"
-        try:
-            if httpx.get(f"{url}{ready}", timeout=5, **kw).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < end, f"{url}{ready} did not answer 200 within {deadline} s"
-        time.sleep(0.1)
+        return httpx.get(f"{url}{ready}", timeout=5, **kw).status_code == 200
+
+    wait_until(
+        ready_now,
+        timeout=deadline,
+        interval=0.05,
+        message=f"{url}{ready} to answer 200",
+        ignoring=httpx.HTTPError,
+    )
 
 
 def _start_answering(args: list[str], port: int, timeout: float) -> subprocess.Popen[bytes]:
     """Start a Redis process (server or sentinel) and wait until it answers PING on `port`."""
     process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def answers() -> bool:
         if process.poll() is not None:
             err = process.stderr.read().decode() if process.stderr else ""
             raise RuntimeError(f"{args[0]} exited at start: {err.strip()[-300:]}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
-                sock.sendall(b"PING\r\n")
-                if sock.recv(16).startswith(b"+PONG"):
-                    return process
-        except OSError:
-            pass
-        time.sleep(0.05)
-    _stop(process)
-    raise RuntimeError(f"{args[0]} did not answer on port {port}")
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+
+    try:
+        message = f"{args[0]} to answer on port {port}"
+        wait_until(answers, timeout=timeout, message=message, ignoring=OSError)
+    except BaseException:
+        _stop(process)
+        raise
+    return process
 
 
 def _stop(process: subprocess.Popen[bytes] | None) -> None:
@@ -400,7 +487,7 @@ class SentinelGroup:
                 server.start()
             for sentinel in self.sentinels:
                 sentinel.start()
-            self._wait(deadline, self._settled, "the replicas and sentinels did not settle")
+            self._wait(deadline, self._settled, "the replicas and sentinels to settle")
         except BaseException:
             self.stop()
             raise
@@ -440,22 +527,15 @@ class SentinelGroup:
     def wait_for_new_master(self, old_port: int, timeout: float) -> int:
         """The port of the replica the sentinels promoted in place of `old_port`."""
         deadline = time.monotonic() + timeout
-        self._wait(deadline, lambda: self.master_port() not in (None, old_port), "no failover")
+        self._wait(deadline, lambda: self.master_port() not in (None, old_port), "a failover")
         port = self.master_port()
         assert port is not None
         return port
 
     @staticmethod
-    def _wait(deadline: float, done: Callable[[], bool], failure: str) -> None:
-        while True:
-            try:
-                if done():
-                    return
-            except redis.RedisError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(failure)
-            time.sleep(0.02)
+    def _wait(deadline: float, done: Callable[[], bool], what: str) -> None:
+        timeout = max(0.0, deadline - time.monotonic())
+        wait_until(done, timeout=timeout, message=what, ignoring=redis.RedisError)
 
     def stop(self) -> None:
         for process in [*self.sentinels, *self.replicas, self.master]:
