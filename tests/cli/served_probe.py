@@ -20,6 +20,7 @@ from tests.conftest import add_probe_routes
 def create_probe_app(settings: Settings) -> FastAPI:
     app = create_app(settings)
     add_probe_routes(app)
+    slow_started = 0  # slow requests this process has begun to answer
 
     @app.get("/_probe/client")
     async def client(request: Request) -> dict[str, Any]:
@@ -27,8 +28,14 @@ def create_probe_app(settings: Settings) -> FastAPI:
 
     @app.get("/_probe/slow")
     async def slow() -> dict[str, Any]:
-        await asyncio.sleep(1.5)
+        nonlocal slow_started
+        slow_started += 1
+        await asyncio.sleep(1.5)  # a long request (its work), in flight when the test stops
         return {"slow": True}
+
+    @app.get("/_probe/slow/started")
+    async def started() -> dict[str, Any]:
+        return {"started": slow_started}
 
     return app
 

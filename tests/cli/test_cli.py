@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from tests.conftest import API_KEY, JWT_SECRET, required_env
-from tests.support import base_env, free_port, run_cli, serve_args, wait_for
+from tests.support import base_env, free_port, run_cli, serve_args, wait_for, wait_until
 
 
 @pytest.fixture
@@ -270,9 +270,8 @@ def test_demo_runs_and_stops_cleanly(
     _, err = proc.communicate(timeout=30)
     assert proc.returncode in (0, 130)
     assert "Traceback" not in err, err
-    deadline = time.monotonic() + 10
-    while not all(map(gone, started)) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    alive = lambda: [pid for pid in started if not gone(pid)]  # noqa: E731
+    wait_until(lambda: not alive(), message=lambda: f"the demo's processes {alive()} to end")
     assert gone(simulator_pid)
     assert all(map(gone, started))
 

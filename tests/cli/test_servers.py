@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ import pytest
 from isp_gateway.auth.tokens import issue_token
 from isp_gateway.settings import load_settings
 from tests.conftest import PASSWORD, USERNAME, required_env
-from tests.support import base_env, free_port, wait_for
+from tests.support import base_env, free_port, wait_for, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVERS = ["granian", "uvicorn"]
@@ -162,7 +161,9 @@ def test_lifespan_and_graceful_stop(password_hash: str, server: str) -> None:
         target=lambda: answers.append(httpx.get(f"{handle.url}/_probe/slow", timeout=30))
     )
     slow.start()
-    time.sleep(0.5)  # the slow request is in flight
+    wait_until(  # the slow request is in flight
+        lambda: httpx.get(f"{handle.url}/_probe/slow/started").json()["started"] == 1
+    )
     output = handle.stop()
     slow.join(timeout=30)
     assert handle.proc.returncode in (0, 130)
