@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import Gateway, Simulator
+from tests.support import wait_until
 
 
 def body(response: Any) -> dict[str, Any]:
@@ -98,10 +98,12 @@ def warm(gw: Gateway, loads: int = 1, timeout: float = 10) -> None:
     once fetched, before it is built and published, and a refresh started meanwhile would
     join it instead of loading (on a busy machine that window is long)."""
     cache = gw.runtime.services.clients.cache
-    deadline = time.monotonic() + timeout
-    while cache.loads < loads or (cache._inflight is not None and not cache._inflight.done()):
-        assert time.monotonic() < deadline, "client cache did not load"
-        time.sleep(0.01)
+
+    def loaded() -> bool:
+        inflight = cache._inflight
+        return cache.loads >= loads and (inflight is None or inflight.done())
+
+    wait_until(loaded, timeout=timeout, interval=0.01, message="the client cache to load")
 
 
 def calls(sim: Simulator, key: str = "GET /api/clientes/") -> int:

@@ -9,6 +9,7 @@ from typing import Any
 
 from isp_gateway.cache import CachedResource
 from isp_gateway.store import MemoryStore
+from tests.support import wait_until_async
 
 
 def test_a_refresh_that_finds_a_newer_generation_does_not_load_again() -> None:
@@ -42,7 +43,12 @@ def test_a_refresh_that_finds_a_newer_generation_does_not_load_again() -> None:
         one = asyncio.create_task(first.refresh(seen))
         assert await asyncio.to_thread(building.wait, 10)
         other = asyncio.create_task(second.refresh(seen))
-        await asyncio.sleep(0.1)  # the second is waiting for the store's lock
+
+        def second_waits() -> bool:  # for the store's lock, the first one's
+            lock = store._locks.get("lock:cache:things")
+            return bool(lock is not None and getattr(lock, "_waiters", None))
+
+        await wait_until_async(second_waits, message="the second refresh to wait for the lock")
         release.set()
         await asyncio.gather(one, other)
         after_race = loads
