@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -104,6 +105,18 @@ def warm(gw: Gateway, loads: int = 1, timeout: float = 10) -> None:
         return cache.loads >= loads and (inflight is None or inflight.done())
 
     wait_until(loaded, timeout=timeout, interval=0.01, message="the client cache to load")
+
+
+def wait_for_list_age(gw: Gateway, seconds: float) -> None:
+    """Until the client list this worker holds is `seconds` old (from its load): its rows are
+    no longer fresh (STATE_FRESH_SECONDS), its lifetime is over (CLIENT_CACHE_SECONDS)."""
+    cache = gw.runtime.services.clients.cache
+
+    def old_enough() -> bool:
+        stamp = cache.local_stamp
+        return stamp is not None and time.time() - stamp[0] >= seconds
+
+    wait_until(old_enough, timeout=seconds + 10, message=f"the client list to be {seconds} s old")
 
 
 def calls(sim: Simulator, key: str = "GET /api/clientes/") -> int:
