@@ -111,6 +111,24 @@ async def wait_until_async(
         await asyncio.sleep(interval)
 
 
+def copy_age(resource: Any) -> float | None:
+    """The age of the copy a cached list (cache.py's CachedResource) holds in this process,
+    from its load; None before the first."""
+    stamp = resource.local_stamp
+    return None if stamp is None else time.time() - stamp[0]
+
+
+def wait_for_age(resource: Any, seconds: float) -> None:
+    """Until the copy `resource` holds is `seconds` old: a lifetime or a freshness window
+    measured from its load is over (instead of sleeping a guess past it)."""
+
+    def old_enough() -> bool:
+        age = copy_age(resource)
+        return age is not None and age >= seconds
+
+    wait_until(old_enough, timeout=seconds + 10, message=f"a copy {seconds} s old")
+
+
 def wait_for_fresh_window(length: int, margin: float = 3.0) -> None:
     """Counters in fixed windows reset at the boundary: start a test well inside one (it
     waits for the clock, at most `margin` seconds, and only when the window ends sooner)."""

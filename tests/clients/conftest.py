@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import Gateway, Simulator
-from tests.support import wait_until
+from tests.support import wait_for_age, wait_until
 
 
 def body(response: Any) -> dict[str, Any]:
@@ -109,14 +108,8 @@ def warm(gw: Gateway, loads: int = 1, timeout: float = 10) -> None:
 
 def wait_for_list_age(gw: Gateway, seconds: float) -> None:
     """Until the client list this worker holds is `seconds` old (from its load): its rows are
-    no longer fresh (STATE_FRESH_SECONDS), its lifetime is over (CLIENT_CACHE_SECONDS)."""
-    cache = gw.runtime.services.clients.cache
-
-    def old_enough() -> bool:
-        stamp = cache.local_stamp
-        return stamp is not None and time.time() - stamp[0] >= seconds
-
-    wait_until(old_enough, timeout=seconds + 10, message=f"the client list to be {seconds} s old")
+    no longer fresh (STATE_FRESH_SECONDS)."""
+    wait_for_age(gw.runtime.services.clients.cache, seconds)
 
 
 def calls(sim: Simulator, key: str = "GET /api/clientes/") -> int:
