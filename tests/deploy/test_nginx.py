@@ -10,11 +10,9 @@ import inspect
 import re
 import signal
 import threading
-import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack
-from typing import Any
 
 import httpx
 import pytest
@@ -25,6 +23,7 @@ from isp_gateway.params import MAX_WAIT_SECONDS
 from isp_gateway.settings import Settings
 from tests.conftest import PASSWORD, USERNAME, Gateway, Simulator, serve_env, start_redis_server
 from tests.deploy.conftest import DEPLOY, MONITOR, Edge, needs_edge, run_edge
+from tests.support import wait_until
 from tests.web.test_logs import WRONG_PASSWORD, pick_client
 
 # One stack for the module's tests, on one worker, once pytest-xdist honours the group
@@ -162,12 +161,12 @@ def test_no_lookup_is_lost_while_a_replica_stops(edge: Edge, document: str) -> N
     try:
         # Round robin: both replicas answer lookups before one of them stops.
         replicas = {replica.url.removeprefix("http://") for replica in edge.replicas}
-        wait_until(lambda: replicas <= set(edge.upstreams(start)))
+        wait_until(lambda: replicas <= set(edge.upstreams(start)), timeout=20)
         # The unit's KillSignal: answer what is in flight, then stop.
         gone.proc.send_signal(signal.SIGTERM)
         assert gone.proc.wait(timeout=30) == 0, gone.log.read_text()
         stopped.set()
-        wait_until(lambda: sum(after for _, after in answers) >= 100)
+        wait_until(lambda: sum(after for _, after in answers) >= 100, timeout=20)
     finally:
         done.set()
         for thread in threads:
@@ -180,13 +179,6 @@ def test_no_lookup_is_lost_while_a_replica_stops(edge: Edge, document: str) -> N
     logged = edge.access_log.read_text()
     assert document not in logged + edge.error_log.read_text()
     assert re.search(r"id=\S{8,}", logged)
-
-
-def wait_until(condition: Callable[[], Any], deadline: float = 20) -> None:
-    end = time.monotonic() + deadline
-    while not condition():
-        assert time.monotonic() < end, "not within the deadline"
-        time.sleep(0.02)
 
 
 def directive(name: str) -> str:
