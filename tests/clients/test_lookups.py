@@ -311,7 +311,7 @@ def test_the_collector_runs_while_a_load_waits_for_the_upstream(
     while time.monotonic() < deadline:
         assert gw.runtime.services.clients.cache.loads == 0  # the start-up load is waiting
         seen.add(gc.isenabled())
-        time.sleep(0.01)
+        time.sleep(0.01)  # the pace of the samples
     assert seen == {True}
     warm(gw)
     assert gc.isenabled()

@@ -91,7 +91,7 @@ def test_a_miss_does_not_take_a_load_that_began_before_it() -> None:
         upstream.append("new")  # created upstream after that read
         missed_at = time.time()
         miss = asyncio.create_task(things.refresh(started_after=missed_at))
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # one turn of the loop: the miss starts and joins the load
         release.set()
         await asyncio.gather(in_flight, miss)
         snapshot = await things.get()

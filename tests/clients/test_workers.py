@@ -48,7 +48,7 @@ def test_workers_refresh_the_shared_list_once_per_period(
             assert response.status_code == 200
             # Never stale; CALLERS.md 2: the meta names the other services (none here).
             assert response.json()["meta"] == {"other_service_ids": []}
-        time.sleep(0.05)
+        time.sleep(0.05)  # the pace of the lookups
     assert calls(sim) <= 6
 
 

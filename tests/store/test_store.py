@@ -213,7 +213,7 @@ async def test_a_cancelled_call_never_returns_as_if_it_had_not_been(store: Store
             return task.cancelling()
 
         task = asyncio.ensure_future(calls())
-        await asyncio.sleep(chance.random() * 0.002)
+        await asyncio.sleep(chance.random() * 0.002)  # a random moment to cancel at
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             lost += await task > 0
@@ -240,11 +240,11 @@ async def test_a_lock_whose_task_is_cut_short_anywhere_is_released(store: Store)
 
         async def held() -> None:
             async with store.lock(k("cut"), timeout=60, blocking_timeout=5):
-                await asyncio.sleep(chance.random() * 0.002)
+                await asyncio.sleep(chance.random() * 0.002)  # the holder's work
 
         task = asyncio.ensure_future(held())
         for _ in range(chance.choice((1, 2))):
-            await asyncio.sleep(chance.random() * 0.003)
+            await asyncio.sleep(chance.random() * 0.003)  # a random moment to cancel at
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
@@ -268,7 +268,7 @@ async def test_lock_mutual_exclusion(store: Store) -> None:
         async with store.lock(k("zone:7"), timeout=5):
             inside += 1
             overlaps += inside > 1
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0.02)  # the holder's work
             order.append(n)
             inside -= 1
 
