@@ -251,8 +251,9 @@ def data_file_of(path: Path, dataset: Any) -> Path:
     return path
 
 
-def wait_for(url: str, deadline: float = 30.0, **kw: Any) -> httpx.Response:
-    """The first answer of `url` (any status) within `deadline` seconds."""
+def wait_for(url: str, deadline: float = 60.0, **kw: Any) -> httpx.Response:
+    """The first answer of `url` (any status) within `deadline` seconds (a process that
+    starts takes seconds on a machine shared with other suites; waiting costs only that)."""
     return wait_until(
         lambda: httpx.get(url, timeout=2, **kw),
         timeout=deadline,
