@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.agents.conftest import call, mcp_session_at
-from tests.foundation.test_servers import SERVERS, start_served
+from tests.cli.test_servers import SERVERS, start_served
 
 
 @pytest.mark.anyio

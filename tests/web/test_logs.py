@@ -17,10 +17,8 @@ import httpx
 import pytest
 
 from isp_gateway.web.logs import FILE_BATCH, PIPE_BATCH, default_batch, mask_path
-from tests.conftest import API_KEY, JWT_SECRET, PASSWORD, USERNAME, Simulator
-from tests.foundation.conftest import required_env
-from tests.foundation.test_cli import base_env
-from tests.support import serving
+from tests.conftest import API_KEY, JWT_SECRET, PASSWORD, USERNAME, Simulator, required_env
+from tests.support import base_env, serving
 
 WRONG_PASSWORD = "not-the-password-4711"
 TEXT_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [A-Z]+ [\w.]+: ")

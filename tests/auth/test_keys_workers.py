@@ -6,17 +6,22 @@ shared by the workers. Every request opens a new connection, so either worker ma
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from tests.conftest import Simulator, serve_env
-from tests.foundation.conftest import wait_for_fresh_window
-from tests.foundation.test_cli import base_env, run_cli
-from tests.support import emptied_redis, serving_workers
+from tests.support import (
+    base_env,
+    emptied_redis,
+    run_cli,
+    serving_workers,
+    wait_for_fresh_window,
+    wait_until,
+)
 
 REDIS_DB = 7
 PLANS = "/api/v1/internet-plans/"
@@ -73,19 +78,20 @@ def test_a_key_from_the_cli_on_two_workers(served: str, tmp_path: Path) -> None:
     # No key file yet: nothing is a key.
     assert statuses(url, "igw_" + "A" * 43) == {401}
     key = keys_cli(tmp_path, "create", "portal", "--scopes", "plans:read,audit:read")
-    time.sleep(5)
+    wait_until(lambda: statuses(url, key) == {200}, timeout=5, message="the key on both workers")
     assert statuses(url, key) == {200}
     # Its scopes only, on every worker; each refusal is audited in the shared store.
     refused = {get(url, "/api/v1/payment-methods", key).status_code for _ in range(TRIES)}
     assert refused == {403}
+
     # Counted (CALLERS.md 6): one event per caller and minute for both workers, its count
     # the sum of theirs once each has flushed (every second).
-    deadline = time.monotonic() + 10
-    while True:
+    def counted() -> list[dict[str, Any]] | None:
         events = get(url, "/api/v1/audit", key, event="scope_denied", limit=500).json()["data"]
-        if sum(e["details"]["count"] for e in events) == TRIES or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
+        done = sum(e["details"]["count"] for e in events) == TRIES
+        return events if done else None
+
+    events = wait_until(counted, timeout=10, message="both workers' refusals counted") or []
     assert sum(e["details"]["count"] for e in events) == TRIES
     assert len(events) <= 2  # a minute may turn between the refusals
     assert {e["caller"] for e in events} == {"portal"}
@@ -93,16 +99,19 @@ def test_a_key_from_the_cli_on_two_workers(served: str, tmp_path: Path) -> None:
     path = tmp_path / "keys.json"
     good = path.read_text()
     path.write_text('{"keys": [')
-    time.sleep(2.5)
+    kept = "keeping the 1 keys read before"
+    log = tmp_path / "serve.log"
+    # Until both workers have looked at the broken file (a lookup a second after the last).
+    wait_until(lambda: statuses(url, key) and log.read_text().count(kept) >= 2, timeout=5)
     assert statuses(url, key) == {200}
     # Each worker that looked at the broken file says so once: both did.
-    logged = (tmp_path / "serve.log").read_text()
-    assert logged.count("keeping the 1 keys read before") == 2, logged
+    logged = log.read_text()
+    assert logged.count(kept) == 2, logged
     assert key not in logged
     path.write_text(good)
     # Revoked with the real CLI: refused everywhere within 5 s, as a bad JWT.
     keys_cli(tmp_path, "revoke", "portal")
-    time.sleep(5)
+    wait_until(lambda: statuses(url, key) == {401}, timeout=5, message="the revocation")
     assert statuses(url, key) == {401}
     answer = get(url, PLANS, key)
     assert answer.json() == {"detail": "Could not validate credentials."}
@@ -113,8 +122,11 @@ def test_a_key_from_the_cli_on_two_workers(served: str, tmp_path: Path) -> None:
 def test_a_keys_rate_is_shared_by_the_workers(served: str, tmp_path: Path) -> None:
     url = served
     key = keys_cli(tmp_path, "create", "flow", "--scopes", "plans:read", "--rate-per-minute", "5")
-    time.sleep(2.5)
-    wait_for_fresh_window(60, margin=15)
+    # A key made after it, asked instead of it (whose requests count): once both workers
+    # have the probe's file, they have the flow key too.
+    probe = keys_cli(tmp_path, "create", "probe", "--scopes", "plans:read")
+    wait_until(lambda: statuses(url, probe) == {200}, timeout=5, message="the keys on both workers")
+    wait_for_fresh_window(60, margin=10)
     answers = [get(url, PLANS, key) for _ in range(12)]
     assert [a.status_code for a in answers] == [200] * 5 + [429] * 7
     assert all(a.json()["action"] == "rate_limited" for a in answers[5:])

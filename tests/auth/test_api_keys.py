@@ -32,7 +32,7 @@ from isp_gateway.auth.keys import (
 from isp_gateway.kit.errors import Locked
 from isp_gateway.store import Store
 from tests.conftest import Gateway
-from tests.support import memory_or_redis
+from tests.support import memory_or_redis, wait_until
 
 INTERVAL = 0.05  # the ring's re-check interval in these tests
 
@@ -49,6 +49,8 @@ def bot_ring(path: Path, check_interval: float = INTERVAL) -> tuple[KeyRing, str
 
 
 def wait_past_interval() -> None:
+    """Real time for the ring to look at its file again, for what must NOT change then
+    (what must change is waited for: `wait_until`)."""
     time.sleep(INTERVAL * 2)
 
 
@@ -110,7 +112,7 @@ def test_a_file_that_does_not_exist_yet_holds_no_keys_then_its_keys_apply(
     key = generate_key()
     assert ring.lookup(key) is None
     write(path, new_entry(key, "portal", ["plans:read"], None))
-    wait_past_interval()
+    wait_until(lambda: ring.lookup(key), message="the new key to apply")
     assert ring.lookup(key) is not None
 
 
@@ -122,7 +124,7 @@ def test_a_revoked_key_stops_even_when_cached(tmp_path: Path) -> None:
     for _ in range(5):  # in the cache now
         assert ring.lookup(revoked) is not None
     write(path, new_entry(kept, "kept", ["*"], None))
-    wait_past_interval()
+    wait_until(lambda: ring.lookup(revoked) is None, message="the revocation to apply")
     assert ring.lookup(revoked) is None
     assert ring.lookup(kept) is not None
 
@@ -136,10 +138,10 @@ def test_a_same_size_rewrite_in_place_is_seen(tmp_path: Path) -> None:
     ring = KeyRing(path, check_interval=INTERVAL)
     assert ring.lookup(key) is not None
     other = dict(entry, sha256=key_digest(generate_key()))
-    time.sleep(0.01)
+    time.sleep(0.01)  # real time, so that the rewrite's mtime differs from the write's
     with path.open("r+") as handle:  # same length: only the digest changes
         handle.write(json.dumps({"version": 1, "keys": [other]}, indent=2) + "\n")
-    wait_past_interval()
+    wait_until(lambda: ring.lookup(key) is None, message="the rewrite to be seen")
     assert ring.lookup(key) is None
 
 
@@ -191,7 +193,7 @@ def test_a_broken_file_keeps_the_last_good_keys_and_logs_once(
     # Fixed: the new keys apply.
     fresh = generate_key()
     write(path, new_entry(fresh, "fresh", ["*"], None))
-    wait_past_interval()
+    wait_until(lambda: ring.lookup(fresh), message="the fixed file to apply")
     assert ring.lookup(fresh) is not None
     assert ring.lookup(key) is None
 
@@ -334,7 +336,7 @@ def test_a_broken_file_at_start_holds_no_keys_until_fixed(
         assert all(ring.lookup(key) is None for ring in rings)
     assert len([r for r in caplog.records if r.levelno >= logging.ERROR]) == 2  # one each
     write(path, new_entry(key, "bot", ["*"], None))
-    wait_past_interval()
+    wait_until(lambda: all(ring.lookup(key) for ring in rings), message="the fixed file")
     assert all(ring.lookup(key) is not None for ring in rings)
     assert KeyRing(None).names() == []
 
@@ -386,8 +388,10 @@ def test_keys_on_the_real_app_and_a_revocation_within_5_s(
         assert response.json() == {"detail": "Could not validate credentials."}
         assert response.headers["www-authenticate"] == "Bearer"
     write(path, new_entry(writer, "ticket-bot", ["tickets:write"], None))  # revoke "portal"
-    revoked_at = time.monotonic()
-    while gw.client.get(url, headers={"X-API-Key": reader}).status_code == 200:
-        assert time.monotonic() - revoked_at < 5
-        time.sleep(0.1)
+    wait_until(
+        lambda: gw.client.get(url, headers={"X-API-Key": reader}).status_code != 200,
+        timeout=5,
+        interval=0.1,
+        message="the revocation to apply",
+    )
     assert gw.client.get(url, headers={"X-API-Key": reader}).status_code == 401

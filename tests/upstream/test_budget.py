@@ -10,7 +10,7 @@ from isp_gateway.kit.callers import Caller, set_current_caller
 from isp_gateway.kit.errors import UpstreamRateLimited
 from isp_gateway.store import MemoryStore
 from isp_gateway.upstream.budget import RateBudget
-from tests.foundation.conftest import wait_for_fresh_window
+from tests.support import wait_for_fresh_window
 
 pytestmark = pytest.mark.anyio
 
@@ -120,7 +120,9 @@ async def test_the_window_slides_over_its_edge() -> None:
     budget = RateBudget(MemoryStore(), per_minute=5, per_hour=1000, minute=2.0)
     for _ in range(5):
         await budget.acquire()
-    await asyncio.sleep(1.0)  # half a window later: the five still count
+    # Real time: half a window later (past a fixed window's edge as often as not), the five
+    # must still count.
+    await asyncio.sleep(1.0)
     with pytest.raises(UpstreamRateLimited):
         await budget.acquire()
 

@@ -12,11 +12,15 @@ from urllib.parse import urlsplit
 
 from isp_gateway.web.envelope import encode, envelope
 from isp_gateway.web.methods import MethodGuard
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Simulator, module_pair_fixtures
 from tests.contract.test_contract import _raw_exchange, oversized_chunks
-from tests.foundation.conftest import unknown_path_layer, wait_for_fresh_window
+from tests.support import wait_for_fresh_window
+from tests.web.conftest import unknown_path_layer
 
 LIMIT = 2048
+# The tests only read (a gateway of their own beside it when they need other settings): one
+# pair serves them all.
+simulator, gateway = module_pair_fixtures()
 
 
 def test_a_413_is_the_same_bytes_from_the_middleware_and_from_the_handler(

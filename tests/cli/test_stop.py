@@ -22,7 +22,6 @@ import redis
 from isp_gateway.auth.tokens import issue_token
 from isp_gateway.serving import graceful_stop_seconds
 from isp_gateway.web.params import MAX_WAIT_SECONDS
-from tests.clients.test_scale_redis import wait_for
 from tests.conftest import USERNAME, Simulator, gateway_settings, serve_env
 from tests.network.test_ping_api import PING_CREATES, TASK_READS
 from tests.support import (
@@ -32,6 +31,7 @@ from tests.support import (
     serve_args,
     server_process,
     wait_ready,
+    wait_until,
 )
 from tests.tickets.conftest import build_dataset, post_calls, ticket_body
 
@@ -112,11 +112,19 @@ def test_a_stop_answers_the_long_polls_at_once(
         task_id = created.json()["data"]["task_id"]
         poll = pool.submit(answered(lambda: gw.call("GET", f"/api/v1/ping/{task_id}/?wait=25")))
         # The long poll reads the task upstream every 0.1 s: it is in flight.
-        wait_for(lambda: simulator.state.calls[TASK_READS] > 0, "the long poll never read")
+        wait_until(
+            lambda: simulator.state.calls[TASK_READS] > 0,
+            message="the long poll to read",
+            timeout=30,
+        )
         path = f"/api/v1/clients/{second}/diagnose?wait=25"
         diagnose = pool.submit(answered(lambda: gw.call("POST", path)))
         # Its ping created, the diagnose is in its long poll (or about to be).
-        wait_for(lambda: simulator.state.calls[PING_CREATES] == 2, "the diagnose never pinged")
+        wait_until(
+            lambda: simulator.state.calls[PING_CREATES] == 2,
+            message="the diagnose to ping",
+            timeout=30,
+        )
         asked = time.monotonic()
         stopped_in = gw.stop()
         answers = [poll.result(timeout=30), diagnose.result(timeout=30)]
@@ -158,9 +166,11 @@ def test_a_stop_finishes_a_sent_creation_refuses_an_unsent_one_and_leaves_no_loc
             return pool.submit(lambda: gw.call("POST", "/api/v1/tickets", **request))
 
         sent = creation("stop-sent", service_id=101, zone_id=1)
-        wait_for(lambda: post_calls(sim) == 1, "the first creation never posted")
+        wait_until(lambda: post_calls(sim) == 1, message="the first creation to post", timeout=30)
         unsent = creation("stop-unsent", service_id=301, zone_id=3)
-        wait_for(lambda: bool(store.exists("ispgw:lock:zone:3")), "no count in zone 3")
+        wait_until(
+            lambda: bool(store.exists("ispgw:lock:zone:3")), message="a count in zone 3", timeout=30
+        )
         stopped_in = gw.stop()
         finished, refused = sent.result(timeout=30), unsent.result(timeout=30)
         # No zone, service or idempotency lock is left to expire.

@@ -1,4 +1,4 @@
-"""`python -m tests.foundation.served_probe PORT`: the real app with the probe routes, run
+"""`python -m tests.cli.served_probe PORT`: the real app with the probe routes, run
 by `isp_gateway.serving` under the server SERVER names, as `isp-gateway serve
 --proxy-headers` runs it. The tests in test_servers.py drive it over loopback."""
 
@@ -14,12 +14,13 @@ from isp_gateway import serving
 from isp_gateway.app import create_app
 from isp_gateway.settings import Settings, load_settings
 from isp_gateway.web.logs import configure_logging
-from tests.foundation.conftest import add_probe_routes
+from tests.conftest import add_probe_routes
 
 
 def create_probe_app(settings: Settings) -> FastAPI:
     app = create_app(settings)
     add_probe_routes(app)
+    slow_started = 0  # slow requests this process has begun to answer
 
     @app.get("/_probe/client")
     async def client(request: Request) -> dict[str, Any]:
@@ -27,8 +28,14 @@ def create_probe_app(settings: Settings) -> FastAPI:
 
     @app.get("/_probe/slow")
     async def slow() -> dict[str, Any]:
-        await asyncio.sleep(1.5)
+        nonlocal slow_started
+        slow_started += 1
+        await asyncio.sleep(1.5)  # a long request (its work), in flight when the test stops
         return {"slow": True}
+
+    @app.get("/_probe/slow/started")
+    async def started() -> dict[str, Any]:
+        return {"started": slow_started}
 
     return app
 
@@ -41,7 +48,7 @@ def main() -> None:
         "127.0.0.1",
         int(sys.argv[1]),
         proxy_headers=True,
-        factory="tests.foundation.served_probe:create_probe_app",
+        factory="tests.cli.served_probe:create_probe_app",
     )
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from isp_gateway.auth.keys import KEY_PATTERN, KeyRing, key_digest
-from tests.foundation.test_cli import base_env, run_cli
+from tests.support import base_env, run_cli
 
 
 def keys_cli(

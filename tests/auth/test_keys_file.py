@@ -26,9 +26,8 @@ from typing import Any
 import pytest
 
 from isp_gateway.auth.keys import KEY_PATTERN, KeyRing, generate_key, new_entry, write_key_entries
-from tests.foundation.conftest import required_env
-from tests.foundation.test_cli import base_env, run_cli
-from tests.support import free_port
+from tests.conftest import required_env
+from tests.support import base_env, free_port, run_cli
 
 # Runs commands of the real CLI, one per line of stdin, after saying "ready"; answers each
 # with one JSON line: its exit code and what it printed.

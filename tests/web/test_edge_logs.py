@@ -11,10 +11,9 @@ from pathlib import Path
 import httpx
 
 from isp_gateway.web.logs import escape_control, mask_unknown_path
-from tests.foundation.conftest import required_env
-from tests.foundation.test_cli import base_env
-from tests.foundation.test_logs import TEXT_LINE
-from tests.support import serving
+from tests.conftest import required_env
+from tests.support import base_env, serving
+from tests.web.test_logs import TEXT_LINE
 
 FORGED = "2026-01-01 00:00:00,000 INFO isp_gateway: admin logged in"
 DOCUMENT = "1098765432"

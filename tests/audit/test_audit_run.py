@@ -17,8 +17,8 @@ import pytest
 from isp_gateway.audit.service import EVENTS
 from isp_gateway.auth.keys import generate_key, new_entry, write_key_entries
 from tests.agents.conftest import call, mcp_session, pick_customer
+from tests.audit.test_audit import EVENT_FIELDS
 from tests.conftest import PASSWORD, USERNAME, Gateway, Simulator
-from tests.foundation.test_audit import EVENT_FIELDS
 from tests.payments.conftest import day, pdf_file, report_fields, verification_id
 from tests.support import emptied_redis
 

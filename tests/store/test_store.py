@@ -34,6 +34,7 @@ from tests.support import (
     free_port,
     memory_or_redis,
     redis_store_on,
+    wait_until_async,
 )
 
 REDIS_DB = 11
@@ -43,6 +44,11 @@ RUN = uuid.uuid4().hex[:12]
 def k(name: str) -> str:
     """This run's key for `name`."""
     return f"{RUN}:{name}"
+
+
+async def gone(store: Store, key: str) -> bool:
+    """Whether `key` has expired (or was never there)."""
+    return await store.get(key) is None
 
 
 pytestmark = pytest.mark.anyio
@@ -126,7 +132,7 @@ async def test_ttl_expiry(store: Store) -> None:
     assert remaining is not None and 0 < remaining <= 0.25
     assert await store.ttl(k("forever")) is None
     assert await store.get(k("short")) == "v"
-    await asyncio.sleep(0.35)
+    await wait_until_async(lambda: gone(store, k("short")), message="the short key to expire")
     assert await store.get(k("short")) is None
     assert await store.ttl(k("short")) is None
     assert await store.get(k("forever")) == "v"
@@ -138,7 +144,9 @@ async def test_zero_or_tiny_ttl_expires_at_once(store: Store, ttl: float) -> Non
     # both stores must treat it as "already expired", not fail.
     await store.set(k("k"), "v", ttl=ttl)
     assert await store.set_if_absent(k("n"), "v", ttl=ttl) is True
-    await asyncio.sleep(0.01)
+    # At once: within a few 5 ms polls (a ttl of 0.4 ms may outlive the call by that much).
+    for key in (k("k"), k("n")):
+        await wait_until_async(lambda key=key: gone(store, key), timeout=0.05, interval=0.005)
     assert await store.get(k("k")) is None
     assert await store.get(k("n")) is None
 
@@ -147,7 +155,7 @@ async def test_set_if_absent(store: Store) -> None:
     assert await store.set_if_absent(k("once"), {"first": True}, ttl=0.3) is True
     assert await store.set_if_absent(k("once"), {"first": False}, ttl=0.3) is False
     assert await store.get(k("once")) == {"first": True}
-    await asyncio.sleep(0.4)
+    await wait_until_async(lambda: gone(store, k("once")), message="the first value to expire")
     assert await store.set_if_absent(k("once"), {"second": True}) is True
     assert await store.get(k("once")) == {"second": True}
 
@@ -160,14 +168,19 @@ async def test_set_if_absent_is_atomic_under_concurrency(store: Store) -> None:
 
 async def test_incr_counts_and_keeps_the_first_ttl(store: Store) -> None:
     assert await store.incr(k("c"), 1, ttl=0.6) == 1
-    await asyncio.sleep(0.3)
+
+    async def half_gone() -> bool:  # the window has run for a while (0.25 s or more)
+        left = await store.ttl(k("c"))
+        return left is not None and left <= 0.35
+
+    await wait_until_async(half_gone, message="the counter's window to run 0.25 s")
     assert await store.incr(k("c"), 2, ttl=0.6) == 3
     remaining = await store.ttl(k("c"))
     # Not pushed back by the second incr: the window's expiry is set once.
     assert remaining is not None and remaining <= 0.35
     assert await store.incr(k("c"), -1) == 2
     assert await store.get(k("c")) == 2
-    await asyncio.sleep(0.4)
+    await wait_until_async(lambda: gone(store, k("c")), message="the counter to expire")
     assert await store.get(k("c")) is None
     assert await store.incr(k("c"), 1, ttl=0.6) == 1
 
@@ -200,7 +213,7 @@ async def test_a_cancelled_call_never_returns_as_if_it_had_not_been(store: Store
             return task.cancelling()
 
         task = asyncio.ensure_future(calls())
-        await asyncio.sleep(chance.random() * 0.002)
+        await asyncio.sleep(chance.random() * 0.002)  # a random moment to cancel at
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             lost += await task > 0
@@ -210,7 +223,9 @@ async def test_a_cancelled_call_never_returns_as_if_it_had_not_been(store: Store
 async def test_a_lock_wait_ends_when_its_task_is_cancelled(store: Store) -> None:
     async with store.lock(k("held"), timeout=30):
         waiter = asyncio.ensure_future(_hold(store, k("held")))
-        await asyncio.sleep(0.25)  # a few polls of the held lock
+        # Real time for the waiter to poll the held lock a few times (Redis: every 0.1 s):
+        # nothing to observe, it only waits.
+        await asyncio.sleep(0.25)
         waiter.cancel()
         done, _ = await asyncio.wait({waiter}, timeout=2)
         assert waiter in done and waiter.cancelled()
@@ -225,11 +240,11 @@ async def test_a_lock_whose_task_is_cut_short_anywhere_is_released(store: Store)
 
         async def held() -> None:
             async with store.lock(k("cut"), timeout=60, blocking_timeout=5):
-                await asyncio.sleep(chance.random() * 0.002)
+                await asyncio.sleep(chance.random() * 0.002)  # the holder's work
 
         task = asyncio.ensure_future(held())
         for _ in range(chance.choice((1, 2))):
-            await asyncio.sleep(chance.random() * 0.003)
+            await asyncio.sleep(chance.random() * 0.003)  # a random moment to cancel at
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
@@ -253,7 +268,7 @@ async def test_lock_mutual_exclusion(store: Store) -> None:
         async with store.lock(k("zone:7"), timeout=5):
             inside += 1
             overlaps += inside > 1
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0.02)  # the holder's work
             order.append(n)
             inside -= 1
 
@@ -455,10 +470,9 @@ async def test_the_store_follows_a_master_demoted_under_it(tmp_path: Path) -> No
         with redis.Redis(port=new.port) as client:
             client.set("probe", 1)
         with redis.Redis(port=old.port) as client:  # now the new master's replica
-            deadline = time.monotonic() + 10
-            while client.get("probe") is None:  # the new master streams its writes to it
-                assert time.monotonic() < deadline, "the old master never copied the new one"
-                await asyncio.sleep(0.02)
+            # The new master streams its writes to it.
+            message = "the old master to copy the new one"
+            await wait_until_async(lambda: client.get("probe") is not None, message=message)
             await store.set_replicated("mark", {"after_id": 7}, ttl=10)
             assert client.get("ispgw:mark") == b'{"after_id":7}'
     finally:

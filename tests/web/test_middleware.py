@@ -7,7 +7,7 @@ from collections.abc import Callable
 import httpx
 
 from tests.conftest import Gateway
-from tests.foundation.conftest import wait_for_fresh_window
+from tests.support import wait_for_fresh_window
 
 PATH = "/api/v1/_probe/whoami"
 

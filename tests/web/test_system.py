@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Simulator, module_pair_fixtures
 
 SPEC_TAGS = ["system", "Clients", "tickets", "network", "internet-plans"]
 SPEC_ORIGINS = [
@@ -18,6 +18,10 @@ SPEC_ORIGINS = [
     "http://localhost:8081",
     "http://localhost:8082",
 ]
+
+
+# The tests that take `gateway` only read the app and are refused: one pair serves them all.
+simulator, gateway = module_pair_fixtures()
 
 
 @pytest.fixture

@@ -17,9 +17,8 @@ import pytest
 
 from isp_gateway.auth import keys
 from isp_gateway.cli import build_parser
-from tests.foundation.conftest import required_env
-from tests.foundation.test_cli import base_env, run_cli
-from tests.support import free_port, serving
+from tests.conftest import required_env
+from tests.support import base_env, free_port, run_cli, serving
 
 
 def serve_once(env: dict[str, str], cwd: Path, *args: str) -> tuple[int, str]:

@@ -18,31 +18,8 @@ import bcrypt
 import httpx
 import pytest
 
-from tests.conftest import API_KEY, JWT_SECRET
-from tests.foundation.conftest import required_env
-from tests.support import free_port, serve_args, wait_for
-
-
-def base_env(**extra: str) -> dict[str, str]:
-    """A clean environment: none of the service's settings leak in from the test run."""
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "SYSTEMROOT")}
-    env["PYTHONUNBUFFERED"] = "1"
-    env.update(extra)
-    return env
-
-
-def run_cli(
-    *args: str, env: dict[str, str], cwd: Path, stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "isp_gateway", *args],
-        env=env,
-        cwd=cwd,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+from tests.conftest import API_KEY, JWT_SECRET, required_env
+from tests.support import base_env, free_port, run_cli, serve_args, wait_for, wait_until
 
 
 @pytest.fixture
@@ -294,9 +271,8 @@ def test_demo_runs_and_stops_cleanly(
     _, err = proc.communicate(timeout=30)
     assert proc.returncode in (0, 130)
     assert "Traceback" not in err, err
-    deadline = time.monotonic() + 10
-    while not all(map(gone, started)) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    alive = lambda: [pid for pid in started if not gone(pid)]  # noqa: E731
+    wait_until(lambda: not alive(), message=lambda: f"the demo's processes {alive()} to end")
     assert gone(simulator_pid)
     assert all(map(gone, started))
 

@@ -10,10 +10,8 @@ from pathlib import Path
 import httpx
 
 from isp_gateway.settings import PLACEHOLDERS
-from tests.conftest import API_KEY, JWT_SECRET
-from tests.foundation.conftest import required_env
-from tests.foundation.test_cli import base_env, run_cli
-from tests.support import free_port, serving
+from tests.conftest import API_KEY, JWT_SECRET, required_env
+from tests.support import base_env, free_port, run_cli, serving
 
 EXAMPLE = Path(__file__).resolve().parents[2] / ".env.example"
 

@@ -15,8 +15,7 @@ from isp_gateway.settings import (
     Settings,
     load_settings,
 )
-from tests.conftest import API_KEY, JWT_SECRET, USERNAME
-from tests.foundation.conftest import required_env
+from tests.conftest import API_KEY, JWT_SECRET, USERNAME, required_env
 
 REQUIRED = ("UPSTREAM_NET_KEY", "UPSTREAM_NET_HOST", "JWT_SECRET_KEY", "API_USERNAME")
 

@@ -13,7 +13,7 @@ from starlette.routing import Mount
 
 from isp_gateway.web.notfound import known_paths
 from tests.conftest import API_KEY, JWT_SECRET, Gateway
-from tests.foundation.conftest import unknown_path_layer
+from tests.web.conftest import unknown_path_layer
 
 PROBE = "/api/v1/_probe"
 

@@ -20,9 +20,9 @@ import pytest
 from isp_gateway.cli.demo import gateway_overrides
 from isp_gateway.simulator.dataset import build_dataset
 from tests.agents.test_mcp_conversations import ROOMY, open_verified_ticket, ticketless_customer
+from tests.cli.test_cli import parse_demo
 from tests.conftest import Gateway, Simulator
-from tests.foundation.test_cli import base_env, parse_demo
-from tests.support import free_port
+from tests.support import base_env, free_port
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,9 +18,8 @@ import pytest
 
 from isp_gateway.auth.tokens import issue_token
 from isp_gateway.settings import load_settings
-from tests.conftest import PASSWORD, USERNAME
-from tests.foundation.conftest import required_env
-from tests.foundation.test_cli import base_env, free_port, wait_for
+from tests.conftest import PASSWORD, USERNAME, required_env
+from tests.support import base_env, free_port, wait_for, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVERS = ["granian", "uvicorn"]
@@ -48,7 +46,7 @@ def start_served(password_hash: str, server: str, **env: str) -> Served:
     environment = base_env(**required_env(password_hash), SERVER=server, **env)
     environment["PYTHONPATH"] = str(ROOT)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.foundation.served_probe", str(port)],
+        [sys.executable, "-m", "tests.cli.served_probe", str(port)],
         env=environment,
         cwd=ROOT,
         stdout=subprocess.PIPE,
@@ -163,7 +161,9 @@ def test_lifespan_and_graceful_stop(password_hash: str, server: str) -> None:
         target=lambda: answers.append(httpx.get(f"{handle.url}/_probe/slow", timeout=30))
     )
     slow.start()
-    time.sleep(0.5)  # the slow request is in flight
+    wait_until(  # the slow request is in flight
+        lambda: httpx.get(f"{handle.url}/_probe/slow/started").json()["started"] == 1
+    )
     output = handle.stop()
     slow.join(timeout=30)
     assert handle.proc.returncode in (0, 130)

@@ -20,7 +20,7 @@ from isp_gateway.auth.dependencies import _scoped, current_caller
 from isp_gateway.auth.keys import generate_key, new_entry, write_key_entries
 from isp_gateway.web.methods import MethodGuard
 from tests.conftest import PASSWORD, USERNAME, Gateway, Simulator, _start_gateway, _start_simulator
-from tests.foundation.conftest import wait_for_fresh_window
+from tests.support import wait_for_fresh_window
 
 # CALLERS.md 3, written out: a route given another scope (or none) fails below.
 EXPECTED: dict[tuple[str, str], str] = {

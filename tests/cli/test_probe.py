@@ -12,10 +12,8 @@ import pytest
 import redis
 
 from isp_gateway.auth import keys
-from tests.conftest import Simulator, start_redis_server, start_sentinel_group
-from tests.foundation.conftest import required_env
-from tests.foundation.test_cli import base_env, run_cli
-from tests.support import SENTINEL_MASTER, RedisServer, SentinelGroup, free_port
+from tests.conftest import Simulator, required_env, start_redis_server, start_sentinel_group
+from tests.support import SENTINEL_MASTER, RedisServer, SentinelGroup, base_env, free_port, run_cli
 
 REDIS_PASSWORD = "redis-pass-0123456789"
 

@@ -22,8 +22,8 @@ from isp_gateway.store import MemoryStore
 from isp_gateway.upstream.budget import RateBudget
 from isp_gateway.upstream.gateway import UpstreamGateway, build_http_client
 from tests.conftest import API_KEY, Simulator
-from tests.foundation.conftest import ScriptedUpstream, make_settings
-from tests.support import run_server
+from tests.support import run_server, wait_until_async
+from tests.upstream.conftest import ScriptedUpstream, make_settings
 
 pytestmark = pytest.mark.anyio
 
@@ -336,7 +336,8 @@ async def test_a_background_read_pauses_on_429_and_resumes_where_it_was(
     # Retry-After, and the read completes without starting over.
     sim.state.faults.update({"force_429": True, "retry_after": 1})
     task = asyncio.ensure_future(gateway.get_all_pages("api/clientes/", background=True))
-    await asyncio.sleep(0.5)
+    # Until the read has met the throttle (its first page answered 429).
+    await wait_until_async(lambda: sim.state.calls["GET /api/clientes/"] >= 1)
     sim.state.faults.update({"force_429": False})
     rows = await asyncio.wait_for(task, timeout=30)
     assert sorted(r["id_servicio"] for r in rows) == sorted(set(r["id_servicio"] for r in rows))
