@@ -2,11 +2,11 @@
 deploy/sentinel.conf as shipped (only their marked values moved onto loopback ports and into
 a temporary directory), run by Debian's redis-server (the sentinels as `redis-server <conf>
 --sentinel`): the replica copies the master with the password, three sentinels watch them,
-`isp-gateway check-config --probe` finds each sentinel and the master through them; the master is killed, the sentinels promote
-the replica, and the old master, started again with its own file, becomes the new master's
-replica (its `masterauth`); the probe then finds the new master. The two-host recipe of the
-docs, as far as one machine allows (the gateways behind nginx through a failover:
-test_sentinel_failover.py)."""
+`isp-gateway check-config --probe` finds each sentinel and the master through them; the
+master is killed, the sentinels promote the replica, and the old master, started again with
+its own file, becomes the new master's replica (its `masterauth`); the probe then finds the
+new master. The two-host recipe of the docs, as far as one machine allows (the gateways
+behind nginx through a failover: test_sentinel_failover.py)."""
 
 from __future__ import annotations
 
