@@ -25,14 +25,17 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 # The Redis tests use REDIS_URL when set, else start a throwaway redis-server (tests/conftest.py);
-# those of a Redis that goes away and of Redis Sentinel always start their own processes.
+# those of a Redis that goes away and of Redis Sentinel always start their own processes, the
+# sentinels as `redis-server <conf> --sentinel`: redis-server is all they need. Tests of nginx,
+# systemd-analyze, openssl or chromium skip without them, each with one line naming its
+# Debian package (tests/support.py's `needs`); -ra (pyproject.toml) lists the skips at the end.
 # The suite runs in TEST_WORKERS processes (pytest-xdist; each brings its own servers and
 # Redis): 2 by default, one a core of the 2-core machines it is measured on (README).
 # loadgroup keeps the tests of an xdist_group on one worker; `make test TEST_WORKERS=0` runs
 # it in one process.
 TEST_WORKERS ?= 2
 test: lint
-	@command -v redis-server >/dev/null && command -v redis-sentinel >/dev/null || { echo "make test needs redis-server and redis-sentinel on PATH (Debian/Ubuntu: apt-get install redis-server redis-sentinel)"; exit 1; }
+	@command -v redis-server >/dev/null || { echo "make test needs redis-server on PATH (Debian/Ubuntu: apt-get install redis-server)"; exit 1; }
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --cov --cov-report=term:skip-covered --durations=15
 
 bench: $(STAMP)

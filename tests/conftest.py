@@ -1,4 +1,6 @@
-"""Shared fixtures: a real simulator and a real gateway, each under uvicorn on loopback."""
+"""Shared fixtures: a real simulator and a real gateway, each under uvicorn on loopback (and
+one with throwaway probe routes), the Redis of the run, and the environment of a real
+`isp-gateway serve`."""
 
 from __future__ import annotations
 
@@ -11,10 +13,14 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi import APIRouter, Depends, FastAPI
+from pydantic import BaseModel, Field
 
 from isp_gateway.app import create_app
+from isp_gateway.auth.dependencies import CurrentCaller, current_caller
 from isp_gateway.auth.passwords import hash_password
 from isp_gateway.auth.tokens import issue_token
+from isp_gateway.kit.errors import Locked, NotFound, UpstreamRateLimited
 from isp_gateway.settings import Settings, load_settings
 from isp_gateway.simulator import SimulatorConfig, create_simulator_app
 from tests.support import RedisServer, SentinelGroup, redis_db_url, run_server
@@ -174,6 +180,63 @@ def module_pair_fixtures() -> tuple[Any, Any]:
     return simulator, gateway
 
 
+# -- probe routes: throwaway routes on the real app ---------------------------------------
+
+
+class ProbeRequest(BaseModel):
+    pings: int = Field(ge=1, le=20)
+    name: str
+
+
+def add_probe_routes(app: FastAPI) -> None:
+    """Throwaway routes on a real app (the Starlette way of testing handlers): a protected
+    echo of the token subject, a body to validate, and crashes of every kind."""
+    router = APIRouter(prefix="/api/v1/_probe", dependencies=[Depends(current_caller)])
+
+    @router.get("/whoami")
+    async def whoami(caller: CurrentCaller) -> dict[str, Any]:
+        return {"sub": caller.caller.removeprefix("jwt:")}
+
+    @router.post("/body")
+    async def body(payload: ProbeRequest) -> dict[str, Any]:
+        return payload.model_dump()
+
+    @router.get("/crash")
+    async def crash() -> None:
+        raise RuntimeError("boom")
+
+    @router.get("/not-found")
+    async def not_found() -> None:
+        raise NotFound("Client not found", action="client_not_found")
+
+    @router.get("/locked")
+    async def locked() -> None:
+        raise Locked(action="client_verification_locked", retry_after=7)
+
+    @router.get("/upstream-429")
+    async def upstream_429() -> None:
+        raise UpstreamRateLimited(12.4)
+
+    app.include_router(router)
+
+
+@pytest.fixture
+def start_probe_gateway(start_gateway: Callable[..., Gateway]) -> Callable[..., Gateway]:
+    """Like `start_gateway`, with the probe routes added to the real app before it runs."""
+
+    def start(upstream_url: str = "http://127.0.0.1:9", **overrides: Any) -> Gateway:
+        return start_gateway(upstream_url, prepare=add_probe_routes, **overrides)
+
+    return start
+
+
+@pytest.fixture(scope="module")
+def probe_gateway(password_hash: str) -> Iterator[Gateway]:
+    """One probe gateway with default settings shared by a module's read-only tests."""
+    with contextlib.ExitStack() as stack:
+        yield _start_gateway(stack, password_hash, "http://127.0.0.1:9", prepare=add_probe_routes)
+
+
 # -- Redis: the tests bring their own ---------------------------------------------------
 
 REDIS_MISSING = (
@@ -193,14 +256,14 @@ def start_redis_server() -> RedisServer:
 
 
 SENTINEL_MISSING = (
-    "the Redis Sentinel tests need redis-server and redis-sentinel on PATH "
-    "(apt-get install redis-server redis-sentinel)"
+    "the Redis Sentinel tests need redis-server on PATH (apt-get install redis-server); "
+    "they start its sentinels as `redis-server <conf> --sentinel`"
 )
 
 
 def start_sentinel_group(directory: Path, **options: Any) -> SentinelGroup:
     """A master, replicas and sentinels of the caller's own (SentinelGroup's options), or the
-    test fails with one line naming the packages."""
+    test fails with one line naming the package."""
     group = SentinelGroup(directory, **options)
     try:
         group.start()
@@ -250,6 +313,17 @@ def redis_url(redis_base_url: str) -> Callable[[int], str]:
 
 
 # -- `isp-gateway serve` as a real process --------------------------------------------------
+
+
+def required_env(password_hash: str) -> dict[str, str]:
+    """The five required settings, valid, as environment variables."""
+    return {
+        "UPSTREAM_NET_KEY": API_KEY,
+        "UPSTREAM_NET_HOST": "http://127.0.0.1:9",
+        "JWT_SECRET_KEY": JWT_SECRET,
+        "API_USERNAME": USERNAME,
+        "API_PASSWORD_HASH": password_hash,
+    }
 
 
 def serve_env(upstream_url: str, password_hash: str, **extra: str) -> dict[str, str]:

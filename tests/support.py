@@ -1,10 +1,12 @@
-"""Test helpers shared by every test package: run any ASGI app on a real loopback port, run
+"""Test helpers shared by every test package: wait on a condition (`wait_until`), skip a test
+whose system tool is missing (`needs`), run any ASGI app on a real loopback port, run
 `isp-gateway serve` (or any server) as a real process, a throwaway Redis (alone, or a master
 with replicas and sentinels), and the store a test runs on (memory or Redis)."""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 import random
@@ -15,11 +17,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -32,16 +34,176 @@ from starlette.types import ASGIApp
 from isp_gateway.store import MemoryStore, Store
 from isp_gateway.store.redis import RedisStore
 
+T = TypeVar("T")
+
+# -- waiting on a condition -----------------------------------------------------------------
+
+# How long `wait_until` waits by default: far beyond what any condition takes on an idle
+# machine, so that a starved one still passes; a condition met returns at the next poll.
+WAIT_SECONDS = 10.0
+Errors = type[BaseException] | tuple[type[BaseException], ...]
+
+
+def _timed_out(
+    predicate: Callable[..., Any],
+    timeout: float,
+    message: str | Callable[[], str] | None,
+    last: Any,
+    error: BaseException | None,
+) -> AssertionError:
+    what = message() if callable(message) else message
+    name = getattr(predicate, "__name__", "<lambda>")
+    what = what or (f"{name}()" if name != "<lambda>" else "the condition")
+    seen = f"last error {error!r}" if error is not None else f"last answer {last!r:.300}"
+    return AssertionError(f"waited {timeout:g} s for {what}; {seen}")
+
+
+def wait_until(
+    predicate: Callable[[], T],
+    *,
+    timeout: float = WAIT_SECONDS,
+    interval: float = 0.02,
+    message: str | Callable[[], str] | None = None,
+    ignoring: Errors = (),
+) -> T:
+    """Ask `predicate` every `interval` seconds until it answers something true, and return
+    that answer; after `timeout` seconds, fail the test naming `message` (else the
+    predicate) and its last answer. Exceptions of the `ignoring` types count as a false
+    answer (e.g. a server that does not accept connections yet)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value: Any = None
+        error = None
+        try:
+            value = predicate()
+        except ignoring as exc:
+            error = exc
+        if value:
+            return value  # type: ignore[no-any-return]
+        if time.monotonic() >= deadline:
+            raise _timed_out(predicate, timeout, message, value, error)
+        time.sleep(interval)
+
+
+async def wait_until_async(
+    predicate: Callable[[], T | Awaitable[T]],
+    *,
+    timeout: float = WAIT_SECONDS,
+    interval: float = 0.02,
+    message: str | Callable[[], str] | None = None,
+    ignoring: Errors = (),
+) -> T:
+    """`wait_until` for a test on an event loop: the predicate may be a coroutine function,
+    and the loop runs between polls."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value: Any = None
+        error = None
+        try:
+            answer = predicate()
+            value = await answer if inspect.isawaitable(answer) else answer
+        except ignoring as exc:
+            error = exc
+        if value:
+            return value  # type: ignore[no-any-return]
+        if time.monotonic() >= deadline:
+            raise _timed_out(predicate, timeout, message, value, error)
+        await asyncio.sleep(interval)
+
+
+def copy_age(resource: Any) -> float | None:
+    """The age of the copy a cached list (cache.py's CachedResource) holds in this process,
+    from its load; None before the first."""
+    stamp = resource.local_stamp
+    return None if stamp is None else time.time() - stamp[0]
+
+
+def wait_for_age(resource: Any, seconds: float) -> None:
+    """Until the copy `resource` holds is `seconds` old: a lifetime or a freshness window
+    measured from its load is over (instead of sleeping a guess past it)."""
+
+    def old_enough() -> bool:
+        age = copy_age(resource)
+        return age is not None and age >= seconds
+
+    wait_until(old_enough, timeout=seconds + 10, message=f"a copy {seconds} s old")
+
+
+def wait_for_fresh_window(length: int, margin: float = 3.0) -> None:
+    """Counters in fixed windows reset at the boundary: start a test well inside one (it
+    waits for the clock, at most `margin` seconds, and only when the window ends sooner)."""
+    wait_until(
+        lambda: length - (time.time() % length) >= margin,
+        timeout=margin + 1,
+        message=f"a fresh {length} s window",
+    )
+
+
+# -- system tools -------------------------------------------------------------------------
+
+
+def tool_path(tool: str) -> str | None:
+    """Where a system tool is: on PATH, or in the sbin directories (which a non-root PATH
+    on Debian lacks; nginx lives there)."""
+    return shutil.which(tool) or shutil.which(tool, path="/usr/sbin:/sbin")
+
+
+def missing_tool(tool: str, package: str | None = None) -> str:
+    """The one line a test without `tool` is skipped with: the Debian package to install."""
+    return f"needs {tool} (apt-get install {package or tool}); .ci/run installs it"
+
+
+def needs(tool: str, package: str | None = None) -> pytest.MarkDecorator:
+    """Skip the test (a decorator, or a module's `pytestmark`) when the system tool it
+    drives is missing, with one line naming the Debian package (`package`, else the tool's
+    name). `.ci/run` installs them all, so CI runs every test; `-ra` lists the skips."""
+    return pytest.mark.skipif(tool_path(tool) is None, reason=missing_tool(tool, package))
+
+
+def tool_or_skip(tool: str, package: str | None = None) -> str:
+    """The path of the system tool a helper drives, or the test is skipped with the same
+    line as `needs` (for helpers a test reaches without the mark)."""
+    found = tool_path(tool)
+    if found is None:
+        pytest.skip(missing_tool(tool, package))
+    return found
+
 
 class _Server(uvicorn.Server):
-    """uvicorn's server, looking for the stop request every 10 ms instead of every 100 ms:
-    the suite stops two or more servers per test, hundreds in all."""
+    """uvicorn's server, looking for the stop request every 10 ms instead of every 100 ms,
+    and stopping as soon as its connections and tasks are done instead of after a fixed
+    0.1 s and then in steps of 0.1 s: the suite stops two or more servers per test, well
+    over a thousand in all."""
 
     async def main_loop(self) -> None:
         counter = 0
         while not await self.on_tick(counter):
             counter = (counter + 1) % 864000
             await asyncio.sleep(0.01)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        # uvicorn's own, but waiting on the condition (every 10 ms) where it sleeps.
+        for server in self.servers:
+            server.close()
+        for sock in sockets or []:
+            sock.close()
+        for connection in list(self.server_state.connections):
+            connection.shutdown()
+        try:
+            await asyncio.wait_for(self._drained(), self.config.timeout_graceful_shutdown)
+        except TimeoutError:
+            for task in self.server_state.tasks:
+                task.cancel(msg="Task cancelled, timeout graceful shutdown exceeded")
+        if not self.force_exit:
+            await self.lifespan.shutdown()
+
+    async def _drained(self) -> None:
+        """Until every connection has answered and closed and every task has ended."""
+        state = self.server_state
+        while (state.connections or state.tasks) and not self.force_exit:
+            await asyncio.sleep(0.01)
+        for server in self.servers:
+            await server.wait_closed()
 
 
 @contextmanager
@@ -63,14 +225,17 @@ def run_server(app: ASGIApp, host: str = "127.0.0.1") -> Iterator[str]:
     server = _Server(config)
     thread = threading.Thread(target=server.run, name="test-uvicorn", daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
+
+    def started() -> bool:
         if not thread.is_alive():
             raise RuntimeError("the test server stopped during start-up")
-        if time.monotonic() > deadline:
-            server.should_exit = True
-            raise RuntimeError("the test server did not start within 30 s")
-        time.sleep(0.01)
+        return server.started
+
+    try:
+        wait_until(started, timeout=30, interval=0.01, message="the test server to start")
+    except AssertionError:
+        server.should_exit = True
+        raise
     port = server.servers[0].sockets[0].getsockname()[1]
     netloc = f"[{host}]" if ":" in host else host
     try:
@@ -86,15 +251,39 @@ def data_file_of(path: Path, dataset: Any) -> Path:
     return path
 
 
-def wait_for(url: str, deadline: float = 30.0, **kw: Any) -> httpx.Response:
-    """The first answer of `url` (any status) within `deadline` seconds."""
-    end = time.monotonic() + deadline
-    while time.monotonic() < end:
-        try:
-            return httpx.get(url, timeout=2, **kw)
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    raise AssertionError(f"{url} never answered")
+def wait_for(url: str, deadline: float = 60.0, **kw: Any) -> httpx.Response:
+    """The first answer of `url` (any status) within `deadline` seconds (a process that
+    starts takes seconds on a machine shared with other suites; waiting costs only that)."""
+    return wait_until(
+        lambda: httpx.get(url, timeout=2, **kw),
+        timeout=deadline,
+        interval=0.05,
+        message=f"{url} to answer",
+        ignoring=httpx.HTTPError,
+    )
+
+
+def base_env(**extra: str) -> dict[str, str]:
+    """A clean environment: none of the service's settings leak in from the test run."""
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "SYSTEMROOT")}
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra)
+    return env
+
+
+def run_cli(
+    *args: str, env: dict[str, str], cwd: Path, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`isp-gateway *args` as a real subprocess (in `cwd`, with `env`), its output kept."""
+    return subprocess.run(
+        [sys.executable, "-m", "isp_gateway", *args],
+        env=env,
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def serve_args(port: int, *flags: str) -> list[str]:
@@ -171,36 +360,39 @@ def wait_ready(
 ) -> None:
     """Until `url + ready` answers 200 (`kw`: httpx's, e.g. `verify`); fails if `proc`
     exits first or `deadline` passes."""
-    end = time.monotonic() + deadline
-    while True:
+
+    def ready_now() -> bool:
         assert proc.poll() is None, f"the server of {url} exited ({proc.returncode})"
-        try:
-            if httpx.get(f"{url}{ready}", timeout=5, **kw).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < end, f"{url}{ready} did not answer 200 within {deadline} s"
-        time.sleep(0.1)
+        return httpx.get(f"{url}{ready}", timeout=5, **kw).status_code == 200
+
+    wait_until(
+        ready_now,
+        timeout=deadline,
+        interval=0.05,
+        message=f"{url}{ready} to answer 200",
+        ignoring=httpx.HTTPError,
+    )
 
 
 def _start_answering(args: list[str], port: int, timeout: float) -> subprocess.Popen[bytes]:
     """Start a Redis process (server or sentinel) and wait until it answers PING on `port`."""
     process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def answers() -> bool:
         if process.poll() is not None:
             err = process.stderr.read().decode() if process.stderr else ""
             raise RuntimeError(f"{args[0]} exited at start: {err.strip()[-300:]}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
-                sock.sendall(b"PING\r\n")
-                if sock.recv(16).startswith(b"+PONG"):
-                    return process
-        except OSError:
-            pass
-        time.sleep(0.05)
-    _stop(process)
-    raise RuntimeError(f"{args[0]} did not answer on port {port}")
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+
+    try:
+        message = f"{args[0]} to answer on port {port}"
+        wait_until(answers, timeout=timeout, message=message, ignoring=OSError)
+    except BaseException:
+        _stop(process)
+        raise
+    return process
 
 
 def _stop(process: subprocess.Popen[bytes] | None) -> None:
@@ -258,9 +450,11 @@ SETTLE_PROBE = "sentinel-group:settled"
 
 
 class RedisSentinel:
-    """A throwaway `redis-sentinel` on a free loopback port, watching the master on
-    `master_port` as SENTINEL_MASTER. Its configuration file (which it rewrites as it learns
-    replicas, other sentinels and failovers) lives in `directory`."""
+    """A throwaway sentinel on a free loopback port, watching the master on `master_port` as
+    SENTINEL_MASTER: `redis-server <conf> --sentinel`, so the redis-server package alone is
+    needed (Debian's redis-sentinel package adds only another name and a service for that
+    binary). Its configuration file (which it rewrites as it learns replicas, other
+    sentinels and failovers) lives in `directory`."""
 
     def __init__(
         self,
@@ -284,10 +478,11 @@ class RedisSentinel:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 20) -> None:
-        binary = shutil.which("redis-sentinel")
+        binary = shutil.which("redis-server")
         if binary is None:
-            raise FileNotFoundError("redis-sentinel")
-        self.process = _start_answering([binary, str(self.config)], self.port, timeout)
+            raise FileNotFoundError("redis-server")
+        args = [binary, str(self.config), "--sentinel"]
+        self.process = _start_answering(args, self.port, timeout)
 
     def stop(self) -> None:
         _stop(self.process)
@@ -337,7 +532,7 @@ class SentinelGroup:
                 server.start()
             for sentinel in self.sentinels:
                 sentinel.start()
-            self._wait(deadline, self._settled, "the replicas and sentinels did not settle")
+            self._wait(deadline, self._settled, "the replicas and sentinels to settle")
         except BaseException:
             self.stop()
             raise
@@ -377,22 +572,15 @@ class SentinelGroup:
     def wait_for_new_master(self, old_port: int, timeout: float) -> int:
         """The port of the replica the sentinels promoted in place of `old_port`."""
         deadline = time.monotonic() + timeout
-        self._wait(deadline, lambda: self.master_port() not in (None, old_port), "no failover")
+        self._wait(deadline, lambda: self.master_port() not in (None, old_port), "a failover")
         port = self.master_port()
         assert port is not None
         return port
 
     @staticmethod
-    def _wait(deadline: float, done: Callable[[], bool], failure: str) -> None:
-        while True:
-            try:
-                if done():
-                    return
-            except redis.RedisError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(failure)
-            time.sleep(0.02)
+    def _wait(deadline: float, done: Callable[[], bool], what: str) -> None:
+        timeout = max(0.0, deadline - time.monotonic())
+        wait_until(done, timeout=timeout, message=what, ignoring=redis.RedisError)
 
     def stop(self) -> None:
         for process in [*self.sentinels, *self.replicas, self.master]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 
 from tests.clients.conftest import PLANS, row, warm
 from tests.conftest import Gateway, Simulator
+from tests.support import wait_until
 
 TODAY = datetime.now(ZoneInfo("America/Bogota")).date()
 
@@ -94,10 +94,12 @@ def account_data(tmp_path: Path) -> Path:
 
 
 def warm_invoices(gw: Gateway, loads: int = 1, timeout: float = 15) -> None:
-    deadline = time.monotonic() + timeout
-    while gw.runtime.services.accounts.invoices.loads < loads:
-        assert time.monotonic() < deadline, "invoice cache did not load"
-        time.sleep(0.01)
+    wait_until(
+        lambda: gw.runtime.services.accounts.invoices.loads >= loads,
+        timeout=timeout,
+        interval=0.01,
+        message="the invoice cache to load",
+    )
 
 
 StartAccounts = Callable[..., tuple[Simulator, Gateway]]

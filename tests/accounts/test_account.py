@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import logging
 import re
-import time
+from typing import Any
 
 import pytest
 
 from isp_gateway.simulator import Variants
 from tests.accounts.conftest import StartAccounts, day, warm_invoices
+from tests.clients.conftest import wait_for_list_age
 from tests.conftest import Gateway, Simulator
+from tests.support import wait_until
 
 
 def test_account_lists_pending_invoices_oldest_due_first(start_accounts: StartAccounts) -> None:
@@ -209,10 +211,14 @@ def test_an_older_complete_copy_answers_stale_during_an_outage(
             "scopes": {"error_rate": {"path_prefix": "/api/facturas/", "min_offset": 2}},
         }
     )
-    time.sleep(1.6)  # past the list's lifetime (a load in flight may just have landed)
-    response = gw.get("/api/v1/clients/202/account")
-    assert response.status_code == 200
-    body = response.json()
+
+    def stale() -> dict[str, Any] | None:  # past the list's lifetime, its refresh failing
+        response = gw.get("/api/v1/clients/202/account")
+        assert response.status_code == 200
+        answer: dict[str, Any] = response.json()
+        return answer if answer["meta"] is not None else None
+
+    body = wait_until(stale, interval=0.05, message="the stale copy to answer")
     assert body["meta"] == {"stale": True}
     assert body["data"]["total_due"] == 92501.5
 
@@ -238,7 +244,7 @@ def test_a_reactivated_client_is_not_told_they_are_suspended(
     sim, gw = start_accounts(STATE_FRESH_SECONDS=1)
     # Staff reactivate the service upstream after the client list was cached.
     sim.state.set_client_fields(202, {"estado": "Activo", "estado_facturas": "Pagadas"})
-    time.sleep(1.2)
+    wait_for_list_age(gw, 1)
     data = gw.get("/api/v1/clients/202/account").json()["data"]
     assert data["service_state"] == "active"
     assert data["invoice_status"] == "Pagadas"
@@ -261,7 +267,7 @@ def test_a_suspension_within_the_fresh_window_is_not_reread(
 
 def test_a_confirmed_suspension_is_trusted_for_the_window(start_accounts: StartAccounts) -> None:
     sim, gw = start_accounts(STATE_FRESH_SECONDS=2)
-    time.sleep(2.2)
+    wait_for_list_age(gw, 2)
     assert gw.get("/api/v1/clients/205/account").json()["data"]["service_state"] == "cancelled"
     assert calls(sim, "GET /api/clientes/") == 1
     # Asked again at once: the confirmation (kept 2 s) answers; no second read.
@@ -271,7 +277,7 @@ def test_a_confirmed_suspension_is_trusted_for_the_window(start_accounts: StartA
 
 def test_a_failed_confirmation_is_a_502_not_a_guess(start_accounts: StartAccounts) -> None:
     sim, gw = start_accounts(STATE_FRESH_SECONDS=1)
-    time.sleep(1.2)
+    wait_for_list_age(gw, 1)
     sim.state.faults.update(
         {"error_rate": 1.0, "scopes": {"error_rate": {"path_prefix": "/api/clientes/"}}}
     )

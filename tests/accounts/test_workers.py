@@ -13,19 +13,12 @@ import redis
 
 from isp_gateway.upstream.clients import map_client
 from tests.accounts.conftest import SECRETS, warm_invoices
-from tests.clients.conftest import warm
+from tests.clients.conftest import wait_for_list_age, warm
 from tests.conftest import Gateway, Simulator
-from tests.support import emptied_redis
+from tests.support import emptied_redis, wait_until
 
 # A database of its own; only the keys of this module's gateways live there.
 REDIS_DB = 10
-
-
-def _until(condition: Callable[[], bool], what: str, timeout: float = 15) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.02)
 
 
 class Shared(NamedTuple):
@@ -61,9 +54,10 @@ def test_workers_share_one_pending_list_load(shared: Shared) -> None:
     assert sim.state.calls["GET /api/facturas/"] == 5
     second = shared.start(UPSTREAM_PAGE_SIZE=2)
     # The second worker adopts the stored lists instead of loading them again.
-    _until(
+    wait_until(
         lambda: second.runtime.services.accounts.invoices.local is not None,
-        "the second worker did not adopt the list",
+        timeout=15,
+        message="the second worker to adopt the list",
     )
     sim.state.reset_stats()
     for worker in (first, second):
@@ -83,12 +77,14 @@ def test_a_confirmation_on_one_worker_serves_the_other(shared: Shared) -> None:
     sim = shared.sim
     first = shared.start(STATE_FRESH_SECONDS=1)
     second = shared.start(STATE_FRESH_SECONDS=1)
-    _until(
+    wait_until(
         lambda: all(w.runtime.services.clients.cache.local is not None for w in (first, second)),
-        "client list not loaded",
+        timeout=15,
+        message="the client list to load",
     )
     sim.state.set_client_fields(202, {"estado": "Activo"})
-    time.sleep(1.2)
+    for worker in (first, second):
+        wait_for_list_age(worker, 1)
     sim.state.reset_stats()
     assert first.get("/api/v1/clients/202/account").json()["data"]["service_state"] == "active"
     assert sim.state.calls["GET /api/clientes/"] == 1
@@ -113,8 +109,10 @@ def test_a_client_list_cached_by_an_older_release_still_answers(
     )
     shared.redis.set("ispgw:cache:clients:at", json.dumps({"at": now, "rev": 0}), px=600_000)
     gw = shared.start()
-    _until(
-        lambda: gw.runtime.services.clients.cache.local is not None, "the old copy was not adopted"
+    wait_until(
+        lambda: gw.runtime.services.clients.cache.local is not None,
+        timeout=15,
+        message="the old copy to be adopted",
     )
     assert gw.runtime.services.clients.cache.loads == 0  # the old copy serves
     found = gw.get("/api/v1/clients/by-service-id/202").json()["data"]

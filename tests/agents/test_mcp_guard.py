@@ -3,7 +3,6 @@ search of everything an agent learns before verification for the customer's data
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import secrets
@@ -18,6 +17,7 @@ from isp_gateway.kit.verifications import VerificationRequired, Verifications
 from isp_gateway.store import MemoryStore
 from tests.agents.conftest import Result, call, customer, mcp_session, pick_customer, statement
 from tests.conftest import Gateway, Simulator
+from tests.support import wait_until_async
 
 REDIS_DB = 7
 
@@ -142,7 +142,11 @@ async def test_expired_id_is_refused(
     async with mcp_session(gw) as session:
         vid = await verified_id(session, client)
         assert not (await call(session, "customer_summary", verification_id=vid)).is_error
-        await asyncio.sleep(1.5)
+
+        async def expired() -> bool:  # within its TTL (1 s) it still works
+            return bool((await call(session, "customer_summary", verification_id=vid)).is_error)
+
+        await wait_until_async(expired, interval=0.05, message="the verification to expire")
         assert_refused_everywhere(await every_verified_tool(session, vid))
 
 

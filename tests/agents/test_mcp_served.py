@@ -7,7 +7,7 @@ import pytest
 
 from isp_gateway.mcp.tools import TOOLS
 from tests.agents.conftest import call, mcp_session_at
-from tests.foundation.test_servers import SERVERS, start_served
+from tests.cli.test_servers import SERVERS, start_served
 
 
 @pytest.mark.anyio

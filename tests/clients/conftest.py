@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ import pytest
 from isp_gateway.clients.index import ClientIndex
 from isp_gateway.upstream.clients import Client
 from tests.conftest import Gateway, Simulator
+from tests.support import wait_for_age, wait_until
 
 
 def body(response: Any) -> dict[str, Any]:
@@ -100,10 +100,18 @@ def warm(gw: Gateway, loads: int = 1, timeout: float = 10) -> None:
     once fetched, before it is built and published, and a refresh started meanwhile would
     join it instead of loading (on a busy machine that window is long)."""
     cache = gw.runtime.services.clients.cache
-    deadline = time.monotonic() + timeout
-    while cache.loads < loads or (cache._inflight is not None and not cache._inflight.done()):
-        assert time.monotonic() < deadline, "client cache did not load"
-        time.sleep(0.01)
+
+    def loaded() -> bool:
+        inflight = cache._inflight
+        return cache.loads >= loads and (inflight is None or inflight.done())
+
+    wait_until(loaded, timeout=timeout, interval=0.01, message="the client cache to load")
+
+
+def wait_for_list_age(gw: Gateway, seconds: float) -> None:
+    """Until the client list this worker holds is `seconds` old (from its load): its rows are
+    no longer fresh (STATE_FRESH_SECONDS)."""
+    wait_for_age(gw.runtime.services.clients.cache, seconds)
 
 
 def calls(sim: Simulator, key: str = "GET /api/clientes/") -> int:

@@ -12,6 +12,7 @@ import pytest
 
 from tests.clients.conftest import StartPair, body, calls, envelope, warm
 from tests.conftest import Gateway, Simulator
+from tests.support import wait_until
 
 
 def search(gw: Gateway, q: str | None, **params: Any) -> Any:
@@ -22,6 +23,17 @@ def search(gw: Gateway, q: str | None, **params: Any) -> Any:
 
 def ids(response: Any) -> list[int]:
     return [c["service_id"] for c in body(response)["data"]]
+
+
+def stale_list(gw: Gateway) -> dict[str, Any] | None:
+    """The list's envelope (it must answer 200) when it says it is stale, else None."""
+    out = envelope(gw.get("/api/v1/clients/"), 200)
+    return out if out["meta"] is not None else None
+
+
+def next_answer(response: Any) -> Any:
+    """`response` once the list no longer answers 200 (fresh or stale), else None."""
+    return response if response.status_code != 200 else None
 
 
 def test_search_accent_case_and_every_token(pair: tuple[Simulator, Gateway]) -> None:
@@ -112,13 +124,14 @@ def test_search_waits_for_the_first_load_then_never_again(
 
 def test_refresh_ahead_in_the_background(start_pair: StartPair) -> None:
     sim, gw = start_pair(CLIENT_CACHE_SECONDS=1)
+
     # The refresh job reloads at 80 % of the lifetime: no request waits, none is stale.
-    deadline = time.monotonic() + 5
-    while gw.runtime.services.clients.cache.loads < 3:
+    def reloaded_twice() -> bool:
         out = body(gw.get("/api/v1/clients/"))
         assert out["meta"] is None
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+        return gw.runtime.services.clients.cache.loads >= 3
+
+    wait_until(reloaded_twice, timeout=5, interval=0.05)
     assert calls(sim) >= 2
 
 
@@ -127,9 +140,8 @@ def test_stale_if_error(start_pair: StartPair) -> None:
     # short waits let it see the upstream back sooner, and the outcome is the same.
     sim, gw = start_pair(CLIENT_CACHE_SECONDS=1, UPSTREAM_PAGE_RETRY_SECONDS=0.05)
     sim.state.faults.update({"error_rate": 1.0})
-    time.sleep(1.2)
-    response = gw.get("/api/v1/clients/")
-    out = envelope(response, 200)
+    # Past the copy's lifetime (1 s), the list answers from the stale copy.
+    out = wait_until(lambda: stale_list(gw), interval=0.05, message="a stale list")
     assert out["meta"] == {"stale": True} and len(out["data"]) == 5
     hit = body(gw.get("/api/v1/clients/by-document/12345678"))
     assert hit["meta"] == {"other_service_ids": [], "stale": True}
@@ -143,10 +155,7 @@ def test_stale_if_error(start_pair: StartPair) -> None:
     assert body(resolved)["meta"] == {"stale": True} and body(resolved)["data"]["service_id"] == 101
     # Once the upstream is back, the background refresh makes it fresh again.
     sim.state.faults.reset()
-    deadline = time.monotonic() + 5
-    while body(gw.get("/api/v1/clients/"))["meta"] is not None:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_until(lambda: body(gw.get("/api/v1/clients/"))["meta"] is None, timeout=5, interval=0.05)
 
 
 def test_stale_copy_expires(start_pair: StartPair) -> None:
@@ -156,8 +165,10 @@ def test_stale_copy_expires(start_pair: StartPair) -> None:
         CLIENT_CACHE_SECONDS=1, STALE_IF_ERROR_SECONDS=1, UPSTREAM_PAGE_RETRY_SECONDS=0.05
     )
     sim.state.faults.update({"error_rate": 1.0})
-    time.sleep(2.2)
-    response = gw.get("/api/v1/clients/")
+    # Served stale up to 2 s (lifetime + stale window), then no copy: the list fails.
+    response = wait_until(
+        lambda: next_answer(gw.get("/api/v1/clients/")), interval=0.05, message="no copy left"
+    )
     assert response.status_code == 500
 
 
@@ -213,8 +224,9 @@ def test_the_refresh_is_planned_within_the_budget_for_the_list_size(
     assert any("clients: 4 pages every" in m for m in messages)
     warnings = [m for m in messages if m.startswith("clients: 4 pages cannot be refreshed")]
     assert len(warnings) == 1
-    # Not refreshed at the configured 0.8 s.
-    time.sleep(2)
+    # Not refreshed at the configured 0.8 s (real time: what must not happen, past that and
+    # the configured lifetime).
+    time.sleep(1.2)
     assert gw.runtime.services.clients.cache.loads == 1
 
 
@@ -237,16 +249,13 @@ def test_a_short_client_list_is_never_published(start_pair: StartPair) -> None:
         {"short_page": True, "scopes": {"short_page": {"path_prefix": "/api/clientes/"}}}
     )
     loads = gw.runtime.services.clients.cache.loads
-    time.sleep(1.2)
-    deadline = time.monotonic() + 5
-    while True:
-        response = gw.get("/api/v1/clients/")
-        out = envelope(response, 200)
+
+    def stale() -> bool:  # past the copy's lifetime (1 s), its refresh failing
+        out = envelope(gw.get("/api/v1/clients/"), 200)
         assert len(out["data"]) == 5  # never the two rows of the short page
-        if out["meta"] == {"stale": True}:
-            break
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+        return bool(out["meta"] == {"stale": True})
+
+    wait_until(stale, interval=0.05, message="the complete copy to answer stale")
     assert calls(sim) >= 1
     assert gw.runtime.services.clients.cache.loads == loads
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,7 +14,12 @@ from isp_gateway.auth.tokens import issue_token
 from isp_gateway.clients.fastpath import LookupEdge
 from tests.clients.conftest import StartPair, calls
 from tests.conftest import USERNAME
-from tests.foundation.conftest import wait_for_fresh_window
+from tests.support import wait_for_fresh_window, wait_until
+
+
+def refusal(response: httpx.Response) -> httpx.Response | None:
+    return response if response.status_code != 200 else None
+
 
 LOOKUPS = [
     "/api/v1/clients/by-document/12345678",
@@ -51,8 +55,9 @@ def test_expired_token_is_refused_even_after_use(start_pair: StartPair) -> None:
     )
     headers = {"Authorization": f"Bearer {token}"}
     assert gw.client.get(LOOKUPS[0], headers=headers).status_code == 200
-    time.sleep(1.6)
-    refused = gw.client.get(LOOKUPS[0], headers=headers)
+    refused = wait_until(  # it expires within two seconds, then is refused
+        lambda: refusal(gw.client.get(LOOKUPS[0], headers=headers)), interval=0.05
+    )
     assert refused.status_code == 401
     assert refused.json() == {"detail": "Could not validate credentials."}
 
@@ -113,13 +118,14 @@ def test_access_log_masks_documents_and_phones(
     for path in LOOKUPS:
         assert gw.get(path).status_code == 200
     assert gw.get("/api/v1/clients/by-document/424242").status_code == 404
+
     # The access log writes its lines in batches, a fraction of a second later.
-    deadline = time.monotonic() + 10
-    lines: list[str] = []
-    while len(lines) < 4 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    def four_lines() -> list[str] | None:
         records = [r.getMessage() for r in caplog.records if r.name == "isp_gateway.access"]
         lines = "\n".join(records).splitlines()
+        return lines if len(lines) >= 4 else None
+
+    lines = wait_until(four_lines, interval=0.05, message="the access log's lines")
     assert len(lines) == 4
     text = "\n".join(lines)
     for secret in ("12345678", "3109876543", "424242"):

@@ -8,8 +8,16 @@ import pytest
 
 from tests.clients.conftest import StartPair, body, by_doc, calls, envelope
 from tests.conftest import Gateway, Simulator
+from tests.support import wait_until
 
 SECRETS = ("cpe-secret-pw", "svc-secret-pw", "rt-pw", "AA:BB:CC:DD:EE:FF", "password")
+
+
+def asked_again(gw: Gateway, sim: Simulator, path: str) -> bool:
+    """One more lookup of `path`, which must answer 404: whether the upstream has now been
+    asked a second time."""
+    assert gw.get(path).status_code == 404
+    return calls(sim) >= 2
 
 
 def test_list_returns_only_active_clients_fully_mapped(pair: tuple[Simulator, Gateway]) -> None:
@@ -118,15 +126,13 @@ def test_unknown_document_asks_upstream_once_then_remembers(
 
 
 def test_negative_cache_expires(start_pair: StartPair) -> None:
-    import time
-
     # The confirmed-miss memory alone (no re-check window: see the MISS_RECHECK tests).
     sim, gw = start_pair(NEGATIVE_CACHE_SECONDS=1, MISS_RECHECK_SECONDS=0)
     assert gw.get("/api/v1/clients/by-document/424242").status_code == 404
     assert gw.get("/api/v1/clients/by-document/424242").status_code == 404
     assert calls(sim) == 1
-    time.sleep(1.1)
-    assert gw.get("/api/v1/clients/by-document/424242").status_code == 404
+    # Until the memory expires (1 s), the same 404 without asking upstream; then asked again.
+    wait_until(lambda: asked_again(gw, sim, "/api/v1/clients/by-document/424242"))
     assert calls(sim) == 2
 
 
@@ -140,12 +146,12 @@ def test_new_customer_found_upstream_then_served_from_index(
     assert response.status_code == 200
     assert body(response)["data"]["service_id"] == 105
     assert calls(sim) == 1
-    import time
-
-    deadline = time.monotonic() + 5
-    while by_doc(gw.runtime.services.clients.cache.local, "77777777") is None:
-        assert time.monotonic() < deadline, "the index was not patched"
-        time.sleep(0.01)  # the index is patched in the background
+    wait_until(  # the index is patched in the background
+        lambda: by_doc(gw.runtime.services.clients.cache.local, "77777777") is not None,
+        timeout=5,
+        interval=0.01,
+        message="the index to be patched",
+    )
     response = gw.get("/api/v1/clients/by-document/77777777")
     assert response.status_code == 200 and body(response)["data"]["service_id"] == 105
     assert calls(sim) == 1
@@ -300,11 +306,12 @@ def test_the_collector_runs_while_a_load_waits_for_the_upstream(
     )
     gw = start_gateway(sim.url)
     seen = set()
+    # Real time: samples taken while the start-up load waits on the slow upstream.
     deadline = time.monotonic() + 0.6
     while time.monotonic() < deadline:
         assert gw.runtime.services.clients.cache.loads == 0  # the start-up load is waiting
         seen.add(gc.isenabled())
-        time.sleep(0.01)
+        time.sleep(0.01)  # the pace of the samples
     assert seen == {True}
     warm(gw)
     assert gc.isenabled()
@@ -337,14 +344,12 @@ def test_a_loop_of_misses_on_one_value_costs_one_upstream_call(
 
 
 def test_the_miss_recheck_window_expires(start_pair: StartPair) -> None:
-    import time
-
     sim, gw = start_pair(NEGATIVE_CACHE_SECONDS=0, MISS_RECHECK_SECONDS=1)
     for _ in range(3):
         assert gw.get("/api/v1/clients/by-document/424242").status_code == 404
     assert calls(sim) == 1
-    time.sleep(1.1)
-    assert gw.get("/api/v1/clients/by-document/424242").status_code == 404
+    # Until the window ends (1 s), the same 404 without asking upstream; then asked again.
+    wait_until(lambda: asked_again(gw, sim, "/api/v1/clients/by-document/424242"))
     assert calls(sim) == 2
 
 

@@ -27,6 +27,7 @@ import redis
 from isp_gateway.upstream.clients import map_clients
 from tests.clients.conftest import CLIENTS, by_doc, calls, warm
 from tests.conftest import Gateway, Simulator
+from tests.support import wait_until, wait_until_async
 
 REDIS_DB = 15
 BASE_KEY = "ispgw:cache:clients"
@@ -66,13 +67,6 @@ def stamp(client: redis.Redis) -> dict[str, Any]:
     return value
 
 
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.01)
-
-
 def in_step(gw: Gateway, client: redis.Redis) -> None:
     """Wait until the worker holds the store's current base and revision."""
 
@@ -85,7 +79,7 @@ def in_step(gw: Gateway, client: redis.Redis) -> None:
             gw.runtime.services.clients.cache.local_stamp == (current["at"], current["rev"])
         )
 
-    wait_for(holds, "the worker did not take up the shared generation")
+    wait_until(holds, interval=0.01, message="the worker to take up the shared generation")
 
 
 def data(response: Any) -> Any:
@@ -224,7 +218,7 @@ def test_a_new_customer_found_on_one_worker_is_patched_into_the_other(
     # A does not know 107: it asks the upstream, answers, and logs the customer.
     assert data(a.get("/api/v1/clients/by-document/99887766"))["service_id"] == 107
     assert calls(sim) == 1
-    wait_for(lambda: stamp(redis_db)["rev"] == 1, "the new customer was not logged")
+    wait_until(lambda: stamp(redis_db)["rev"] == 1, message="the new customer to be logged")
     stored = json.loads(redis_db.get(BASE_KEY) or b"null")
     assert stored["loaded_at"] == at and len(stored["value"]["records"]) == len(CLIENTS) - 1
 
@@ -251,8 +245,7 @@ class HeldLoads:
         async def held(background: bool) -> Any:
             value = await original(background)
             self.fetched.set()
-            while not self.release.is_set():
-                await asyncio.sleep(0.01)
+            await wait_until_async(self.release.is_set, timeout=30, interval=0.01)
             return value
 
         self.cache._loader = held
@@ -261,8 +254,11 @@ class HeldLoads:
         async def reload() -> None:
             # A load still in flight (the start-up one publishing after `loads` counted it)
             # would be joined and the held loader never called: let it end first.
-            while self.cache._inflight is not None and not self.cache._inflight.done():
-                await asyncio.sleep(0.01)
+            def settled() -> bool:
+                inflight = self.cache._inflight
+                return inflight is None or inflight.done()
+
+            await wait_until_async(settled, interval=0.01)
             await self.cache.refresh()
 
         future = asyncio.run_coroutine_threadsafe(reload(), self.loop)

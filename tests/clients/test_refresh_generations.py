@@ -9,6 +9,7 @@ from typing import Any
 
 from isp_gateway.kit.cache import CachedResource
 from isp_gateway.store import MemoryStore
+from tests.support import wait_until_async
 
 
 def test_a_refresh_that_finds_a_newer_generation_does_not_load_again() -> None:
@@ -42,7 +43,12 @@ def test_a_refresh_that_finds_a_newer_generation_does_not_load_again() -> None:
         one = asyncio.create_task(first.refresh(seen))
         assert await asyncio.to_thread(building.wait, 10)
         other = asyncio.create_task(second.refresh(seen))
-        await asyncio.sleep(0.1)  # the second is waiting for the store's lock
+
+        def second_waits() -> bool:  # for the store's lock, the first one's
+            lock = store._locks.get("lock:cache:things")
+            return bool(lock is not None and getattr(lock, "_waiters", None))
+
+        await wait_until_async(second_waits, message="the second refresh to wait for the lock")
         release.set()
         await asyncio.gather(one, other)
         after_race = loads
@@ -85,7 +91,7 @@ def test_a_miss_does_not_take_a_load_that_began_before_it() -> None:
         upstream.append("new")  # created upstream after that read
         missed_at = time.time()
         miss = asyncio.create_task(things.refresh(started_after=missed_at))
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # one turn of the loop: the miss starts and joins the load
         release.set()
         await asyncio.gather(in_flight, miss)
         snapshot = await things.get()

@@ -17,7 +17,7 @@ from isp_gateway.store.redis import PREFIX, RedisStore
 from isp_gateway.upstream.budget import RateBudget
 from tests.clients.conftest import warm
 from tests.conftest import Gateway, Simulator
-from tests.support import emptied_redis
+from tests.support import emptied_redis, wait_until
 
 REDIS_DB = 9
 # The keys the gateways of these tests write (db 9 is this suite's); only those are deleted.
@@ -40,13 +40,6 @@ def upstream_calls(sim: Simulator) -> int:
     return int(httpx.get(f"{sim.url}/_sim/stats", timeout=10).json()["total"])
 
 
-def wait_for(check: Callable[[], bool], what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.02)
-
-
 def test_a_new_worker_adopts_the_lists_in_redis_without_the_upstream(
     start_simulator: Callable[..., Simulator],
     start_gateway: Callable[..., Gateway],
@@ -57,14 +50,26 @@ def test_a_new_worker_adopts_the_lists_in_redis_without_the_upstream(
     settings = {"REDIS_URL": db_url, "UPSTREAM_PAGE_SIZE": 50}
     first = start_gateway(sim.url, **settings)
     warm(first)  # six pages
-    wait_for(lambda: first.runtime.services.plans.catalogue.loads >= 1, "plans did not load")
+    wait_until(
+        lambda: first.runtime.services.plans.catalogue.loads >= 1,
+        timeout=30,
+        message="the plans to load",
+    )
     httpx.post(f"{sim.url}/_sim/reset-stats", timeout=10)
     known = sim.state.dataset.clients[17]
 
     # A restarted process (or a new replica) on the same Redis.
     second = start_gateway(sim.url, **settings)
-    wait_for(lambda: second.runtime.services.clients.cache.local is not None, "clients not adopted")
-    wait_for(lambda: second.runtime.services.plans.catalogue.local is not None, "plans not adopted")
+    wait_until(
+        lambda: second.runtime.services.clients.cache.local is not None,
+        timeout=30,
+        message="the clients to be adopted",
+    )
+    wait_until(
+        lambda: second.runtime.services.plans.catalogue.local is not None,
+        timeout=30,
+        message="the plans to be adopted",
+    )
     found = second.get(f"/api/v1/clients/by-document/{known['cedula']}")
     assert found.status_code == 200
     assert found.json()["data"]["service_id"] == known["id_servicio"]
@@ -104,9 +109,11 @@ def test_a_paused_refresh_on_one_worker_leaves_interactive_calls_to_another(
         # Every call so far is a whole-list load (clients, plans, and any other list).
         return sum(sim.state.calls.values())
 
-    wait_for(lambda: background_calls() >= 14, "the loads did not start")
+    wait_until(lambda: background_calls() >= 14, timeout=30, message="the loads to start")
     other = start_gateway(sim.url, **settings)
-    time.sleep(1.0)  # the loads have spent the background share and are paused
+    # Real time: the loads have spent the background share and are paused; what must not
+    # happen meanwhile is one more call.
+    time.sleep(1.0)
     # The background share of the minute, whatever the lists, and not every client page.
     assert background_calls() == 14
     assert sim.state.calls["GET /api/clientes/"] < 30

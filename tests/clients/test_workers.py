@@ -12,7 +12,7 @@ import pytest
 from tests.clients.conftest import StartPair, calls, warm
 from tests.clients.test_verify_update import GOOD, verify
 from tests.conftest import Gateway, Simulator
-from tests.support import emptied_redis
+from tests.support import emptied_redis, wait_until
 
 REDIS_DB = 14
 
@@ -33,12 +33,14 @@ def test_workers_refresh_the_shared_list_once_per_period(
     sim = start_simulator(data_file=data_file)  # one page per load
     first = start_gateway(sim.url, REDIS_URL=shared_redis, CLIENT_CACHE_SECONDS=2)
     warm(first)
-    time.sleep(0.7)  # the second worker's schedule is out of step with the first's
+    # Real time, on purpose: the second worker's schedule is out of step with the first's.
+    time.sleep(0.7)
     second = start_gateway(sim.url, REDIS_URL=shared_redis, CLIENT_CACHE_SECONDS=2)
-    time.sleep(0.3)
+    # It takes up the first one's list from Redis (no load of its own).
+    wait_until(lambda: second.runtime.services.clients.cache.local is not None)
     sim.state.reset_stats()
     # Four refresh periods (1.6 s each): one load per period between the two workers,
-    # not one per worker.
+    # not one per worker (real time: what must not happen in it is a load per worker).
     deadline = time.monotonic() + 6.4
     while time.monotonic() < deadline:
         for worker in (first, second):
@@ -46,7 +48,7 @@ def test_workers_refresh_the_shared_list_once_per_period(
             assert response.status_code == 200
             # Never stale; CALLERS.md 2: the meta names the other services (none here).
             assert response.json()["meta"] == {"other_service_ids": []}
-        time.sleep(0.05)
+        time.sleep(0.05)  # the pace of the lookups
     assert calls(sim) <= 6
 
 

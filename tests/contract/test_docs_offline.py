@@ -5,13 +5,12 @@ browser download is never used). Every request the pages make is intercepted: on
 to the gateway's loopback address is recorded and aborted, and the test fails if any was made.
 (ReDoc's bundle asks for a logo on a CDN; the pages' Content-Security-Policy stops the browser
 before any request, so none reaches the network, nor this interception.)
-Skipped, with the reason, where `chromium` is not installed (`.ci/run` installs it).
+Skipped, with the package to install, where `chromium` is not (`.ci/run` installs it).
 """
 
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
@@ -19,12 +18,10 @@ import pytest
 from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
 
 from tests.conftest import PASSWORD, USERNAME, Gateway, Simulator
+from tests.support import needs, tool_path
 
-CHROMIUM = shutil.which("chromium")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="Debian's chromium is not installed (apt-get install chromium); .ci/run installs it",
-)
+CHROMIUM = tool_path("chromium")
+pytestmark = needs("chromium")
 DOCUMENT = re.compile(r"[A-Za-z0-9]{3,20}")
 TIMEOUT_MS = 60_000  # generous: the machine is shared and the Swagger bundle is 1.5 MB
 expect.set_options(timeout=TIMEOUT_MS)

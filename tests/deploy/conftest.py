@@ -1,14 +1,13 @@
 """The files of deploy/ as shipped, rendered for a test run by plain text substitution of the
-values they mark, the system tools their tests drive (missing ones fail, naming the Debian
-package), and deploy/nginx.conf run by Debian's nginx in front of two replicas started with
-the systemd unit's own command line (`run_edge`)."""
+values they mark, the system tools their tests drive (a test skips without them, naming the
+Debian package: `needs` in tests/support.py), and deploy/nginx.conf run by Debian's nginx in
+front of two replicas started with the systemd unit's own command line (`run_edge`)."""
 
 from __future__ import annotations
 
 import getpass
 import re
 import shlex
-import shutil
 import ssl
 import subprocess
 import sys
@@ -17,12 +16,11 @@ from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
-import pytest
 
-from tests.foundation.test_cli import base_env
-from tests.support import free_port, server_process, wait_ready
+from tests.support import base_env, free_port, needs, server_process, tool_or_skip, wait_ready
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 UNIT = "isp-gateway@.service"
@@ -30,6 +28,12 @@ UNIT = "isp-gateway@.service"
 SHIPPED_BINARY = "/opt/isp-gateway/bin/isp-gateway"
 # All of 127.0.0.0/8 is loopback on Linux: callers with addresses of their own.
 MONITOR = "127.0.0.2"  # the allow-listed monitoring network, for the test
+T = TypeVar("T")
+
+
+def needs_edge(test: T) -> T:
+    """Skip a test of `run_edge` where nginx or openssl (its certificate) is missing."""
+    return needs("nginx")(needs("openssl")(test))
 
 
 def render(name: str, values: Mapping[str, str]) -> str:
@@ -40,15 +44,6 @@ def render(name: str, values: Mapping[str, str]) -> str:
         assert old in text, f"deploy/{name} no longer holds {old!r}"
         text = text.replace(old, new)
     return text
-
-
-def require(tool: str, package: str) -> str:
-    """The path of a system tool (also looked for in the sbin directories, which a
-    non-root PATH on Debian lacks), or the test fails with one line naming its package."""
-    found = shutil.which(tool) or shutil.which(tool, path="/usr/sbin:/sbin")
-    if found is None:
-        pytest.fail(f"{tool} is missing: apt-get install {package}", pytrace=False)
-    return found
 
 
 def venv_binary() -> str:
@@ -103,7 +98,7 @@ class Edge:
 
 
 def self_signed(directory: Path) -> tuple[Path, Path]:
-    openssl = require("openssl", "openssl")
+    openssl = tool_or_skip("openssl")
     cert, key = directory / "cert.pem", directory / "key.pem"
     subprocess.run(
         [
@@ -154,6 +149,7 @@ def nginx_conf(
 def run_edge(directory: Path, env: dict[str, str]) -> Iterator[Edge]:
     """Two replicas (the unit's command line, `env`), both ready, and nginx running
     deploy/nginx.conf in front of them, all with their files in `directory`; stopped at exit."""
+    tool_or_skip("nginx")
     ports = [free_port(), free_port()]
     with ExitStack() as stack:
         replicas = []
@@ -180,7 +176,7 @@ def run_nginx(
     """nginx running deploy/nginx.conf (with `changes`) in front of the replicas on these
     ports, its files in `directory`: its URL and the TLS context that trusts it, once its
     /health answers 200 (`ready`), or answers at all. Stopped at exit."""
-    nginx = require("nginx", "nginx")
+    nginx = tool_or_skip("nginx")
     cert, key = self_signed(directory)
     port = free_port()
     conf = nginx_conf(directory, port, replicas, cert, key, changes)

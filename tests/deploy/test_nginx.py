@@ -10,11 +10,9 @@ import inspect
 import re
 import signal
 import threading
-import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack
-from typing import Any
 
 import httpx
 import pytest
@@ -24,8 +22,9 @@ from granian.http import HTTP1Settings
 from isp_gateway.settings import Settings
 from isp_gateway.web.params import MAX_WAIT_SECONDS
 from tests.conftest import PASSWORD, USERNAME, Gateway, Simulator, serve_env, start_redis_server
-from tests.deploy.conftest import DEPLOY, MONITOR, Edge, run_edge
-from tests.foundation.test_logs import WRONG_PASSWORD, pick_client
+from tests.deploy.conftest import DEPLOY, MONITOR, Edge, needs_edge, run_edge
+from tests.support import wait_until
+from tests.web.test_logs import WRONG_PASSWORD, pick_client
 
 # One stack for the module's tests, on one worker, once pytest-xdist honours the group
 # again (pytest-xdist#1386). Split, each worker starts its own stack: the tests hold either way.
@@ -61,6 +60,7 @@ def login(client: httpx.Client, password: str, **headers: str) -> httpx.Response
     return client.post(LOGIN, data={"username": USERNAME, "password": password}, headers=headers)
 
 
+@needs_edge
 def test_https_through_nginx(edge: Edge) -> None:
     with edge.client() as client:
         answers = [client.get("/health") for _ in range(6)]
@@ -74,6 +74,7 @@ def test_https_through_nginx(edge: Edge) -> None:
         httpx.get(f"{edge.url}/health")
 
 
+@needs_edge
 def test_the_login_throttle_sees_each_callers_own_address(edge: Edge) -> None:
     settings = Settings.model_fields
     failures = settings["LOGIN_MAX_FAILURES"].default
@@ -96,6 +97,7 @@ def test_the_login_throttle_sees_each_callers_own_address(edge: Edge) -> None:
     assert seen[("ok", MONITOR)] >= 1
 
 
+@needs_edge
 @pytest.mark.parametrize("path", ["/metrics", "/ready"])
 def test_operating_endpoints_for_the_monitoring_network_only(edge: Edge, path: str) -> None:
     with edge.client(MONITOR) as monitor, edge.client(OUTSIDER) as outsider:
@@ -112,6 +114,7 @@ def test_operating_endpoints_for_the_monitoring_network_only(edge: Edge, path: s
     assert all(status in (403, 404) for status in others.values()), others
 
 
+@needs_edge
 def test_a_body_over_the_limit_gets_the_gateways_own_413(edge: Edge) -> None:
     over = b"x" * (LIMIT + 1)
     form = {"Content-Type": "application/x-www-form-urlencoded"}
@@ -130,6 +133,7 @@ def test_a_body_over_the_limit_gets_the_gateways_own_413(edge: Edge) -> None:
     assert at_limit.status_code == 422, at_limit.text
 
 
+@needs_edge
 def test_no_lookup_is_lost_while_a_replica_stops(edge: Edge, document: str) -> None:
     with edge.client() as client:
         token = login(client, PASSWORD).json()["access_token"]
@@ -157,12 +161,12 @@ def test_no_lookup_is_lost_while_a_replica_stops(edge: Edge, document: str) -> N
     try:
         # Round robin: both replicas answer lookups before one of them stops.
         replicas = {replica.url.removeprefix("http://") for replica in edge.replicas}
-        wait_until(lambda: replicas <= set(edge.upstreams(start)))
+        wait_until(lambda: replicas <= set(edge.upstreams(start)), timeout=20)
         # The unit's KillSignal: answer what is in flight, then stop.
         gone.proc.send_signal(signal.SIGTERM)
         assert gone.proc.wait(timeout=30) == 0, gone.log.read_text()
         stopped.set()
-        wait_until(lambda: sum(after for _, after in answers) >= 100)
+        wait_until(lambda: sum(after for _, after in answers) >= 100, timeout=20)
     finally:
         done.set()
         for thread in threads:
@@ -175,13 +179,6 @@ def test_no_lookup_is_lost_while_a_replica_stops(edge: Edge, document: str) -> N
     logged = edge.access_log.read_text()
     assert document not in logged + edge.error_log.read_text()
     assert re.search(r"id=\S{8,}", logged)
-
-
-def wait_until(condition: Callable[[], Any], deadline: float = 20) -> None:
-    end = time.monotonic() + deadline
-    while not condition():
-        assert time.monotonic() < end, "not within the deadline"
-        time.sleep(0.02)
 
 
 def directive(name: str) -> str:

@@ -3,7 +3,6 @@ service states, pending invoices and tickets, and a helper that waits for warm c
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import Gateway, Simulator
-from tests.support import data_file_of
+from tests.support import data_file_of, wait_for_age, wait_until
 
 TECH = {"id": 11, "nombre": "Carlos Ruiz"}
 ROUTERS = [{"id": 7, "nombre": "MK-NORTE"}, {"id": 8, "nombre": "MK-SUR"}]
@@ -139,10 +138,11 @@ def warm(gw: Gateway, sim: Simulator) -> None:
         runtime.services.outages.catalogue,
         runtime.services.accounts.invoices,
     ]
-    deadline = time.monotonic() + 30
-    while any(resource.local is None for resource in resources):
-        assert time.monotonic() < deadline, "a cache never loaded"
-        time.sleep(0.02)
+    wait_until(
+        lambda: all(resource.local is not None for resource in resources),
+        timeout=30,
+        message="every cache to load",
+    )
     sim.state.reset_stats()
 
 
@@ -153,7 +153,7 @@ def gw_outage_checks_fail(sim: Simulator, start_gateway: Callable[..., Gateway])
     gw = start_gateway(sim.url, OUTAGE_CACHE_SECONDS=1, UPSTREAM_TIMEOUT_SECONDS=1.0)
     warm(gw, sim)
     sim.state.faults.update({"error_rate": 1.0, "path_prefix": "/api/router/"})
-    time.sleep(1.1)
+    wait_for_age(gw.runtime.services.outages.catalogue, 1)  # its refreshes fail meanwhile
     return gw
 
 

@@ -99,7 +99,7 @@ def test_audit_off_records_nothing(sim: Simulator, start_gateway: Callable[..., 
     warm(gw, sim)
     assert diagnose(gw, 103).json()["action"] == "service_cancelled"
     assert gw.post("/api/v1/101/ping/", json={"pings": 4}).status_code == 200
-    time.sleep(0.1)
+    time.sleep(0.1)  # real time for an event that must NOT be recorded
     assert events(gw) == []
 
 

@@ -3,13 +3,14 @@ upstream calls on warm caches, shared pings, fresh outage flags and states, fail
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import httpx
 
+from tests.clients.conftest import wait_for_list_age
 from tests.conftest import Gateway, Simulator
 from tests.diagnose.conftest import GATEWAY_SETTINGS, PING_CALLS, upstream_calls, warm
+from tests.support import copy_age, wait_until
 
 COMMON = {"service_id", "service_state", "zone_id", "zone_blocked", "open_tickets"}
 
@@ -127,7 +128,7 @@ def test_a_suspension_lifted_upstream_is_confirmed_before_it_is_said(
     # The cached row says suspended; the customer paid and the upstream reactivated them.
     sim.state.set_client_fields(102, {"estado": "Activo"})
     sim.state.set_ping_outcome(102, "all_replies")
-    time.sleep(1.2)
+    wait_for_list_age(gw, 1)
     body = diagnose(gw, 102).json()
     assert body["action"] == "stable_connection", body
     assert body["data"]["service_state"] == "active"
@@ -161,7 +162,16 @@ def test_the_outage_flag_is_never_older_than_its_lifetime(
         json={"router_id": 7, "outage": True, "description": "Mantenimiento"},
     )
     assert control.status_code == 200 and control.json()["outages"] == {"7": "Mantenimiento"}
-    time.sleep(1.1)
+    catalogue = gw.runtime.services.outages.catalogue
+
+    def flag_or_expired() -> bool:
+        # The copy a refresh fetched after the switch holds the flag; until one does, the
+        # copy from before it must expire within its lifetime (1 s), then be read again.
+        router = (catalogue.local or {}).get(7)
+        age = copy_age(catalogue)
+        return bool(router is not None and router.outage) or (age is not None and age >= 1)
+
+    wait_until(flag_or_expired, message="the flag or the copy's lifetime")
     body = diagnose(gw, 101).json()
     assert body["action"] == "zone_outage"
     assert body["data"]["outage_description"] == "Mantenimiento"

@@ -7,12 +7,13 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import httpx
 import pytest
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from isp_gateway.simulator import SimulatorConfig, create_simulator_app
 from tests.conftest import API_KEY, Gateway, Simulator, module_pair_fixtures
-from tests.support import run_server
+from tests.support import run_server, wait_until
 
 TASK_READS = "GET /api/tasks/{id}/"
 PING_CREATES = "POST /api/clientes/{id}/ping/"
@@ -39,6 +40,19 @@ def poll(gw: Gateway, task_id: str, wait: float = 0) -> dict[str, Any]:
     assert response.status_code == 200, response.text
     body: dict[str, Any] = response.json()
     return body
+
+
+def decided(body: dict[str, Any]) -> dict[str, Any] | None:
+    """A poll's answer once it is no longer pending."""
+    return body if body["action"] != "ping_pending" else None
+
+
+def not_200(response: httpx.Response) -> httpx.Response | None:
+    return response if response.status_code != 200 else None
+
+
+def new_task(task_id: str, old: str) -> str | None:
+    return task_id if task_id != old else None
 
 
 def timed_poll(gw: Gateway, task_id: str, wait: float) -> tuple[dict[str, Any], float]:
@@ -118,6 +132,8 @@ def test_full_flow_for_every_classification(fast: Any) -> None:
 
 def test_pending_while_the_task_runs(ping_task: StartPing) -> None:
     sim, gw, task_id = ping_task(30, PING_POLL_INTERVAL_SECONDS=0.1)
+    # Real time: the poll interval since the create (its latest contact) passes, so that
+    # this poll reads the task upstream.
     time.sleep(0.15)
     body = poll(gw, task_id)
     assert body["ok"] is True and body["type"] == "info"
@@ -219,7 +235,7 @@ def test_polls_fan_in_to_one_upstream_read_per_interval(ping_task: StartPing) ->
         deadline = time.monotonic() + 2.5
         while time.monotonic() < deadline:
             actions.append(poll(gw, task_id)["action"])
-            time.sleep(0.02)
+            time.sleep(0.02)  # the pace of a client's polls, not a wait
 
     with ThreadPoolExecutor(8) as pool:
         for future in [pool.submit(poller) for _ in range(8)]:
@@ -249,9 +265,9 @@ def test_creates_for_one_service_within_the_window_share_one_task(
     # Another service gets its own task.
     other = create(gw, second)
     assert other != ids[0] and sim.state.calls[PING_CREATES] == 2
-    # After the window a new request starts a new task.
-    time.sleep(1.1)
-    again = create(gw, first)
+    # After the window (1 s from the first create; creates meanwhile share its task) a new
+    # request starts a new task.
+    again = wait_until(lambda: new_task(create(gw, first), ids[0]), interval=0.05)
     assert again != ids[0] and sim.state.calls[PING_CREATES] == 3
     assert poll(gw, ids[0], wait=5)["action"] == "stable_connection"
 
@@ -289,8 +305,8 @@ def test_task_gone_upstream_is_ping_failed(fast: Any) -> None:
     sim, gw = fast
     task_id = create(gw, service_ids(sim, 1)[0])
     sim.state.tasks.clear()  # the upstream forgot the task: its reads answer 404
-    time.sleep(0.15)
-    body = poll(gw, task_id)
+    # Pending until the poll interval has passed and a poll reads the task again.
+    body = wait_until(lambda: decided(poll(gw, task_id)))
     assert body["action"] == "ping_failed" and body["ok"] is False
     assert body["data"] == {
         "task_id": task_id,
@@ -304,8 +320,8 @@ def test_upstream_down_while_polling_is_502_then_recovers(fast: Any) -> None:
     sim, gw = fast
     task_id = create(gw, service_ids(sim, 1)[0])
     sim.state.faults.update({"error_rate": 1.0, "path_prefix": "/api/tasks/"})
-    time.sleep(0.4)
-    response = gw.get(f"/api/v1/ping/{task_id}/")
+    # Pending (200) until the poll interval has passed and a poll reads the task again.
+    response = wait_until(lambda: not_200(gw.get(f"/api/v1/ping/{task_id}/")))
     assert response.status_code == 502
     assert response.json()["action"] == "upstream_unavailable"
     sim.state.faults.update({"reset": True})
@@ -375,7 +391,7 @@ def test_long_poll_answers_a_rate_limit_it_cannot_outwait_at_once(fast: Any) -> 
     sim, gw = fast
     task_id = create(gw, service_ids(sim, 1)[0])
     sim.state.faults.update({"force_429": True, "retry_after": 30})
-    time.sleep(0.15)
+    time.sleep(0.15)  # real time: the poll interval passes, so the long poll reads at once
     started = time.monotonic()
     response = gw.get(f"/api/v1/ping/{task_id}/", params={"wait": 10})
     elapsed = time.monotonic() - started

@@ -62,7 +62,7 @@ def test_workers_share_tasks_and_fan_in(
         deadline = time.monotonic() + 2.3
         while time.monotonic() < deadline:
             actions.append(poll(gw, task_id)["action"])
-            time.sleep(0.02)
+            time.sleep(0.02)  # the pace of a client's polls, not a wait
 
     with ThreadPoolExecutor(6) as pool:
         for future in [pool.submit(poller, (first, second)[i % 2]) for i in range(6)]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from isp_gateway.observability.http import MetricsMiddleware
 from tests.clients.test_verify_update import GOOD
 from tests.conftest import Gateway, Simulator
+from tests.support import wait_for_age, wait_until
 from tests.tickets.conftest import build_dataset, ticket_body
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -149,7 +149,8 @@ def test_cache_age_and_stale_copies_served(
     assert 0 <= value(samples, "isp_gateway_cache_age_seconds", resource="clients") < 60
     assert value(samples, "isp_gateway_stale_served_total", resource="clients") == 0
     simulator.state.faults.update({"error_rate": 1.0})
-    time.sleep(1.3)
+    # Past its lifetime (1 s), and as old as the age asserted below.
+    wait_for_age(gw.runtime.services.clients.cache, 1.3)
     for _ in range(3):
         response = gw.get(f"/api/v1/clients/by-document/{doc}")
         assert response.status_code == 200
@@ -163,17 +164,17 @@ def test_cache_age_and_stale_copies_served(
 def test_every_list_kept_warm_reports_its_age_and_planned_refresh(gateway: Gateway) -> None:
     documents(gateway, 1)  # the client list is loaded; the others load in the background
     wanted = {"clients", "invoices:pending", "tickets:active", "routers"}
-    deadline = time.monotonic() + 30
-    while True:
+
+    def every_age() -> tuple[dict[str, float], Samples] | None:
         _, samples = scrape(gateway)
         ages = {
             dict(ls)["resource"]: v
             for (n, ls), v in samples.items()
             if n == "isp_gateway_cache_age_seconds"
         }
-        if wanted <= set(ages) or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
+        return (ages, samples) if wanted <= set(ages) else None
+
+    ages, samples = wait_until(every_age, timeout=30, interval=0.1, message=f"ages of {wanted}")
     assert wanted <= set(ages), ages
     assert all(0 <= ages[name] < 120 for name in wanted), ages
     # The planner's intervals: never shorter than 80 % of a configured lifetime.

@@ -5,16 +5,13 @@ METRICS_PORT."""
 from __future__ import annotations
 
 import socket
-import time
 from pathlib import Path
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import Simulator, serve_env
-from tests.foundation.conftest import required_env
-from tests.foundation.test_cli import base_env, run_cli
-from tests.support import free_port, serving_workers
+from tests.conftest import Simulator, required_env, serve_env
+from tests.support import base_env, free_port, run_cli, serving_workers, wait_until
 
 CLIENTS = "GET /api/clientes/"
 
@@ -58,8 +55,13 @@ def test_any_worker_reports_all_workers(
         pids = {p.name.split("_")[-1] for p in directory.glob("*.db")}
         assert len(pids) >= 2, "both workers write samples to the shared directory"
         # Each worker hands its request counts to the shared files within a second.
-        time.sleep(2.5)
         key = frozenset({("route", "/health"), ("method", "GET"), ("status", "200")})
+        wait_until(
+            lambda: scrape(url).get(("isp_gateway_requests_total", key)) == health,
+            timeout=5,
+            interval=0.1,
+            message="every /health to be counted",
+        )
         for _ in range(6):
             samples = scrape(url)
             assert upstream_calls(samples) == simulator.state.calls[CLIENTS]
@@ -67,10 +69,12 @@ def test_any_worker_reports_all_workers(
 
 
 def wait_for_both_loads(simulator: Simulator, metrics_url: str) -> None:
-    deadline = time.monotonic() + 60
-    while simulator.state.calls[CLIENTS] < 2 or upstream_calls(scrape(metrics_url)) < 2:
-        assert time.monotonic() < deadline, "the workers did not both load the list"
-        time.sleep(0.2)
+    wait_until(
+        lambda: simulator.state.calls[CLIENTS] >= 2 and upstream_calls(scrape(metrics_url)) >= 2,
+        timeout=60,
+        interval=0.1,
+        message="the workers to both load the list",
+    )
 
 
 def test_metrics_on_their_own_port_report_all_workers_and_leave_the_api_port(

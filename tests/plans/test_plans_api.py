@@ -14,17 +14,11 @@ import pytest
 from isp_gateway.app import create_app
 from isp_gateway.kit.errors import UpstreamUnavailable
 from tests.conftest import Gateway, Simulator, gateway_settings
+from tests.support import wait_for_age, wait_until
 
 LIST = "GET /api/plan-internet/"
 PPPOE = "GET /api/plan-internet/pppoe/{id}/"
 QUEUE = "GET /api/plan-internet/queue/{id}/"
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.02)
 
 
 def data_file(tmp_path: Path, plans: list[dict[str, Any]]) -> Path:
@@ -168,7 +162,7 @@ def test_refresh_ahead_keeps_the_list_fresh(
         assert body["meta"] is None
         return bool(body["data"][-1] == newest)
 
-    wait_for(sees_new_plan)
+    wait_until(sees_new_plan, timeout=5, message="the new plan")
     assert sim.state.calls[LIST] >= 2
 
 
@@ -184,7 +178,7 @@ def test_stale_if_error(
     fresh = gw.get("/api/v1/internet-plans/").json()
     detail = gw.get("/api/v1/internet-plans/2").json()
     sim.state.faults.update({"error_rate": 1.0, "path_prefix": "/api/plan-internet/"})
-    time.sleep(1.1)
+    wait_for_age(gw.runtime.services.plans.catalogue, 1)  # past its lifetime, refreshes failing
     failed_before = sim.state.calls[LIST]
     stale = gw.get("/api/v1/internet-plans/")
     assert stale.status_code == 200
@@ -195,9 +189,9 @@ def test_stale_if_error(
     assert stale_detail.json()["data"] == detail["data"]
     assert stale_detail.json()["meta"] == {"stale": True}
     # The upstream was really asked (and failed) while the old copy was served.
-    wait_for(lambda: sim.state.calls[LIST] > failed_before)
+    wait_until(lambda: sim.state.calls[LIST] > failed_before, timeout=5)
     sim.state.faults.update({"reset": True})
-    wait_for(lambda: gw.get("/api/v1/internet-plans/").json()["meta"] is None)
+    wait_until(lambda: gw.get("/api/v1/internet-plans/").json()["meta"] is None, timeout=5)
 
 
 def test_upstream_failure_without_a_copy_is_502(

@@ -10,6 +10,7 @@ import pytest
 from isp_gateway.simulator import PING_KINDS
 from isp_gateway.simulator.pings import default_kind
 from tests.simulator.conftest import SimServer
+from tests.support import wait_until
 
 
 def _start_ping(server: SimServer, service_id: int, pings: Any = 4) -> str:
@@ -22,16 +23,16 @@ def _start_ping(server: SimServer, service_id: int, pings: Any = 4) -> str:
 
 
 def _final(server: SimServer, task_id: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
+    def finished() -> dict[str, Any] | None:
         response = server.client.get(f"/api/tasks/{task_id}/")
         assert response.status_code == 200
         task: dict[str, Any] = response.json()["task"]
         if task["status"] not in ("PROCESS", "PENDING"):
             return task
         assert task["result"] is None
-        time.sleep(0.05)
-    raise AssertionError("task never finished")
+        return None
+
+    return wait_until(finished, timeout=5, message="the task to finish")
 
 
 def _ping_run(server: SimServer, kind: str, pings: int = 4) -> dict[str, Any]:

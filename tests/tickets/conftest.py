@@ -16,7 +16,7 @@ import redis
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tests.conftest import Gateway, Simulator
-from tests.support import data_file_of
+from tests.support import data_file_of, wait_until
 
 TECH = {"id": 11, "nombre": "Carlos Ruiz"}
 # Zone 1: 2 active (one free slot at the default cap of 3); zone 2: 3 active (blocked);
@@ -213,11 +213,17 @@ def ticket_calls(sim: Simulator) -> int:
 def settle(gw: Gateway, sim: Simulator) -> None:
     """Wait for the gateway's first sweep of active tickets (a background warm-up), then zero
     the simulator's call counts: what a test counts next is its own request's."""
-    deadline = time.monotonic() + 30
-    while gw.runtime.services.tickets.active.local is None:
-        assert time.monotonic() < deadline, "the active-ticket sweep never loaded"
-        time.sleep(0.02)
+    wait_for_sweep(gw)
     sim.state.reset_stats()
+
+
+def wait_for_sweep(worker: Gateway) -> None:
+    """Until the worker's first sweep of active tickets (a background warm-up) has loaded."""
+    wait_until(
+        lambda: worker.runtime.services.tickets.active.local is not None,
+        timeout=30,
+        message="the active-ticket sweep to load",
+    )
 
 
 # -- two workers sharing a real Redis (database 12) ------------------------------------------

@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from isp_gateway.simulator import SimulatorConfig, create_simulator_app
 from isp_gateway.tickets.calendar import add_business_days
 from tests.conftest import API_KEY, Gateway, Simulator
-from tests.support import run_server
+from tests.support import run_server, wait_until
 from tests.tickets.conftest import post_calls, settle, ticket_body, ticket_calls
 
 MOMENT = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}$")
@@ -194,7 +194,14 @@ def test_a_creation_never_waits_behind_a_paused_background_sweep(
     settle(gw, sim)
     sim.state.faults.force_429 = True
     sim.state.faults.retry_after = 30
-    time.sleep(1.5)  # a background refresh is now paused on the 429
+    active = gw.runtime.services.tickets.active
+
+    def paused() -> bool:  # a background refresh (at 0.8 s) has met the 429 and waits
+        inflight = active._inflight
+        met = sim.state.calls["GET /api/tickets/"] >= 1
+        return met and inflight is not None and not inflight.done()
+
+    wait_until(paused, message="a background refresh paused on the 429")
     assert gw.runtime.services.tickets.active._inflight is not None
     assert not gw.runtime.services.tickets.active._inflight.done()
     started = time.monotonic()
@@ -356,7 +363,7 @@ def test_a_busy_zone_answers_503_within_the_wait(
     hang_ticket_posts(sim, 30.0)
     with ThreadPoolExecutor(1) as pool:
         first = pool.submit(gw.post, "/api/v1/tickets", json=ticket_body(zone_id=3, service_id=301))
-        time.sleep(0.5)
+        wait_until(lambda: post_calls(sim) == 1, message="the first POST to hang upstream")
         started = time.monotonic()
         busy = gw.post("/api/v1/tickets", json=ticket_body(zone_id=3, service_id=302))
         waited = time.monotonic() - started

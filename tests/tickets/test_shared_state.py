@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
 from tests.conftest import Gateway, Simulator
-from tests.tickets.conftest import Run, post_calls, ticket_body
+from tests.tickets.conftest import Run, post_calls, ticket_body, wait_for_sweep
 
 
 def test_two_workers_sharing_redis_create_one_ticket_for_one_slot(
@@ -76,13 +75,6 @@ def test_a_ticket_just_created_counts_while_the_list_lags(gw_now: Gateway, sim: 
     assert sim.state.calls["GET /api/tickets/{id}/"] == 0
 
 
-def _wait_for_sweep(worker: Gateway) -> None:
-    deadline = time.monotonic() + 30
-    while worker.runtime.services.tickets.active.local is None:
-        assert time.monotonic() < deadline, "the active-ticket sweep never loaded"
-        time.sleep(0.02)
-
-
 def test_ten_identical_requests_across_two_workers_open_one_ticket(
     run: Run, run_sim: Simulator, run_workers: list[Gateway]
 ) -> None:
@@ -108,7 +100,7 @@ def test_a_ticket_created_on_one_worker_is_listed_at_once_by_the_other(
 ) -> None:
     first, second = run_workers
     for worker in (first, second):
-        _wait_for_sweep(worker)
+        wait_for_sweep(worker)
     assert second.get("/api/v1/clients/302/tickets").json()["data"] == []
     created = first.post("/api/v1/tickets", json=ticket_body(zone_id=run.zone(3), service_id=302))
     assert created.status_code == 201, created.text

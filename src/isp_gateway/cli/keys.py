@@ -93,7 +93,8 @@ def _keys_file_or_exit() -> Any:
     if not value:
         print(
             "isp-gateway: API_KEYS_FILE is not set; set it (in the environment or .env) to "
-            "the JSON file that holds the API keys, e.g. API_KEYS_FILE=/etc/isp-gateway/keys.json",
+            "the JSON file that holds the API keys, "
+            "e.g. API_KEYS_FILE=/etc/isp-gateway/keys/keys.json",
             file=sys.stderr,
         )
         raise SystemExit(EXIT_CONFIG)

@@ -1,0 +1,98 @@
+"""Issue 17, configuration (CALLERS.md 2): the real `isp-gateway check-config` (and `serve`)
+in a temp dir with a `.env` refuse placeholders, a secret of few characters and a key that
+is no setting, naming each; FORWARDED_ALLOW_IPS is read from `.env` like every setting."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import httpx
+
+from isp_gateway.settings import PLACEHOLDERS
+from tests.conftest import API_KEY, JWT_SECRET, required_env
+from tests.support import base_env, free_port, run_cli, serving
+
+EXAMPLE = Path(__file__).resolve().parents[2] / ".env.example"
+
+
+def write_env(tmp_path: Path, password_hash: str, *extra: str) -> None:
+    lines = [f"{k}='{v}'" for k, v in required_env(password_hash).items()]
+    (tmp_path / ".env").write_text("\n".join([*lines, *extra]) + "\n")
+
+
+def refused(tmp_path: Path) -> str:
+    result = run_cli("check-config", env=base_env(), cwd=tmp_path)
+    assert result.returncode == 2, result.stdout
+    assert result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr
+    return result.stderr
+
+
+def test_a_copied_env_example_is_refused_naming_every_placeholder(tmp_path: Path) -> None:
+    shutil.copy(EXAMPLE, tmp_path / ".env")
+    message = refused(tmp_path)
+    for name in PLACEHOLDERS:
+        assert f"{name}: still the .env.example placeholder" in message, name
+    for value in PLACEHOLDERS.values():
+        assert value not in message
+
+
+def test_one_placeholder_left_among_real_values_is_named(
+    tmp_path: Path, password_hash: str
+) -> None:
+    write_env(tmp_path, password_hash, f"API_PASSWORD_HASH='{PLACEHOLDERS['API_PASSWORD_HASH']}'")
+    message = refused(tmp_path)
+    assert "API_PASSWORD_HASH: still the .env.example placeholder" in message
+    assert "JWT_SECRET_KEY" not in message
+
+
+def test_a_secret_of_two_characters_is_refused(tmp_path: Path, password_hash: str) -> None:
+    write_env(tmp_path, password_hash, "JWT_SECRET_KEY=" + "xy" * 24)
+    message = refused(tmp_path)
+    assert "JWT_SECRET_KEY: must hold at least 16 different characters" in message
+    assert "xyxy" not in message
+
+
+def test_a_misspelled_key_in_env_is_refused_with_a_hint(tmp_path: Path, password_hash: str) -> None:
+    write_env(tmp_path, password_hash, "CORS_ORIGIN=https://bot.example", "LOG_LEVLE=DEBUG")
+    message = refused(tmp_path)
+    assert "CORS_ORIGIN in .env is no setting (did you mean CORS_ORIGINS?)" in message
+    assert "LOG_LEVLE in .env is no setting (did you mean LOG_LEVEL?)" in message
+    # `serve` refuses the same way before starting anything.
+    result = run_cli("serve", "--port", str(free_port()), env=base_env(), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "CORS_ORIGIN in .env is no setting" in result.stderr
+
+
+def test_typo_and_bad_value_are_named_together(tmp_path: Path, password_hash: str) -> None:
+    write_env(tmp_path, password_hash, "CORS_ORIGIN=x", "LOG_LEVEL=chatty")
+    message = refused(tmp_path)
+    assert "LOG_LEVEL" in message and "CORS_ORIGIN in .env is no setting" in message
+
+
+def test_variables_the_cli_reads_count_as_settings(tmp_path: Path, password_hash: str) -> None:
+    write_env(
+        tmp_path,
+        password_hash,
+        "FORWARDED_ALLOW_IPS=10.0.0.1,10.0.0.2",
+        "SIMULATOR_API_KEY=sim-key-1",
+        "PROMETHEUS_MULTIPROC_DIR=/tmp/x",
+    )
+    result = run_cli("check-config", env=base_env(), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "configuration OK" in result.stdout
+    assert JWT_SECRET not in result.stdout and API_KEY not in result.stdout
+
+
+def test_forwarded_allow_ips_is_read_from_env_file(tmp_path: Path, password_hash: str) -> None:
+    """With the proxy trusted only at 10.9.9.9 (in .env), a loopback caller's
+    X-Forwarded-For is ignored: two "different" forwarded addresses share one limit."""
+    write_env(tmp_path, password_hash, "FORWARDED_ALLOW_IPS=10.9.9.9", "RATE_LIMIT_PER_MINUTE=1")
+    with serving(base_env(SERVER="uvicorn"), tmp_path, "--proxy-headers") as served:
+        statuses = [
+            httpx.get(f"{served.url}/api/v1/nope", headers={"X-Forwarded-For": f"203.0.113.{n}"})
+            for n in (1, 2)
+        ]
+        assert [r.status_code for r in statuses] == [404, 429]

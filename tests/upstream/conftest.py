@@ -1,0 +1,72 @@
+"""Fixtures for the upstream tests: a scripted upstream for shapes the simulator never
+produces, and gateway settings against it."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from isp_gateway.settings import Settings
+from tests.conftest import gateway_settings
+
+
+class ScriptedUpstream:
+    """A tiny WispHub stand-in for shapes the simulator does not produce (no `count`, a
+    `next` on another host, a redirect): it serves `rows` paginated and counts hits."""
+
+    def __init__(self, rows: int, *, with_count: bool = True, cap: int | None = None) -> None:
+        self.rows = [{"id": i} for i in range(rows)]
+        self.with_count = with_count
+        self.cap = cap
+        self.hits: Counter[str] = Counter()
+        self.headers: list[dict[str, str]] = []
+
+    def app(self) -> Any:
+        from starlette.applications import Starlette
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse, RedirectResponse, Response
+        from starlette.routing import Route
+
+        async def page(request: Request) -> Response:
+            self.hits[request.url.path] += 1
+            self.headers.append(dict(request.headers))
+            limit = int(request.query_params.get("limit", "10"))
+            if self.cap:
+                limit = min(limit, self.cap)
+            offset = int(request.query_params.get("offset", "0"))
+            chunk = self.rows[offset : offset + limit]
+            # A `next` that must never be followed: another scheme and another host.
+            nxt = (
+                f"https://never-follow.invalid/api/rows/?limit={limit}&offset={offset + limit}"
+                if offset + limit < len(self.rows)
+                else None
+            )
+            body: dict[str, Any] = {"next": nxt, "previous": None, "results": chunk}
+            if self.with_count:
+                body["count"] = len(self.rows)
+            return JSONResponse(body)
+
+        async def flat(request: Request) -> Response:
+            self.hits[request.url.path] += 1
+            return JSONResponse(self.rows)
+
+        async def moved(request: Request) -> Response:
+            self.hits[request.url.path] += 1
+            return RedirectResponse("/api/target/", status_code=301)
+
+        async def target(request: Request) -> Response:
+            self.hits[request.url.path] += 1
+            return JSONResponse({"reached": True})
+
+        return Starlette(
+            routes=[
+                Route("/api/rows/", page),
+                Route("/api/flat/", flat),
+                Route("/api/moved/", moved, methods=["GET", "POST"]),
+                Route("/api/target/", target, methods=["GET", "POST"]),
+            ]
+        )
+
+
+def make_settings(password_hash: str, upstream_url: str, **overrides: Any) -> Settings:
+    return gateway_settings(upstream_url, password_hash, **overrides)
