@@ -23,17 +23,21 @@ from tests.conftest import Gateway, Simulator
 
 pytestmark = pytest.mark.anyio
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "agents.md"
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs" / "agents.md"
+README = ROOT / "README.md"
 TOOL_NAMES = {tool.name for tool in TOOLS}
 ROOMY = 1000
 
 
 def recommended_scopes() -> list[str]:
-    """The scopes of the agent key docs/agents.md recommends, as a reader copies them."""
-    text = DOCS.read_text(encoding="utf-8")
-    section = text.split("## The recommended agent key", 1)[1]
-    found = re.search(r"keys create \S+ --scopes (\S+)", section)
-    assert found, "docs/agents.md recommends no key"
+    """The scopes of the agent key the README recommends, as a reader copies them; the
+    agents' guide (docs/agents.md) recommends the same key."""
+    text = README.read_text(encoding="utf-8")
+    found = re.search(r"keys create support-agent --scopes (\S+)", text)
+    assert found, "the README recommends no agent key"
+    guide = DOCS.read_text(encoding="utf-8").split("## The recommended agent key", 1)[1]
+    assert f"--scopes {found.group(1)} " in guide, "docs/agents.md recommends another key"
     return found.group(1).split(",")
 
 
