@@ -15,8 +15,9 @@ from starlette.types import ASGIApp
 from isp_gateway.accounts.router import router as accounts_router
 from isp_gateway.audit.router import router as audit_router
 from isp_gateway.auth.credentials import jwt_subject
+from isp_gateway.auth.edge import CallerDoor
 from isp_gateway.auth.router import router as auth_router
-from isp_gateway.clients.fastpath import LookupEdge
+from isp_gateway.clients.fastpath import LookupDoor
 from isp_gateway.clients.router import router as clients_router
 from isp_gateway.diagnose.router import router as diagnose_router
 from isp_gateway.kit.callers import END_USER_HEADER
@@ -26,13 +27,14 @@ from isp_gateway.outages.router import router as outages_router
 from isp_gateway.payments.router import REPORT_ROUTE
 from isp_gateway.payments.router import router as payments_router
 from isp_gateway.plans.router import router as plans_router
-from isp_gateway.services import start_runtime
+from isp_gateway.services import Runtime, start_runtime
 from isp_gateway.settings import Settings
 from isp_gateway.tickets.client_router import router as client_tickets_router
 from isp_gateway.tickets.router import router as tickets_router
 from isp_gateway.tickets.subjects import document_subjects
 from isp_gateway.web import health
 from isp_gateway.web.docs import install_docs
+from isp_gateway.web.edge import Edge
 from isp_gateway.web.envelope import install_error_handlers
 from isp_gateway.web.limits import BodyLimitMiddleware
 from isp_gateway.web.logs import AccessLog
@@ -97,13 +99,13 @@ def add_routes(app: FastAPI, *routers: APIRouter) -> None:
 
 class GatewayApp(FastAPI):
     """FastAPI with, optionally, one layer in front of its whole middleware stack (the
-    lookup edge, clients/fastpath.py): a warm lookup hit is then answered before
+    edge, web/edge.py): a warm lookup hit and the refusals are then answered before
     Starlette's and FastAPI's own layers and ours, which would otherwise cost more than the
     lookup itself. With `edge_options` set, `edge` is that layer once the stack is built
     (on the first request)."""
 
     edge_options: dict[str, Any] | None = None
-    edge: LookupEdge | None = None
+    edge: Edge | None = None
 
     def build_middleware_stack(self) -> ASGIApp:
         # The app is about to serve: every route is added. The route table the layers
@@ -114,8 +116,13 @@ class GatewayApp(FastAPI):
         stack = super().build_middleware_stack()
         if self.edge_options is None:
             return stack
-        self.edge = LookupEdge(stack, **self.edge_options)
+        self.edge = Edge(stack, routes=routes, **self.edge_options)
         return self.edge
+
+
+def _runtime(app: FastAPI) -> Runtime:
+    runtime: Runtime = app.state.runtime
+    return runtime
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -234,13 +241,21 @@ def create_app(settings: Settings) -> FastAPI:
         ],
         expose_headers=["X-Request-ID", "Retry-After"],
     )
+    # The edge's parts (web/edge.py): the lookup hits first, then the caller's check.
+    runtime_getter = partial(_runtime, app)
+    edge_parts: dict[str, Any] = {
+        "first": [LookupDoor(runtime_getter)],
+        "doors": [CallerDoor(runtime_getter)],
+        "max_body_bytes": settings.MAX_BODY_BYTES,
+        "language": Language(settings.MESSAGES_LANGUAGE),
+    }
     rate_limited = (
         settings.RATE_LIMIT_PER_MINUTE > 0 or settings.RATE_LIMIT_PER_SUBJECT_PER_MINUTE > 0
     )
     if rate_limited:
         # Every request is counted first: the edge sits behind the limiter, and the outer
         # layers give its answers their request id, access line and metrics.
-        app.add_middleware(LookupEdge, runtime_getter=lambda: app.state.runtime)
+        app.add_middleware(Edge, routes=routes, **edge_parts)
         app.add_middleware(
             RateLimitMiddleware,
             store=lambda: app.state.runtime.store,
@@ -269,7 +284,7 @@ def create_app(settings: Settings) -> FastAPI:
         app.add_middleware(MetricsMiddleware, metrics=metrics, routes=routes)
     if not rate_limited:
         app.edge_options = {
-            "runtime_getter": lambda: app.state.runtime,
+            **edge_parts,
             "ids": ids,
             "access_log": access_log,
             "metrics": metrics,

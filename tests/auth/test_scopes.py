@@ -16,7 +16,7 @@ import pytest
 from fastapi.routing import APIRoute
 
 from isp_gateway.auth import keys
-from isp_gateway.auth.dependencies import _scoped, current_caller
+from isp_gateway.auth.dependencies import current_caller, scoped_caller
 from isp_gateway.auth.keys import generate_key, new_entry, write_key_entries
 from isp_gateway.web.methods import MethodGuard
 from tests.conftest import PASSWORD, USERNAME, Gateway, Simulator, _start_gateway, _start_simulator
@@ -125,7 +125,7 @@ def route_scopes(route: APIRoute) -> tuple[bool, set[str]]:
         dependant = stack.pop()
         if dependant.call is current_caller:
             caller = True
-        if dependant.call is _scoped:
+        if dependant.call is scoped_caller:
             scopes.update(dependant.own_oauth_scopes or ())
         stack.extend(dependant.dependencies)
     return caller, scopes

@@ -9,10 +9,23 @@ from typing import Any
 
 import pytest
 
+from isp_gateway.clients.fastpath import LookupDoor
 from isp_gateway.clients.index import ClientIndex
 from isp_gateway.upstream.clients import Client
+from isp_gateway.web.edge import Edge
 from tests.conftest import Gateway, Simulator
 from tests.support import wait_for_age, wait_until
+
+
+def lookup_edge(regular: Any, gw: Gateway) -> Edge:
+    """An edge with only the lookup door, in front of `regular` (the gateway's app has
+    served a request: its route table is filled)."""
+    return Edge(
+        regular,
+        routes=gw.app.state.route_table,
+        first=[LookupDoor(lambda: gw.runtime)],
+        max_body_bytes=gw.settings.MAX_BODY_BYTES,
+    )
 
 
 def body(response: Any) -> dict[str, Any]:

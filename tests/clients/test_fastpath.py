@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from isp_gateway.auth.tokens import issue_token
-from isp_gateway.clients.fastpath import LookupEdge
-from tests.clients.conftest import StartPair, calls
+from isp_gateway.web.edge import Edge
+from tests.clients.conftest import StartPair, calls, lookup_edge
 from tests.conftest import USERNAME
 from tests.support import wait_for_fresh_window, wait_until
 
@@ -80,7 +80,7 @@ def test_only_sure_hits_skip_the_regular_app(start_pair: StartPair) -> None:
         await send({"type": "http.response.start", "status": 299, "headers": []})
         await send({"type": "http.response.body", "body": b""})
 
-    fast = LookupEdge(regular, runtime_getter=lambda: gw.runtime)
+    fast = lookup_edge(regular, gw)
     transport = httpx.ASGITransport(app=fast)
 
     async def fetch(path: str, token: str | None) -> int:
@@ -235,11 +235,11 @@ def test_the_lookup_edge_lets_no_bad_end_user_through(start_pair: StartPair) -> 
 
 
 def test_one_edge_placed_by_the_rate_limit_setting(start_pair: StartPair) -> None:
-    """The same `LookupEdge` in front of the whole app (no rate limit) or behind the limiter:
+    """The same `Edge` in front of the whole app (no rate limit) or behind the limiter:
     either way a warm hit is the regular route's bytes, with the caller's request id."""
     for overrides in ({}, {"RATE_LIMIT_PER_MINUTE": 1000}):
         sim, gw = start_pair(**overrides)
-        behind = [m.cls for m in gw.app.user_middleware].count(LookupEdge)
+        behind = [m.cls for m in gw.app.user_middleware].count(Edge)
         in_front = gw.app.edge is not None
         assert (in_front, behind) == ((False, 1) if overrides else (True, 0)), overrides
         regular = gw.get(LOOKUPS[0])  # verifies and caches the token

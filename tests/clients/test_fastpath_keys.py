@@ -11,8 +11,7 @@ from typing import Any
 import httpx
 
 from isp_gateway.auth.keys import generate_key, new_entry, write_key_entries
-from isp_gateway.clients.fastpath import LookupEdge
-from tests.clients.conftest import StartPair, calls
+from tests.clients.conftest import StartPair, calls, lookup_edge
 from tests.support import wait_for_fresh_window, wait_until
 
 HIT = "/api/v1/clients/by-document/12345678"
@@ -44,7 +43,7 @@ def test_only_a_current_key_with_the_scope_is_served_at_the_edge(
         await send({"type": "http.response.start", "status": 299, "headers": []})
         await send({"type": "http.response.body", "body": b""})
 
-    transport = httpx.ASGITransport(app=LookupEdge(regular, runtime_getter=lambda: gw.runtime))
+    transport = httpx.ASGITransport(app=lookup_edge(regular, gw))
 
     async def fetch(target: str, headers: dict[str, str]) -> int:
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:

@@ -97,7 +97,7 @@ async def current_caller(
 CurrentCaller = Annotated[Caller, Depends(current_caller)]
 
 
-async def _scoped(
+async def scoped_caller(
     security_scopes: SecurityScopes, request: Request, caller: CurrentCaller
 ) -> Caller:
     """The route's scope (given by `Scoped`), or 403 `insufficient_scope`, counted in the
@@ -129,4 +129,4 @@ def Scoped(scope: str) -> Any:
     `dependencies=[Scoped(CLIENTS_READ)]` on a route or router, or a parameter
     `caller: Annotated[Caller, Scoped(CLIENTS_READ)]`. It resolves the caller (401 without a
     valid credential) and puts the scope into the OpenAPI document."""
-    return Security(_scoped, scopes=[scope])
+    return Security(scoped_caller, scopes=[scope])

@@ -11,9 +11,7 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from isp_gateway.observability.metrics import RATE_LIMIT, THROTTLE_KINDS, Metrics
-from isp_gateway.web.route_table import ROUTE_TEMPLATE, UNMATCHED, RouteTable
-
-_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
+from isp_gateway.web.route_table import ROUTE_TEMPLATE, UNMATCHED, RouteTable, method_label
 
 
 class MetricsMiddleware:
@@ -61,10 +59,7 @@ class MetricsMiddleware:
                 template = getattr(route, "path", UNMATCHED)
             else:
                 template = scope.get(ROUTE_TEMPLATE) or self._match(scope)
-            method = scope["method"]
-            self.metrics.observe_request(
-                template, method if method in _METHODS else "OTHER", status, seconds
-            )
+            self.metrics.observe_request(template, method_label(scope["method"]), status, seconds)
             if status == 429:
                 self.metrics.throttle(
                     THROTTLE_KINDS.get(template, "other") if route is not None else RATE_LIMIT

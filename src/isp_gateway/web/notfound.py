@@ -16,6 +16,8 @@ from isp_gateway.kit.actions import Action
 from isp_gateway.web.envelope import error_response
 from isp_gateway.web.route_table import ROUTE_TEMPLATE, UNMATCHED, RouteTable, route_path
 
+# Set by the edge (edge.py) on a path it found known: the look is not made twice.
+KNOWN_PATH = "isp_gateway.known_path"
 # A route regex's named groups: dropped when the regexes are joined into one.
 _NAMED_GROUP = re.compile(r"\(\?P<[^>]+>")
 
@@ -37,7 +39,8 @@ class UnknownPathMiddleware:
     want both spellings declare both. Without the walk: with
     FastAPI's per-route matching, a scanner's unknown paths cost several times more CPU
     than a lookup. The answer is the one the 404 handler gives; it runs inside the
-    request-id, access-log, metrics and CORS layers like any other."""
+    request-id, access-log, metrics and CORS layers like any other. The edge (edge.py) gives
+    the same answer before them for a request without `Origin`; this one answers the rest."""
 
     def __init__(self, app: ASGIApp, *, routes: RouteTable) -> None:
         self.app = app
@@ -45,7 +48,7 @@ class UnknownPathMiddleware:
         self._known = known_paths(routes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
+        if scope["type"] == "http" and not scope.get(KNOWN_PATH):
             # The path as the router matches it (without a root path the server was given).
             path = route_path(scope)
             if not self._known.fullmatch(path):

@@ -21,6 +21,12 @@ from starlette.types import Scope
 ROUTE_TEMPLATE = "isp_gateway.route_template"
 # The route label of an answer no route served (a 404 for an unknown path).
 UNMATCHED = "unmatched"
+# The methods the request metrics name; any other is counted as OTHER (a bounded label).
+_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
+
+
+def method_label(method: str) -> str:
+    return method if method in _METHODS else "OTHER"
 
 
 class RouteTable:

@@ -1,0 +1,159 @@
+"""Credentials at the edge (web/edge.py): a refused credential or scope answered before
+routing, for no more server time than a cached lookup (CALLERS.md 6 "The cost of refusing").
+
+The regular dependency (dependencies.py) stays the rule; this door gives its answer early
+only where it is sure to be the same: on a route whose first dependency is the caller's
+check (`Scoped(...)` or `CurrentCaller`, solved before anything else that could answer),
+for a missing or refused credential (the 401, counted `unauthorized`) and a key without the
+route's scope (the 403 `insufficient_scope`, counted `scope_denied`, after the key's own
+rate as the regular check counts it). Everything else, a credential that passes included,
+goes on to the route.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from fastapi.routing import RouteContext
+
+from isp_gateway.auth.credentials import (
+    CREDENTIALS_ERROR,
+    Gatekeeper,
+    bearer,
+    refused_credential,
+    valid_end_user,
+)
+from isp_gateway.auth.dependencies import current_caller, scoped_caller
+from isp_gateway.auth.keys import KEY_PREFIX, ApiKey, enforce_key_rate
+from isp_gateway.auth.scopes import InsufficientScope
+from isp_gateway.auth.tokens import InvalidToken, verify_token
+from isp_gateway.kit.callers import Caller
+from isp_gateway.kit.errors import Locked, StoreUnavailable
+from isp_gateway.web.edge import EdgeAnswer, EdgeRequest, EdgeRoute
+
+# The regular route's 401 byte for byte (FastAPI's HTTPException, as envelope.py answers it).
+REFUSED_BODY = b'{"detail":"' + CREDENTIALS_ERROR.encode() + b'"}'
+_CHALLENGE = ((b"www-authenticate", b"Bearer"),)
+
+
+@dataclass(frozen=True, slots=True)
+class Jwt:
+    """A verified token's subject (a JWT holds every scope)."""
+
+    subject: str
+
+
+class Refused:
+    """No valid credential (counted once, when found)."""
+
+
+REFUSED = Refused()
+Credential = ApiKey | Jwt | Refused
+
+
+def credential(runtime: Gatekeeper, request: EdgeRequest) -> Credential:
+    """The request's credential as the regular check reads it (a key first, then a JWT),
+    worked out once a request and kept on it for the next door. A refused one is counted
+    (`refused_credential`) the once."""
+    found = request.credential
+    if isinstance(found, ApiKey | Jwt | Refused):
+        return found
+    token = bearer(request.authorization)
+    key = request.api_key
+    if key is None and token is not None and token.startswith(KEY_PREFIX):
+        key, token = token, None
+    result: Credential = REFUSED
+    if key is not None:
+        result = runtime.key_ring.lookup(key) or REFUSED
+    elif token:
+        subject = runtime.token_cache.get(token)
+        if subject is None:
+            try:
+                subject = verify_token(runtime.settings, token, runtime.token_cache)
+            except InvalidToken:
+                subject = None
+        if subject is not None:
+            result = Jwt(subject)
+    if result is REFUSED:
+        refused_credential(runtime, request.address)
+    request.credential = result
+    return result
+
+
+def refusal(template: str) -> EdgeAnswer:
+    return EdgeAnswer(401, REFUSED_BODY, template, _CHALLENGE)
+
+
+def _caller_first(context: RouteContext) -> tuple[bool, tuple[str, ...]]:
+    """Whether the route's first dependency is the caller's check, and the scopes it asks."""
+    dependant = getattr(context, "dependant", None)
+    if dependant is None or not dependant.dependencies:
+        return False, ()
+    first = dependant.dependencies[0]
+    if first.call is current_caller:
+        return True, ()
+    if first.call is scoped_caller:
+        return True, tuple(first.own_oauth_scopes or ())
+    return False, ()
+
+
+class CallerDoor:
+    """The edge's door for the caller's check: 401 and 403 as the regular route gives
+    them (see the module)."""
+
+    def __init__(self, runtime_getter: Callable[[], Gatekeeper]) -> None:
+        self.runtime_getter = runtime_getter
+        # Each route's answer to "is the caller checked first, for which scopes".
+        self._routes: dict[EdgeRoute, tuple[bool, tuple[str, ...]]] = {}
+        # Each route's 403 for each scope it asks, made once (the language is the app's).
+        self._denied: dict[tuple[EdgeRoute, str], EdgeAnswer] = {}
+
+    def _requirement(self, route: EdgeRoute) -> tuple[bool, tuple[str, ...]]:
+        found = self._routes.get(route)
+        if found is None:
+            found = self._routes[route] = _caller_first(route.context)
+        return found
+
+    def _denial(self, route: EdgeRoute, scope: str) -> EdgeAnswer:
+        found = self._denied.get((route, scope))
+        if found is None:
+            denied = EdgeAnswer.of_error(InsufficientScope(scope), route.template)
+            found = self._denied[(route, scope)] = denied
+        return found
+
+    async def answer(self, request: EdgeRequest, route: EdgeRoute | None) -> EdgeAnswer | None:
+        if route is None:
+            return None
+        checked, scopes = self._requirement(route)
+        if not checked:
+            return None
+        runtime = self.runtime_getter()
+        found = credential(runtime, request)
+        if isinstance(found, Refused):
+            return refusal(route.template)
+        if isinstance(found, Jwt):
+            return None
+        missing = None
+        for scope in scopes:
+            if not found.allows(scope):
+                missing = scope
+                break
+        end_user = request.end_user
+        if missing is None or (end_user is not None and not valid_end_user(end_user)):
+            return None  # the route serves it, or answers the end user's 422
+        if found.rate_per_minute is not None:
+            try:
+                await enforce_key_rate(runtime.store, found)
+            except (Locked, StoreUnavailable):
+                return None  # the regular check counts it again and answers 429 (or 503)
+        caller = Caller(found.name, end_user or found.name, request.address, found.scopes)
+        # Counted as the regular check counts it (dependencies.scoped_caller).
+        runtime.audit.count(
+            "scope_denied",
+            "denied",
+            kind=missing,
+            details={"required": missing, "method": request.method, "route": route.template},
+            caller=caller,
+        )
+        return self._denial(route, missing)

@@ -1,0 +1,439 @@
+"""The edge: the layer that answers, before routing, what is sure without it.
+
+FastAPI's routing, dependency resolution and exception handling cost several times more
+server time than a lookup in the warm index; a refusal that went through them cost 1.3 to
+6x a cached lookup (CALLERS.md 6 "The cost of refusing": a refusal is never dearer than the
+cheapest answer, or a flood of them is the cheapest way to load the service). So the edge
+answers, for a request without `Origin` (a browser's goes the regular way, through CORS):
+
+- a path no route serves: the 404 of the regular stack (notfound.py's);
+- a JSON body that does not parse, on a route that reads one: the 422 `validation_error`
+  FastAPI's parse and our handler give (it comes before any credential is read);
+- what the doors answer: the lookup hits (clients/fastpath.py), and a refused credential
+  or scope on a route whose first dependency is the caller (auth/edge.py), each byte for byte
+  the regular route's answer, counted in the audit as the regular route counts it.
+
+Everything else goes on, untouched (a body the edge read is handed on as it came).
+
+Placed by configuration (app.py): in front of the whole stack, the default, it does inline
+the little the outer layers would do for its answers (the request id, the access line, the
+request metrics); behind the service rate limiter, when a rate limit is on (every request is
+counted first), it names the route template it answered for their metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from fastapi import params
+from fastapi.routing import RouteContext
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from isp_gateway.kit import deadline, messages
+from isp_gateway.kit.actions import Action
+from isp_gateway.kit.answers import envelope
+from isp_gateway.kit.errors import ServiceError
+from isp_gateway.web.envelope import MALFORMED_JSON, encode, invalid_request
+from isp_gateway.web.logs import mask_path, mask_unknown_path, request_id_var
+from isp_gateway.web.middleware import store_budget
+from isp_gateway.web.notfound import KNOWN_PATH, known_paths
+from isp_gateway.web.route_table import (
+    ROUTE_TEMPLATE,
+    UNMATCHED,
+    RouteTable,
+    method_label,
+    route_path,
+)
+
+if TYPE_CHECKING:
+    from isp_gateway.web.logs import AccessLog
+    from isp_gateway.web.middleware import RequestIds
+
+_NAMED_GROUP = re.compile(r"\(\?P<[^>]+>")
+_CONTENT_TYPE = (b"content-type", b"application/json")
+# The content types FastAPI parses as JSON (none given, application/json, application/*+json).
+_JSON_TYPE = re.compile(r"application/(?:[!#$&^_.+\w-]+\+)?json\s*(?:;.*)?", re.IGNORECASE)
+
+
+# How many refusal bodies an edge keeps made (one a place a malformed body stops).
+_KEPT_BODIES = 4096
+
+
+class RequestMetrics(Protocol):
+    """What the edge counts of its answers (observability/metrics.py's Metrics)."""
+
+    def observe_request(self, template: str, method: str, status: int, seconds: float) -> None: ...
+
+
+class EdgeRequest:
+    """What the edge and its doors read of a request, from one pass over its headers."""
+
+    __slots__ = (
+        "address",
+        "api_key",
+        "authorization",
+        "content_length",
+        "content_type",
+        "credential",
+        "end_user",
+        "id",
+        "method",
+        "path",
+        "request_id",
+        "scope",
+    )
+
+    def __init__(self, scope: Scope, path: str) -> None:
+        self.scope = scope
+        self.method: str = scope["method"]
+        self.path = path
+        self.authorization: str | None = None
+        self.api_key: str | None = None
+        self.end_user: str | None = None
+        self.request_id: bytes | None = None  # the caller's X-Request-ID
+        self.id: str | None = None  # the request's id, once the edge has given it one
+        self.content_type: str | None = None
+        self.content_length: int | None = None
+        client = scope.get("client")
+        self.address = str(client[0]) if client else "unknown"
+        # A door's verdict on the credential, kept for the next door (auth/edge.py).
+        self.credential: object = None
+
+
+def read_request(scope: Scope) -> EdgeRequest | None:
+    """The request as the edge reads it, or None when it carries an `Origin` (CORS answers
+    a browser's request, whatever it is). The first of each header counts, as the regular
+    routes read them."""
+    request = EdgeRequest(scope, route_path(scope))
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            if request.authorization is None:
+                request.authorization = value.decode("latin-1")
+        elif name == b"x-api-key":
+            if request.api_key is None:
+                request.api_key = value.decode("latin-1").strip()
+        elif name == b"origin":
+            return None
+        elif name == b"x-request-id":
+            if request.request_id is None:
+                request.request_id = value
+        elif name == b"x-end-user-id":
+            if request.end_user is None:
+                request.end_user = value.decode("latin-1")
+        elif name == b"content-type":
+            if request.content_type is None:
+                request.content_type = value.decode("latin-1")
+        elif name == b"content-length" and request.content_length is None:
+            length = value.decode("latin-1")
+            request.content_length = int(length) if length.isdigit() else -1
+    return request
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeAnswer:
+    """An answer given at the edge: its status, body and headers (before the content
+    length and type, as Starlette's responses order them), and the route template its
+    metrics are counted under."""
+
+    status: int
+    body: bytes
+    template: str
+    headers: tuple[tuple[bytes, bytes], ...] = ()
+    # A hit's headers put the content type first (the lookups' prebuilt answers).
+    type_first: bool = False
+    # The path as the access log writes it, when the door knows it (else masked here).
+    logged: str | None = None
+
+    @classmethod
+    def of_error(cls, exc: ServiceError, template: str) -> EdgeAnswer:
+        """A service error's envelope, as the regular handler renders it."""
+        body = envelope(
+            ok=False,
+            type=exc.type,
+            action=exc.action,
+            data=exc.data,
+            message=exc.message,
+            meta=exc.meta,
+        )
+        headers = tuple(
+            (name.lower().encode("latin-1"), value.encode("latin-1"))
+            for name, value in exc.headers.items()
+        )
+        return cls(exc.status_code, encode(body), template, headers)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class EdgeRoute:
+    """A route as the edge knows it: FastAPI's, its template, whether it reads JSON."""
+
+    context: RouteContext
+    template: str
+    json_body: bool
+
+
+class Door(Protocol):
+    """A part of the edge that answers some requests itself: the answer, or None to let
+    the request go on. `route` is the route the request's method and path reach (None for
+    the doors asked before the route is looked up)."""
+
+    async def answer(self, request: EdgeRequest, route: EdgeRoute | None) -> EdgeAnswer | None: ...
+
+
+def _reads_json(context: RouteContext) -> bool:
+    """Whether FastAPI parses the route's body as JSON before its dependencies."""
+    body_field = getattr(context, "body_field", None)
+    return body_field is not None and not isinstance(body_field.field_info, params.Form)
+
+
+class _Routes:
+    """The routes by method: one regex for each method, whose matching alternative names
+    the first route the router would try, as Starlette's walk finds it."""
+
+    def __init__(self, routes: RouteTable) -> None:
+        patterns: dict[str, list[str]] = {}
+        self.routes: list[EdgeRoute] = []
+        every: set[str] = set()
+        for context in routes.routes:
+            regex = getattr(context, "path_regex", None)
+            if regex is None:
+                continue
+            every.update(context.methods or ())
+        for context in routes.routes:
+            regex = getattr(context, "path_regex", None)
+            if regex is None:
+                continue
+            bare = _NAMED_GROUP.sub("(?:", regex.pattern.removeprefix("^").removesuffix("$"))
+            group = f"(?P<r{len(self.routes)}>{bare})"
+            self.routes.append(EdgeRoute(context, context.path or UNMATCHED, _reads_json(context)))
+            # A route without methods (a mount, the MCP endpoint) takes every method.
+            for method in context.methods or every:
+                patterns.setdefault(method, []).append(group)
+        self.by_method = {
+            method: re.compile("|".join(groups)) for method, groups in patterns.items()
+        }
+
+    def find(self, method: str, path: str) -> EdgeRoute | None:
+        pattern = self.by_method.get(method)
+        match = pattern.fullmatch(path) if pattern is not None else None
+        if match is None or match.lastgroup is None:
+            return None
+        return self.routes[int(match.lastgroup[1:])]
+
+
+class Edge:
+    """Answers at the edge what is sure (see the module) and passes every other request on
+    to `app`, untouched. `ids`, `access_log` and `metrics` are given when the edge sits in
+    front of the layers that would otherwise do them. `first` are asked before the route is
+    looked up (the lookup hits), `doors` with it."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        routes: RouteTable,
+        first: Sequence[Door] = (),
+        doors: Sequence[Door] = (),
+        max_body_bytes: int,
+        language: messages.Language = messages.Language.ES,
+        ids: RequestIds | None = None,
+        access_log: AccessLog | None = None,
+        metrics: RequestMetrics | None = None,
+        store_seconds: float | None = None,
+    ) -> None:
+        self.app = app
+        self.first = tuple(first)
+        self.doors = tuple(doors)
+        self.max_body_bytes = max_body_bytes
+        self.language = language
+        self.ids = ids
+        self.access_log = access_log
+        self.metrics = metrics
+        # In front of the request middleware, with Redis: the request's store budget starts
+        # here, and the stack behind takes it over when the request goes on.
+        self.store_seconds = store_seconds
+        # Built once the route table is filled (the app builds its stack as it starts).
+        self._known = known_paths(routes)
+        self._routes = _Routes(routes)
+        # The bodies of the edge's own refusals, made once each (the language is the app's).
+        self._bodies: dict[str, bytes] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        passed = await self._answer(scope, receive, send)
+        if passed is not None:
+            await self.app(scope, passed, send)
+
+    async def serve(self, scope: Scope, send: Send, receive: Receive | None = None) -> bool:
+        """Answer the request if the answer is sure; whether it did (else nothing was sent).
+        Without `receive`, the request has no body."""
+        return await self._answer(scope, receive or _no_body, send) is None
+
+    async def _answer(self, scope: Scope, receive: Receive, send: Send) -> Receive | None:
+        """None when the edge answered; else the `receive` the request goes on with."""
+        request = read_request(scope)
+        if request is None:
+            return receive
+        started = time.perf_counter()
+        if self.store_seconds is not None:
+            deadline.start(self.store_seconds, None, store_budget(scope, self.store_seconds))
+        answer = None
+        for door in self.first:
+            answer = await door.answer(request, None)
+            if answer is not None:
+                break
+        else:
+            route = self._routes.find(request.method, request.path)
+            if route is None:
+                if self._known.fullmatch(request.path):
+                    return receive  # another method's path: the router's 405
+                answer = self._not_found()
+            else:
+                scope[KNOWN_PATH] = True  # the 404 layer behind need not look again
+                if route.json_body and self._parses_json(request):
+                    receive, answer = await self._json_body(request, route, receive)
+                if answer is None and self.doors:
+                    self._name(request)  # what the doors count in the audit carries it
+                    messages.use_language(self.language)  # what their answers say
+                    for door in self.doors:
+                        answer = await door.answer(request, route)
+                        if answer is not None:
+                            break
+        if answer is None:
+            return receive
+        await self._send(send, request, answer, started)
+        return None
+
+    def _name(self, request: EdgeRequest) -> str | None:
+        """The request's id, given here when the edge is in front of the request layer."""
+        if request.id is None and self.ids is not None:
+            request.id = self.ids.pick(request.request_id)
+            request_id_var.set(request.id)
+        return request.id
+
+    def _not_found(self) -> EdgeAnswer:
+        body = self._bodies.get("")
+        if body is None:
+            messages.use_language(self.language)
+            not_found = messages.say(Action.ERROR, "not_found")
+            answer = envelope(ok=False, type="error", action=Action.ERROR, message=not_found)
+            body = self._bodies[""] = encode(answer)
+        return EdgeAnswer(404, body, UNMATCHED)
+
+    def _malformed(self, field: str) -> bytes:
+        """The 422 of a body that is not JSON, its field the place the parse stopped."""
+        body = self._bodies.get(field)
+        if body is None:
+            messages.use_language(self.language)
+            errors = [{"field": field, "message": MALFORMED_JSON}]
+            answer = envelope(
+                ok=False,
+                type="error",
+                action=Action.VALIDATION_ERROR,
+                message=invalid_request(errors),
+                meta={"errors": errors},
+            )
+            body = encode(answer)
+            if len(self._bodies) < _KEPT_BODIES:  # bounded: a body's length is the caller's
+                self._bodies[field] = body
+        return body
+
+    def _parses_json(self, request: EdgeRequest) -> bool:
+        """A body FastAPI will parse as JSON, of a length the body limit lets through (a
+        larger one, or one of no stated length, is the limit's to answer)."""
+        length = request.content_length
+        if length is None or length <= 0 or length > self.max_body_bytes:
+            return False
+        kind = request.content_type
+        return not kind or _JSON_TYPE.fullmatch(kind) is not None
+
+    async def _json_body(
+        self, request: EdgeRequest, route: EdgeRoute, receive: Receive
+    ) -> tuple[Receive, EdgeAnswer | None]:
+        """The 422 of a body that is not JSON, else a `receive` that hands the body on."""
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more and size <= self.max_body_bytes:
+            message = await receive()
+            if message["type"] != "http.request":  # the client left: let the app see it
+                taken = _as_messages(chunks, more=True) if chunks else []
+                return _replay([*taken, message], receive), None
+            chunk = message.get("body", b"")
+            chunks.append(chunk)
+            size += len(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        if size > self.max_body_bytes:  # more than it said: the body limit answers it
+            return _replay(_as_messages([body], more=more), receive), None
+        try:
+            json.loads(body)
+        except json.JSONDecodeError as exc:
+            field = f"body.{exc.pos}"
+        except ValueError:  # not UTF-8: FastAPI's 400, which our handler answers 422
+            field = "body"
+        else:
+            return _replay(_as_messages([body]), receive), None
+        return receive, EdgeAnswer(422, self._malformed(field), route.template)
+
+    async def _send(
+        self, send: Send, request: EdgeRequest, answer: EdgeAnswer, started: float
+    ) -> None:
+        scope = request.scope
+        length = (b"content-length", str(len(answer.body)).encode())
+        if answer.type_first:
+            headers = [_CONTENT_TYPE, length, *answer.headers]
+        else:
+            headers = [*answer.headers, length, _CONTENT_TYPE]
+        request_id = self._name(request)
+        if request_id is not None:
+            headers.append((b"x-request-id", request_id.encode()))
+        else:
+            scope[ROUTE_TEMPLATE] = answer.template  # for the outer layers' metrics and log
+        send_start: Message = {
+            "type": "http.response.start",
+            "status": answer.status,
+            "headers": headers,
+        }
+        await send(send_start)
+        await send({"type": "http.response.body", "body": answer.body})
+        seconds = time.perf_counter() - started
+        access = self.access_log
+        if access is not None and request_id is not None and access.enabled():
+            path = scope["path"]
+            logged = answer.logged
+            if logged is None:
+                unmatched = answer.template == UNMATCHED
+                logged = mask_unknown_path(path) if unmatched else mask_path(path)
+            access.add(request.method, logged, answer.status, seconds * 1000, request_id)
+        if self.metrics is not None:
+            self.metrics.observe_request(
+                answer.template, method_label(request.method), answer.status, seconds
+            )
+
+
+async def _no_body() -> Message:
+    return {"type": "http.request", "body": b"", "more_body": False}
+
+
+def _as_messages(chunks: list[bytes], *, more: bool = False) -> list[Message]:
+    body = b"".join(chunks)
+    return [{"type": "http.request", "body": body, "more_body": more}]
+
+
+def _replay(messages_: list[Message], receive: Receive) -> Receive:
+    """`receive` with the messages the edge already took handed back first."""
+    pending = list(messages_)
+
+    async def replayed() -> Message:
+        if pending:
+            return pending.pop(0)
+        return await receive()
+
+    return replayed

@@ -1,0 +1,192 @@
+"""CALLERS.md 6 "The cost of refusing", on every route: the edge (web/edge.py) answers an
+unknown path, a malformed JSON body, a missing or refused credential and a key without the
+route's scope before routing, and each answer is the regular stack's byte for byte, counted
+in the audit as the regular stack counts it.
+
+The regular answer is had from the same gateway with an `Origin` it does not allow: the edge
+leaves a browser's request to CORS and the regular stack, which answer it as before."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from isp_gateway.auth import keys
+from tests.auth.test_scopes import EXPECTED, Keys, audit
+from tests.conftest import Gateway, _start_gateway, _start_simulator
+
+# Not among CORS_ORIGINS: CORS adds nothing, the regular stack answers.
+BROWSER = {"Origin": "https://not-allowed.example"}
+SAMPLE = {
+    "document": "12345678",
+    "phone": "3001234567",
+    "service_id": "101",
+    "zone_id": "1",
+    "ticket_id": "1",
+    "task_id": "t-1",
+    "plan_id": "1",
+}
+JSON_ROUTES = sorted(
+    (method, path)
+    for method, path in EXPECTED
+    if method in {"POST", "PUT"} and not path.endswith("/payment-reports")
+)
+
+
+@pytest.fixture(scope="module")
+def edge_pair(password_hash: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    path = tmp_path_factory.mktemp("edge") / "keys.json"
+    made = Keys(path)
+    with contextlib.ExitStack() as stack:
+        sim = _start_simulator(stack)
+        gw = _start_gateway(stack, password_hash, sim.url, API_KEYS_FILE=str(path))
+        yield gw, made
+
+
+def concrete(template: str) -> str:
+    return template.format(**SAMPLE)
+
+
+def same_answer(edge: httpx.Response, regular: httpx.Response) -> None:
+    assert edge.status_code == regular.status_code
+    assert edge.content == regular.content
+    for name in ("content-type", "content-length", "www-authenticate", "retry-after"):
+        assert edge.headers.get(name) == regular.headers.get(name), name
+    assert edge.headers["x-request-id"]
+
+
+def answered_at_edge(
+    gw: Gateway, method: str, path: str, headers: dict[str, str], body: bytes | None = None
+) -> bool:
+    """Whether the edge itself answers the request."""
+    edge = gw.app.edge
+    assert edge is not None
+    raw = [(name.lower().encode(), value.encode()) for name, value in headers.items()]
+    scope = {"type": "http", "method": method, "path": path, "headers": raw, "query_string": b""}
+    sent: list[Any] = []
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": body or b"", "more_body": False}
+
+    if body is not None:
+        raw.append((b"content-length", str(len(body)).encode()))
+    return bool(asyncio.run(edge.serve(scope, send, receive if body is not None else None)))
+
+
+def scope_denials(gw: Gateway, made: Keys) -> int:
+    events = audit(gw, made)
+    return sum(e["details"]["count"] for e in events if e["event"] == "scope_denied")
+
+
+@pytest.mark.parametrize("path", ["/api/v1/no-such-route", "/wp-login.php", "/api/v1/tickets/1/"])
+def test_an_unknown_path_is_the_regular_404(edge_pair: Any, path: str) -> None:
+    gw, _ = edge_pair
+    path = path + "x" if path.endswith("/") else path  # a known prefix, an unknown path
+    edge = gw.client.get(path)
+    same_answer(edge, gw.client.get(path, headers=BROWSER))
+    assert edge.status_code == 404 and edge.json()["action"] == "error"
+    assert answered_at_edge(gw, "GET", path, {})
+
+
+@pytest.mark.parametrize(("method", "template"), JSON_ROUTES)
+@pytest.mark.parametrize(
+    "body", [b'{"document": "123', b"[1, 2", b"\xff\xfe{}", b"{} {}", b"nul"], ids=repr
+)
+def test_a_malformed_json_body_is_the_regular_422(
+    edge_pair: Any, method: str, template: str, body: bytes
+) -> None:
+    """Before any credential is read, as FastAPI parses the body first: with a token, with a
+    key without the scope, and with none, the same 422."""
+    gw, made = edge_pair
+    path = concrete(template)
+    for credential in (gw.auth, {"X-API-Key": made.only[keys.PLANS_READ]}, {}):
+        headers = {"Content-Type": "application/json", **credential}
+        edge = gw.client.request(method, path, headers=headers, content=body)
+        regular = gw.client.request(method, path, headers={**headers, **BROWSER}, content=body)
+        same_answer(edge, regular)
+        assert edge.status_code == 422
+        assert edge.json()["action"] == "validation_error"
+        json_headers = {"content-type": "application/json", **credential}
+        assert answered_at_edge(gw, method, path, json_headers, body)
+
+
+def test_a_sound_body_reaches_the_route_whole(edge_pair: Any) -> None:
+    """The body the edge read is handed on as it came: the route reads all of it."""
+    gw, _ = edge_pair
+    body = b'{"document": "12345678", "plan_name": "x", "plan_price": 1, "address": "y"}'
+    headers = {**gw.auth, "Content-Type": "application/json"}
+    edge = gw.client.post("/api/v1/clients/resolve", headers=headers, content=body)
+    regular = gw.client.post(
+        "/api/v1/clients/resolve", headers={**headers, **BROWSER}, content=body
+    )
+    assert edge.status_code == regular.status_code
+    assert edge.json()["action"] == regular.json()["action"]
+    assert edge.status_code != 422 or edge.json()["meta"]["errors"][0]["field"] != "body"
+
+
+@pytest.mark.parametrize(("method", "template"), sorted(EXPECTED))
+@pytest.mark.parametrize(
+    "credential",
+    [{}, {"Authorization": "Bearer not-a-token"}, {"X-API-Key": "igw_" + "A" * 43}],
+    ids=["none", "bad token", "unknown key"],
+)
+def test_a_refused_credential_is_the_regular_401(
+    edge_pair: Any, method: str, template: str, credential: dict[str, str]
+) -> None:
+    gw, _ = edge_pair
+    path = concrete(template)
+    edge = gw.client.request(method, path, headers=credential)
+    same_answer(edge, gw.client.request(method, path, headers={**credential, **BROWSER}))
+    assert edge.status_code == 401
+    assert edge.json() == {"detail": "Could not validate credentials."}
+    assert answered_at_edge(gw, method, path, credential)
+
+
+@pytest.mark.parametrize(("method", "template"), sorted(EXPECTED))
+def test_a_key_without_the_scope_is_the_regular_403_counted_alike(
+    edge_pair: Any, method: str, template: str
+) -> None:
+    gw, made = edge_pair
+    path = concrete(template)
+    required = EXPECTED[(method, template)]
+    headers = {"X-API-Key": made.all_but[required], "X-End-User-Id": "chat-7"}
+    before = scope_denials(gw, made)
+    edge = gw.client.request(method, path, headers=headers)
+    after_edge = scope_denials(gw, made)
+    regular = gw.client.request(method, path, headers={**headers, **BROWSER})
+    same_answer(edge, regular)
+    assert edge.status_code == 403
+    assert edge.json()["action"] == "insufficient_scope"
+    assert edge.json()["data"] == {"required": required}
+    # Each refusal counted once, whichever layer gave it.
+    assert after_edge == before + 1
+    assert scope_denials(gw, made) == after_edge + 1
+    assert answered_at_edge(gw, method, path, headers)
+
+
+def test_the_edge_leaves_what_it_is_not_sure_of(edge_pair: Any, tmp_path: Path) -> None:
+    """A browser's request, a bad end user, a credential that passes, a wrong method: the
+    regular stack answers them."""
+    gw, made = edge_pair
+    lookup = "/api/v1/clients/search?q=rosa"
+    reader = {"X-API-Key": made.only[keys.CLIENTS_READ]}
+    planner = {"X-API-Key": made.only[keys.PLANS_READ]}
+    assert not answered_at_edge(gw, "GET", "/api/v1/clients/search", {**planner, **BROWSER})
+    assert not answered_at_edge(gw, "GET", "/api/v1/clients/search", reader)
+    assert not answered_at_edge(gw, "GET", "/api/v1/clients/search", gw.auth)
+    assert not answered_at_edge(gw, "DELETE", "/api/v1/clients/search", {})
+    assert not answered_at_edge(
+        gw, "GET", "/api/v1/clients/search", {**planner, "X-End-User-Id": "tab\there"}
+    )
+    bad_end_user = gw.client.get(lookup, headers={**planner, "X-End-User-Id": "tab\there"})
+    assert bad_end_user.status_code == 422  # the end user is read before the scope
+    assert gw.client.delete(lookup).status_code == 405
