@@ -33,11 +33,9 @@ from isp_gateway.upstream.clients import Client
 
 if TYPE_CHECKING:
     from isp_gateway.clients.service import ClientService
-    from isp_gateway.kit.recorder import Recorder
-    from isp_gateway.kit.storage import Store
     from isp_gateway.kit.verifications import Verifications
+    from isp_gateway.parts import Parts
     from isp_gateway.plans.service import PlanService
-    from isp_gateway.settings import Settings
 
 log = logging.getLogger("isp_gateway.clients")
 
@@ -60,19 +58,15 @@ class Verification:
 class IdentityService:
     def __init__(
         self,
+        parts: Parts,
         *,
-        settings: Settings,
-        store: Store,
-        audit: Recorder,
         clients: ClientService,
         plans: PlanService,
         verifications: Verifications,
     ) -> None:
-        self.settings = settings
-        self.audit = audit
-        self.clients = clients
-        self.plans = plans
-        self.verifications = verifications
+        settings, store, audit = parts.settings, parts.store, parts.audit
+        self.settings, self.audit = settings, audit
+        self.clients, self.plans, self.verifications = clients, plans, verifications
         # CALLERS.md 6: the policy REST answers under (MCP is always strict).
         self.strict = settings.IDENTITY_POLICY == "strict"
         self.counters = IdentityCounters(store, settings, audit)

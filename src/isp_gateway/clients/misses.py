@@ -40,9 +40,7 @@ from isp_gateway.upstream import clients as upstream
 from isp_gateway.upstream.clients import Client, ClientRecord
 
 if TYPE_CHECKING:
-    from isp_gateway.kit.storage import Store
-    from isp_gateway.settings import Settings
-    from isp_gateway.upstream.gateway import UpstreamGateway
+    from isp_gateway.parts import Parts
 
 # How often a lookup waiting for another worker's question reads the slot again.
 ANSWER_POLL_SECONDS = 0.05
@@ -77,15 +75,8 @@ class Misses:
     called once per question answered with records while a whole list is loaded (the
     service patches the new customer into it)."""
 
-    def __init__(
-        self,
-        *,
-        settings: Settings,
-        store: Store,
-        gateway: UpstreamGateway,
-        learned: Callable[[list[ClientRecord]], None],
-    ) -> None:
-        self.settings, self.store, self.gateway = settings, store, gateway
+    def __init__(self, parts: Parts, *, learned: Callable[[list[ClientRecord]], None]) -> None:
+        self.settings, self.store, self.gateway = parts.settings, parts.store, parts.gateway
         self._learned = learned
         # Upstream queries in flight, by (kind, value): a bot retrying an unknown document,
         # or many asking at once, costs one upstream call, not N.

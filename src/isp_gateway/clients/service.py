@@ -38,10 +38,7 @@ from isp_gateway.upstream.clients import Client, ClientRecord
 from isp_gateway.web.params import MAX_SERVICE_ID_DIGITS, parse_service_id
 
 if TYPE_CHECKING:
-    from isp_gateway.kit.cache import Lists
-    from isp_gateway.kit.storage import Store
-    from isp_gateway.settings import Settings
-    from isp_gateway.upstream.gateway import UpstreamGateway
+    from isp_gateway.parts import Parts
 
 log = logging.getLogger("isp_gateway.clients")
 
@@ -90,18 +87,10 @@ CONFIRMED_STATES = frozenset({"suspended", "cancelled"})
 
 
 class ClientService:
-    def __init__(
-        self,
-        *,
-        settings: Settings,
-        store: Store,
-        gateway: UpstreamGateway,
-        lists: Lists,
-    ) -> None:
-        self.store = store
-        self.settings = settings = settings
-        self.gateway = gateway
-        self.cache: CachedResource[ClientIndex] = lists.resource(
+    def __init__(self, parts: Parts) -> None:
+        self.settings = settings = parts.settings
+        self.store, self.gateway = parts.store, parts.gateway
+        self.cache: CachedResource[ClientIndex] = parts.lists.resource(
             "clients",
             self._load,
             self._index,
@@ -112,7 +101,7 @@ class ClientService:
             answers_loading="clients",
         )
         self._tasks: set[asyncio.Task[None]] = set()
-        self.misses = Misses(settings=settings, store=store, gateway=gateway, learned=self._learned)
+        self.misses = Misses(parts, learned=self._learned)
 
     async def start(self) -> None:
         """Warm the cache and keep it fresh in the background (start-up does not wait)."""

@@ -33,13 +33,9 @@ from isp_gateway.upstream.routers import Router, fetch_client_router, fetch_rout
 
 if TYPE_CHECKING:
     from isp_gateway.clients.service import ClientService
-    from isp_gateway.kit.cache import Lists
-    from isp_gateway.kit.recorder import Recorder
-    from isp_gateway.kit.storage import Store
     from isp_gateway.notices.service import Notices
     from isp_gateway.outages.events import Outage
-    from isp_gateway.settings import Settings
-    from isp_gateway.upstream.gateway import UpstreamGateway
+    from isp_gateway.parts import Parts
 
 log = logging.getLogger("isp_gateway.outages")
 
@@ -50,20 +46,10 @@ def _index(value: Any) -> dict[int, Router]:
 
 
 class OutageService:
-    def __init__(
-        self,
-        *,
-        settings: Settings,
-        store: Store,
-        gateway: UpstreamGateway,
-        lists: Lists,
-        clients: ClientService,
-        notices: Notices,
-        audit: Recorder,
-    ) -> None:
-        self.settings, self.store, self.gateway = settings, store, gateway
-        self.ttl = float(settings.OUTAGE_CACHE_SECONDS)
-        self.catalogue: CachedResource[dict[int, Router]] = lists.resource(
+    def __init__(self, parts: Parts, *, clients: ClientService, notices: Notices) -> None:
+        self.settings, self.store, self.gateway = parts.settings, parts.store, parts.gateway
+        self.ttl = float(self.settings.OUTAGE_CACHE_SECONDS)
+        self.catalogue: CachedResource[dict[int, Router]] = parts.lists.resource(
             "routers",
             self._load,
             _index,
@@ -75,7 +61,7 @@ class OutageService:
             stale_ttl=self.ttl,
         )
         self.detector = OutageDetector(
-            store=store, catalogue=self.catalogue, clients=clients, notices=notices, audit=audit
+            parts, catalogue=self.catalogue, clients=clients, notices=notices
         )
         self._detecting: asyncio.Task[None] | None = None
 

@@ -49,11 +49,7 @@ from isp_gateway.payments.schemas import ReportFields
 if TYPE_CHECKING:
     from isp_gateway.accounts.service import AccountService
     from isp_gateway.clients.service import ClientService
-    from isp_gateway.kit.recorder import Recorder
-    from isp_gateway.kit.stopping import Stopping
-    from isp_gateway.kit.storage import Store
-    from isp_gateway.settings import Settings
-    from isp_gateway.upstream.gateway import UpstreamGateway
+    from isp_gateway.parts import Parts
 
 # A report's `paid_on`: at most this many days back (MONEY.md 2).
 PAID_ON_DAYS_BACK = 60
@@ -68,32 +64,17 @@ REPORT_FINAL = (PaymentReportDuplicate, PaymentReportNotAllowed)
 class PaymentService:
     def __init__(
         self,
+        parts: Parts,
         *,
-        settings: Settings,
-        store: Store,
-        gateway: UpstreamGateway,
-        audit: Recorder,
-        stopping: Stopping,
         clients: ClientService,
         accounts: AccountService,
         ledger: PromiseLedger,
     ) -> None:
-        self.settings, self.audit, self.ledger = settings, audit, ledger
-        self.maker = PromiseMaker(
-            settings=settings,
-            gateway=gateway,
-            ledger=ledger,
-            clients=clients,
-            accounts=accounts,
-            stopping=stopping,
-        )
+        settings, store = parts.settings, parts.store
+        self.settings, self.audit, self.ledger = settings, parts.audit, ledger
+        self.maker = PromiseMaker(parts, ledger=ledger, clients=clients, accounts=accounts)
         self.filer = ReportFiler(
-            settings=settings,
-            gateway=gateway,
-            marks=ReportMarks(store),
-            clients=clients,
-            accounts=accounts,
-            stopping=stopping,
+            parts, marks=ReportMarks(store), clients=clients, accounts=accounts
         )
         timeout = settings.UPSTREAM_TIMEOUT_SECONDS
         ttl = settings.IDEMPOTENCY_TTL_SECONDS

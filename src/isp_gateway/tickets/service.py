@@ -61,14 +61,9 @@ from isp_gateway.upstream import tickets as upstream
 
 if TYPE_CHECKING:
     from isp_gateway.clients.service import ClientService
-    from isp_gateway.kit.cache import Lists
-    from isp_gateway.kit.recorder import Recorder
-    from isp_gateway.kit.stopping import Stopping
-    from isp_gateway.kit.storage import Store
     from isp_gateway.observability.metrics import Metrics
     from isp_gateway.outages.service import OutageService
-    from isp_gateway.settings import Settings
-    from isp_gateway.upstream.gateway import UpstreamGateway
+    from isp_gateway.parts import Parts
 
 log = logging.getLogger("isp_gateway.tickets")
 
@@ -81,20 +76,16 @@ FROM_RECORD = 1
 class TicketService:
     def __init__(
         self,
+        parts: Parts,
         *,
-        settings: Settings,
-        store: Store,
-        gateway: UpstreamGateway,
-        lists: Lists,
-        audit: Recorder,
-        stopping: Stopping,
         clients: ClientService,
         outages: OutageService,
         metrics: Metrics | None = None,
     ) -> None:
-        self.store, self.gateway, self.settings = store, gateway, settings
-        self.audit, self.metrics, self.clients = audit, metrics, clients
-        self.active: CachedResource[ActiveTickets] = lists.resource(
+        store, settings = parts.store, parts.settings
+        self.store, self.gateway, self.settings = store, parts.gateway, settings
+        self.audit, self.metrics, self.clients = parts.audit, metrics, clients
+        self.active: CachedResource[ActiveTickets] = parts.lists.resource(
             "tickets:active",
             self._sweep,
             ActiveTickets.derive,
@@ -103,18 +94,9 @@ class TicketService:
         )
         self.catalogue = SubjectCatalogue.load(settings.TICKET_SUBJECTS_FILE)
         self.states = list(settings.ACTIVE_TICKET_STATES)
-        self.zones = ZoneCounter(
-            settings=settings, store=store, gateway=gateway, active=self.active, states=self.states
-        )
+        self.zones = ZoneCounter(parts, active=self.active, states=self.states)
         self.creation = TicketCreation(
-            settings=settings,
-            store=store,
-            gateway=gateway,
-            clients=clients,
-            outages=outages,
-            zones=self.zones,
-            catalogue=self.catalogue,
-            stopping=stopping,
+            parts, clients=clients, outages=outages, zones=self.zones, catalogue=self.catalogue
         )
         timeout = settings.UPSTREAM_TIMEOUT_SECONDS
         zone_lock = self.creation.zone_lock_seconds
