@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from isp_gateway.clients.attempts import IdentityCounters, locked
+from isp_gateway.clients.attempts import Counter, IdentityCounters, Reservation, locked
 from isp_gateway.clients.matching import address_tokens, price_matches, text_matches, tokens
 from isp_gateway.clients.misses import VERIFY, client_not_found, unable_to_fetch
 from isp_gateway.clients.policy import require_facts
@@ -160,6 +160,17 @@ class IdentityService:
         refusal (CALLERS.md 6), so a locked caller's loop cannot flush the identity events."""
         self.audit.count(event, outcome, service_id=service_id)
 
+    async def _reserve(
+        self, counters: list[Counter], event: str, service_id: int | None
+    ) -> Reservation:
+        """The attempt counted on `counters` before it is checked; a locked one is refused
+        (429, counted in the audit)."""
+        try:
+            return await self.counters.reserve(counters)
+        except Locked:
+            self._refused(event, "locked", service_id)
+            raise
+
     async def verify(
         self, service_id: int, body: VerifyRequest, *, strict: bool | None = None
     ) -> Verification:
@@ -170,11 +181,7 @@ class IdentityService:
         given = self._require_fields(body, strict)
         caller, end_user = self._who()
         counters = self.counters.of_verify(service_id, caller, end_user)
-        try:
-            reservation = await self.counters.reserve(counters)
-        except Locked:
-            self._refused("verify", "locked", service_id)
-            raise
+        reservation = await self._reserve(counters, "verify", service_id)
         try:
             try:
                 found = await self.clients.by_service_id(service_id)
@@ -241,11 +248,7 @@ class IdentityService:
         # (their order, repeats, omissions): a guesser gains nothing by rewording, nor by
         # alternating with verify, nor by renaming the end user.
         attempt = self.counters.of_resolve(caller, end_user)
-        try:
-            reservation = await self.counters.reserve(attempt)
-        except Locked:
-            self._refused("resolve", "locked", None)
-            raise
+        reservation = await self._reserve(attempt, "resolve", None)
         try:
             index, stale = await self.clients.warm()
             words = tokens(words_of) if by_name else address_tokens(words_of)

@@ -22,13 +22,14 @@ import asyncio
 from collections.abc import AsyncIterable, AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import date
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from isp_gateway.kit import messages
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.answers import Answer, success
 from isp_gateway.kit.errors import ServiceError, StoreUnavailable
-from isp_gateway.kit.idempotency import Idempotency, fingerprint
+from isp_gateway.kit.idempotency import Idempotency, fingerprint, refusal_told
 from isp_gateway.payments.errors import (
     InvalidField,
     PaymentReportDuplicate,
@@ -118,11 +119,8 @@ class PaymentService:
         final answer as it was."""
 
         async def produce() -> Answer:
-            try:
-                made = await self.maker.make(order)
-            except ServiceError as exc:
-                await self._promise_refused(order, exc)
-                raise
+            refused = partial(self._promise_refused, order)
+            made = await refusal_told(self.maker.make(order), refused)
             details = {
                 "invoice_id": made.promise.invoice_id,
                 "days_ahead": (made.promise.until - made.promise.created).days,
@@ -227,11 +225,8 @@ class PaymentService:
         refusal (the duplicate, nothing owed) as its answer; other refusals raise."""
 
         async def produce() -> Answer:
-            try:
-                data = await self.filer.file(order)
-            except ServiceError as exc:
-                await self._report_refused(order, exc)
-                raise
+            refused = partial(self._report_refused, order)
+            data = await refusal_told(self.filer.file(order), refused)
             details = {**self._of(order), "invoice_id": data["invoice_id"]}
             await self._event("payment_report", "received", order.service_id, details)
             fields = order.fields

@@ -35,6 +35,7 @@ the marks), creation.py (the locked step), service.py (this: reads and the write
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from isp_gateway.kit import messages
@@ -42,7 +43,7 @@ from isp_gateway.kit.actions import Action
 from isp_gateway.kit.answers import Answer, success
 from isp_gateway.kit.cache import CachedResource
 from isp_gateway.kit.errors import InvalidInput, NotFound, ServiceError
-from isp_gateway.kit.idempotency import Idempotency, fingerprint
+from isp_gateway.kit.idempotency import Idempotency, fingerprint, refusal_told
 from isp_gateway.tickets.active import ActiveTickets
 from isp_gateway.tickets.creation import TicketCreation, TicketOrder
 from isp_gateway.tickets.errors import (
@@ -223,11 +224,8 @@ class TicketService:
         idempotent replay is no new outcome: neither counted nor audited)."""
 
         async def produce() -> Answer:
-            try:
-                ticket = await self.creation.create(order)
-            except ServiceError as refusal:
-                await self._refused(order, refusal)
-                raise
+            refused = partial(self._refused, order)
+            ticket = await refusal_told(self.creation.create(order), refused)
             zone_id = ticket.zone_id if order.from_record else order.request.zone_id
             details = {"ticket_id": ticket.ticket_id, "zone_id": zone_id}
             await self._decided("created", order.request.service_id, self._with(order, details))
