@@ -18,13 +18,12 @@ outages, with the same ids, as the notices announce.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from isp_gateway.kit import deadline
+from isp_gateway.kit import deadline, tasks
 from isp_gateway.kit.cache import CachedResource
 from isp_gateway.kit.errors import UpstreamError
 from isp_gateway.kit.storage import LockTimeout
@@ -72,10 +71,7 @@ class OutageService:
         self._detecting = asyncio.create_task(self.detector.run())
 
     async def aclose(self) -> None:
-        if self._detecting is not None:
-            self._detecting.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._detecting
+        await tasks.stop(self._detecting)
         await self.catalogue.aclose()
 
     async def _load(self, background: bool) -> list[dict[str, Any]]:
