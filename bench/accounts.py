@@ -74,15 +74,10 @@ async def _raw_fetch(url: str) -> float:
 
 async def _service(url: str, sample: list[int], rounds: int) -> tuple[float, int, list[float]]:
     async with service_parts(url) as parts:
-        clients = ClientService(**parts.kwargs())
+        clients = ClientService(parts)
         # As services.py builds it: the account reads the payment-promise ledger too.
-        accounts = AccountService(
-            settings=parts.settings,
-            gateway=parts.gateway,
-            lists=parts.lists,
-            clients=clients,
-            promises=PromiseLedger(parts.store, parts.settings),
-        )
+        ledger = PromiseLedger(parts.store, parts.settings)
+        accounts = AccountService(parts, clients=clients, promises=ledger)
         started = time.perf_counter()
         await accounts.invoices.refresh()
         load = time.perf_counter() - started

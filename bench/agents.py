@@ -16,11 +16,9 @@ audit on and the one with it off, each on its own customer. Every request carrie
 from __future__ import annotations
 
 import asyncio
-import json
 import statistics
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -148,23 +146,6 @@ def _tickets(on: str, off: str, token: str, customers: list[dict[str, Any]], cou
     return created
 
 
-def _server_times(*logs: Path) -> dict[str, list[float]]:
-    """Access-log server times by label (the request id without its number)."""
-    times: dict[str, list[float]] = {}
-    for path in logs:
-        for line in path.read_text(errors="replace").splitlines():
-            if '"duration_ms"' not in line:
-                continue
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            label = str(entry.get("request_id", "")).rsplit("-", 1)[0]
-            if entry.get("status") in (200, 201):
-                times.setdefault(label, []).append(float(entry["duration_ms"]))
-    return times
-
-
 def _cell(samples: list[float]) -> str:
     if not samples:
         return f"{'-':>8}{'-':>9}{0:>6}"
@@ -201,7 +182,7 @@ def run(*, clients: int = 2_000, rounds: int = 200, tickets: int = 40) -> None:
             asyncio.run(_agent_rounds(on.url, token, customers[0], rounds))
             made = _tickets(on.url, off.url, token, customers[1:], tickets)
         # The gateways have stopped: their access logs are complete.
-        times = _server_times(on_path, off_path)
+        times = procs.server_times(on_path, off_path, ok=(200, 201))
     print(f"    server time (access log), ms      {'p50':>8}{'p99':>9}{'n':>6}")
     rows = [
         ("find by document    REST", "rest-find"),

@@ -14,15 +14,17 @@ import time
 import tracemalloc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from bench import procs
+from isp_gateway.audit.service import AuditLog
 from isp_gateway.clients.index import ClientIndex
 from isp_gateway.clients.service import ClientService
 from isp_gateway.kit.cache import Lists
+from isp_gateway.kit.stopping import Stopping
+from isp_gateway.parts import Parts
 from isp_gateway.settings import Settings, load_settings
 from isp_gateway.simulator import SimulatorConfig, build_dataset, create_simulator_app
 from isp_gateway.store import MemoryStore
@@ -87,33 +89,18 @@ def _settings(url: str) -> Settings:
     )
 
 
-@dataclass(frozen=True)
-class Parts:
-    """What the services are built from, as in production (services.py)."""
-
-    settings: Settings
-    store: MemoryStore
-    gateway: UpstreamGateway
-    lists: Lists
-
-    def kwargs(self) -> dict[str, Any]:
-        return {
-            "settings": self.settings,
-            "store": self.store,
-            "gateway": self.gateway,
-            "lists": self.lists,
-        }
-
-
 @asynccontextmanager
 async def service_parts(url: str) -> AsyncIterator[Parts]:
-    """The parts on a memory store: the real upstream gateway to `url` with a budget the
-    bench never spends."""
+    """What the services are built from, as in production (services.py), on a memory store:
+    the real upstream gateway to `url` with a budget the bench never spends, and an audit
+    that keeps nothing."""
     settings = _settings(url)
     store = MemoryStore()
     async with build_http_client(settings) as http:
         gateway = UpstreamGateway(settings, http, RateBudget(store, 10**6, 10**7))
-        yield Parts(settings, store, gateway, Lists(store, float(settings.STALE_IF_ERROR_SECONDS)))
+        lists = Lists(store, float(settings.STALE_IF_ERROR_SECONDS))
+        audit = AuditLog(store, 1000, enabled=False)
+        yield Parts(settings, store, gateway, lists, audit, Stopping())
 
 
 async def _service_load(url: str, *, time_index: bool = True) -> tuple[ClientIndex, float, float]:
@@ -121,7 +108,7 @@ async def _service_load(url: str, *, time_index: bool = True) -> tuple[ClientInd
     index (in a worker thread, as in production). Returns the index, the whole load time
     and the time of the index build alone (built once more, the same way)."""
     async with service_parts(url) as parts:
-        service = ClientService(**parts.kwargs())
+        service = ClientService(parts)
         started = time.perf_counter()
         await service.cache.refresh()
         total = time.perf_counter() - started

@@ -18,10 +18,8 @@ end user is not what is measured.
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -49,23 +47,6 @@ def _debtors(upstream: str) -> list[dict[str, Any]]:
         and row.get("direccion")
         and (row.get("plan_internet") or {}).get("nombre")
     ]
-
-
-def _server_times(log: Path) -> dict[str, list[float]]:
-    """Access-log server times of the successful answers, by label (the request id
-    without its number)."""
-    times: dict[str, list[float]] = {}
-    for line in log.read_text(errors="replace").splitlines():
-        if '"duration_ms"' not in line:
-            continue
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        label = str(entry.get("request_id", "")).rsplit("-", 1)[0]
-        if entry.get("status") in (201, 202):
-            times.setdefault(label, []).append(float(entry["duration_ms"]))
-    return times
 
 
 def _receipt() -> bytes:
@@ -165,7 +146,7 @@ def run(*, clients: int = 2_000, count: int = 25) -> None:
             for row in debtors[1 + count : 1 + 2 * count]:
                 statuses[f"report {bot.report('report', row, receipt, method)}"] += 1
             bot.http.close()
-        times = _server_times(path)
+        times = procs.server_times(path, ok=(201, 202))
     print(f"    server time (access log), ms      {'p50':>8}{'p99':>9}{'n':>6}")
     rows = [
         ("promise, cold owed list (201)", "cold"),

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import re
 import statistics
@@ -37,7 +38,6 @@ import httpx
 
 from bench import procs
 from bench.indexing import service_parts
-from isp_gateway.audit.service import AuditLog
 from isp_gateway.clients.service import ClientService
 from isp_gateway.notices import subscriptions
 from isp_gateway.notices.sender import build_webhook_client
@@ -133,17 +133,16 @@ async def _sweeps(url: str, rounds: int) -> dict[str, list[float]]:
             url_n = f"https://bot{n}.example.com/"
             subscriptions.add(hooks, subscriptions.new_entry(f"bot-{n}", url_n, ["outage.started"]))
         async with service_parts(url) as parts, build_webhook_client() as http:
-            clients = ClientService(**parts.kwargs())
+            clients = ClientService(parts)
             await clients.cache.refresh()
-            audit = AuditLog(parts.store, 1000, enabled=False)
             services: dict[str, OutageService] = {}
             for mode, path in (("off", None), ("on", hooks)):
                 settings = parts.settings.model_copy(update={"WEBHOOKS_FILE": path})
-                notices = Notices(settings=settings, store=parts.store, http=http, audit=audit)
-                kwargs = {**parts.kwargs(), "settings": settings}
-                services[mode] = OutageService(
-                    **kwargs, clients=clients, notices=notices, audit=audit
+                notices = Notices(
+                    settings=settings, store=parts.store, http=http, audit=parts.audit
                 )
+                mode_parts = dataclasses.replace(parts, settings=settings)
+                services[mode] = OutageService(mode_parts, clients=clients, notices=notices)
             async with httpx.AsyncClient(base_url=url) as control:
                 for number in range(rounds):
                     for mode, outages in services.items():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -130,6 +131,24 @@ def gateway(
         url = f"http://127.0.0.1:{port}"
         wait_until(f"{url}/health")
         yield Served(url, proc.pid)
+
+
+def server_times(*logs: Path, ok: tuple[int, ...]) -> dict[str, list[float]]:
+    """The gateway's access-log server times of the answers with an `ok` status, by label
+    (the request id without its number)."""
+    times: dict[str, list[float]] = {}
+    for path in logs:
+        for line in path.read_text(errors="replace").splitlines():
+            if '"duration_ms"' not in line:
+                continue
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            label = str(entry.get("request_id", "")).rsplit("-", 1)[0]
+            if entry.get("status") in ok:
+                times.setdefault(label, []).append(float(entry["duration_ms"]))
+    return times
 
 
 @contextlib.contextmanager

@@ -38,6 +38,7 @@ from isp_gateway.network.service import PingService
 from isp_gateway.notices.sender import build_webhook_client
 from isp_gateway.notices.service import Notices
 from isp_gateway.outages.service import OutageService
+from isp_gateway.parts import Parts
 from isp_gateway.payments.ledger import PromiseLedger
 from isp_gateway.payments.service import PaymentService
 from isp_gateway.plans.service import PlanService
@@ -220,9 +221,9 @@ async def start_runtime(
     notices = Notices(settings=settings, store=store, http=webhooks, audit=audit, metrics=metrics)
     await notices.start()
     stack.push_async_callback(notices.aclose)
-    services = await _start_services(
-        stack, settings, store, gateway, audit, stopping, metrics, planner, notices
-    )
+    lists = Lists(store, float(settings.STALE_IF_ERROR_SECONDS), metrics, planner)
+    parts = Parts(settings, store, gateway, lists, audit, stopping)
+    services = await _start_services(stack, parts, metrics, notices)
     if metrics is not None:
         metrics.watch_planner(planner)
     planner.log_plan("start-up")
@@ -240,79 +241,26 @@ async def start_runtime(
 
 
 async def _start_services(
-    stack: AsyncExitStack,
-    settings: Settings,
-    store: Store,
-    gateway: UpstreamGateway,
-    audit: AuditLog,
-    stopping: Stopping,
-    metrics: Metrics | None,
-    planner: RefreshPlanner,
-    notices: Notices,
+    stack: AsyncExitStack, parts: Parts, metrics: Metrics | None, notices: Notices
 ) -> Services:
-    lists = Lists(store, float(settings.STALE_IF_ERROR_SECONDS), metrics, planner)
-    plans = PlanService(settings=settings, store=store, gateway=gateway, lists=lists)
-    clients = ClientService(settings=settings, store=store, gateway=gateway, lists=lists)
+    settings, store, audit = parts.settings, parts.store, parts.audit
+    plans = PlanService(parts)
+    clients = ClientService(parts)
     verifications = Verifications(store, settings.VERIFICATION_TTL_SECONDS)
-    identity = IdentityService(
-        settings=settings,
-        store=store,
-        audit=audit,
-        clients=clients,
-        plans=plans,
-        verifications=verifications,
-    )
-    updates = UpdateService(
-        settings=settings, store=store, gateway=gateway, audit=audit, clients=clients
-    )
-    outages = OutageService(
-        settings=settings,
-        store=store,
-        gateway=gateway,
-        lists=lists,
-        clients=clients,
-        notices=notices,
-        audit=audit,
-    )
-    tickets = TicketService(
-        settings=settings,
-        store=store,
-        gateway=gateway,
-        lists=lists,
-        audit=audit,
-        stopping=stopping,
-        clients=clients,
-        outages=outages,
-        metrics=metrics,
-    )
-    pings = PingService(
-        settings=settings,
-        store=store,
-        gateway=gateway,
-        audit=audit,
-        stopping=stopping,
-        clients=clients,
-    )
+    identity = IdentityService(parts, clients=clients, plans=plans, verifications=verifications)
+    updates = UpdateService(parts, clients=clients)
+    outages = OutageService(parts, clients=clients, notices=notices)
+    tickets = TicketService(parts, clients=clients, outages=outages, metrics=metrics)
+    pings = PingService(parts, clients=clients)
     # The payment-promise ledger (MONEY.md 1): the account shows its active promise.
     ledger = PromiseLedger(store, settings)
-    accounts = AccountService(
-        settings=settings, gateway=gateway, lists=lists, clients=clients, promises=ledger
-    )
+    accounts = AccountService(parts, clients=clients, promises=ledger)
     for service in (plans, clients, tickets, pings, accounts, outages):
         await service.start()
         stack.push_async_callback(service.aclose)
-    payments = PaymentService(
-        settings=settings,
-        store=store,
-        gateway=gateway,
-        audit=audit,
-        stopping=stopping,
-        clients=clients,
-        accounts=accounts,
-        ledger=ledger,
-    )
+    payments = PaymentService(parts, clients=clients, accounts=accounts, ledger=ledger)
     diagnose = DiagnoseService(clients, accounts, tickets, outages, pings, audit, payments)
-    auth = AuthService(settings=settings, store=store, audit=audit)
+    auth = AuthService(parts)
     return Services(
         plans,
         clients,

@@ -34,10 +34,8 @@ from isp_gateway.upstream.payments import PaymentMethod, fetch_payment_methods
 from isp_gateway.web.params import parse_service_id
 
 if TYPE_CHECKING:
-    from isp_gateway.kit.cache import Lists
     from isp_gateway.kit.promises import ActivePromises
-    from isp_gateway.settings import Settings
-    from isp_gateway.upstream.gateway import UpstreamGateway
+    from isp_gateway.parts import Parts
 
 
 # "Cannot confirm the balance": never "owes nothing" (kit/messages).
@@ -62,20 +60,13 @@ class PaymentMethods:
 
 class AccountService:
     def __init__(
-        self,
-        *,
-        settings: Settings,
-        gateway: UpstreamGateway,
-        lists: Lists,
-        clients: ClientService,
-        promises: ActivePromises | None = None,
+        self, parts: Parts, *, clients: ClientService, promises: ActivePromises | None = None
     ) -> None:
-        self.settings = settings = settings
-        self.gateway = gateway
-        self.clients = clients
+        self.settings = settings = parts.settings
+        self.gateway, self.clients = parts.gateway, clients
         # The payment-promise ledger (payments/ledger.py), for the account's `promise`.
         self.promises = promises
-        lists = lists
+        lists = parts.lists
         self.invoices: CachedResource[InvoiceIndex] = lists.resource(
             "invoices:pending",
             self._load_invoices,

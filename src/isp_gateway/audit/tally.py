@@ -19,7 +19,6 @@ and the counter need only live until then (TALLY_SECONDS).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import logging
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from isp_gateway.kit import tasks
 from isp_gateway.kit.errors import StoreUnavailable
 
 if TYPE_CHECKING:
@@ -200,11 +200,8 @@ class Tally:
 
     async def aclose(self) -> None:
         """Stop the task and write what this worker holds, final."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await tasks.stop(self._task)
+        self._task = None
         try:
             await self.flush(closing=True)
         except Exception as exc:

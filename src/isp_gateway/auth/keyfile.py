@@ -27,7 +27,7 @@ from isp_gateway.kit import jsonfile
 KEY_PREFIX = "igw_"
 KEY_PATTERN = re.compile(r"igw_[A-Za-z0-9_-]{43}")
 # A key's name is its caller id (CALLERS.md 1): no ":" so it never looks like "jwt:<sub>".
-NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+NAME_PATTERN = jsonfile.NAME_PATTERN
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 FILE_VERSION = 1
 # How long a keys command waits for another one's lock on the file.
@@ -63,11 +63,7 @@ class KeyFileError(Exception):
 
 def _entry(path: Path, index: int, raw: Any) -> tuple[str, ApiKey]:
     where = f"{path}: key #{index + 1}"
-    if not isinstance(raw, dict):
-        raise KeyFileError(f"{where} is not an object")
-    name = raw.get("name")
-    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-        raise KeyFileError(f"{where} has no valid name")
+    raw, name = jsonfile.named(raw, where, KeyFileError)
     digest = raw.get("sha256")
     if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
         raise KeyFileError(f"{where} ({name}) has no valid sha256")
@@ -88,15 +84,9 @@ def _entry(path: Path, index: int, raw: Any) -> tuple[str, ApiKey]:
 
 def parse_key_file(path: Path, text: str) -> dict[str, ApiKey]:
     """The keys of a key file's text, by digest; KeyFileError when it is not valid."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        raise KeyFileError(f"{path}: not valid JSON") from None
-    if not isinstance(data, dict) or not isinstance(data.get("keys"), list):
-        raise KeyFileError(f'{path}: not a key file (no "keys" list)')
     keys: dict[str, ApiKey] = {}
     names: set[str] = set()
-    for index, raw in enumerate(data["keys"]):
+    for index, raw in enumerate(jsonfile.entries(path, text, "keys", "key", KeyFileError)):
         digest, key = _entry(path, index, raw)
         if key.name in names:
             raise KeyFileError(f"{path}: the name {key.name} appears twice")

@@ -31,7 +31,6 @@ api_key)` raises 429 `rate_limited` past the key's own `rate_per_minute`.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -147,6 +146,7 @@ from isp_gateway.auth.scopes import (
 from isp_gateway.auth.scopes import (
     require_scope as require_scope,
 )
+from isp_gateway.kit import jsonfile
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.errors import Locked
 from isp_gateway.store import Store
@@ -187,9 +187,6 @@ def presented_key(headers: Mapping[str, str] | Iterable[tuple[bytes, bytes]]) ->
     return None
 
 
-_Signature = tuple[int, ...] | str | None
-
-
 class KeyRing:
     """The keys of API_KEYS_FILE, kept current with the file.
 
@@ -205,14 +202,12 @@ class KeyRing:
         cache_size: int = 1024,
     ) -> None:
         self.path = path
-        self._interval = check_interval
         self._cache_max = cache_size
         self._keys: dict[str, ApiKey] = {}
         # Verified keys of this process's requests, so a bot's next request is not hashed
         # again. In memory only, bounded, emptied on every change of the file.
         self._cache: dict[str, ApiKey] = {}
-        self._signature: _Signature = None
-        self._checked = float("-inf")
+        self._watch = jsonfile.Watch(path, check_interval) if path is not None else None
         # Whether the file as it is now was read (or does not exist): else the ring serves
         # the last good keys and says so (`status`).
         self._readable = True
@@ -257,39 +252,28 @@ class KeyRing:
 
     def _check(self) -> None:
         now = time.monotonic()
-        if now - self._checked >= self._interval:
+        if self._watch is not None and self._watch.due(now):
             self.refresh(now)
 
     def refresh(self, now: float | None = None) -> None:
         """Stat the file and re-read it when it changed since the last look."""
-        assert self.path is not None
-        self._checked = time.monotonic() if now is None else now
-        signature: _Signature
-        try:
-            stat = os.stat(self.path)
-            # ctime too: a chmod or chown (a file the service may no longer read) changes
-            # nothing else.
-            signature = (stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size, stat.st_ino)
-        except FileNotFoundError:
-            signature = "absent"
-        except OSError as exc:
-            signature = f"error:{exc.errno}"
-        if signature == self._signature:
+        assert self.path is not None and self._watch is not None
+        looked = self._watch.look(now)
+        if looked is None:
             return
-        self._signature = signature
-        if signature == "absent":
+        if looked.absent:
             self._install({})
             return
         try:
-            if isinstance(signature, str):
-                raise KeyFileError(f"{self.path}: cannot be read (errno {signature[6:]})")
+            if looked.error is not None:
+                raise KeyFileError(f"{self.path}: cannot be read (errno {looked.error.errno})")
             text = read_text(self.path)
             if text is None:  # removed between the stat and the read
                 self._install({})
                 return
             keys = parse_key_file(self.path, text)
         except KeyFileError as exc:
-            # Once per change of the file: the signature is remembered above.
+            # Once per change of the file: the watch remembers what it looked at.
             self._readable = False
             log.error("API_KEYS_FILE %s; keeping the %d keys read before", exc, len(self._keys))
             return

@@ -19,9 +19,7 @@ from isp_gateway.kit.callers import Caller
 from isp_gateway.kit.throttle import FailureThrottle
 
 if TYPE_CHECKING:
-    from isp_gateway.kit.recorder import Recorder
-    from isp_gateway.kit.storage import Store
-    from isp_gateway.settings import Settings
+    from isp_gateway.parts import Parts
 
 log = logging.getLogger("isp_gateway.auth")
 
@@ -41,16 +39,10 @@ class LoginOutcome:
 
 
 class AuthService:
-    def __init__(
-        self,
-        *,
-        settings: Settings,
-        store: Store,
-        audit: Recorder,
-    ) -> None:
-        self._settings = settings = settings
-        self._store = store
-        self._audit = audit
+    def __init__(self, parts: Parts) -> None:
+        self._settings = settings = parts.settings
+        self._store = store = parts.store
+        self._audit = parts.audit
         # Per username and address, and (CALLERS.md 2) per username from every address.
         self._pair_throttle = FailureThrottle(
             store, "login", settings.LOGIN_MAX_FAILURES, settings.LOGIN_LOCKOUT_SECONDS

@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from isp_gateway.clients.attempts import IdentityCounters, locked
+from isp_gateway.clients.attempts import Counter, IdentityCounters, Reservation, locked
 from isp_gateway.clients.matching import address_tokens, price_matches, text_matches, tokens
 from isp_gateway.clients.misses import VERIFY, client_not_found, unable_to_fetch
 from isp_gateway.clients.policy import require_facts
@@ -33,11 +33,9 @@ from isp_gateway.upstream.clients import Client
 
 if TYPE_CHECKING:
     from isp_gateway.clients.service import ClientService
-    from isp_gateway.kit.recorder import Recorder
-    from isp_gateway.kit.storage import Store
     from isp_gateway.kit.verifications import Verifications
+    from isp_gateway.parts import Parts
     from isp_gateway.plans.service import PlanService
-    from isp_gateway.settings import Settings
 
 log = logging.getLogger("isp_gateway.clients")
 
@@ -60,19 +58,15 @@ class Verification:
 class IdentityService:
     def __init__(
         self,
+        parts: Parts,
         *,
-        settings: Settings,
-        store: Store,
-        audit: Recorder,
         clients: ClientService,
         plans: PlanService,
         verifications: Verifications,
     ) -> None:
-        self.settings = settings
-        self.audit = audit
-        self.clients = clients
-        self.plans = plans
-        self.verifications = verifications
+        settings, store, audit = parts.settings, parts.store, parts.audit
+        self.settings, self.audit = settings, audit
+        self.clients, self.plans, self.verifications = clients, plans, verifications
         # CALLERS.md 6: the policy REST answers under (MCP is always strict).
         self.strict = settings.IDENTITY_POLICY == "strict"
         self.counters = IdentityCounters(store, settings, audit)
@@ -166,6 +160,17 @@ class IdentityService:
         refusal (CALLERS.md 6), so a locked caller's loop cannot flush the identity events."""
         self.audit.count(event, outcome, service_id=service_id)
 
+    async def _reserve(
+        self, counters: list[Counter], event: str, service_id: int | None
+    ) -> Reservation:
+        """The attempt counted on `counters` before it is checked; a locked one is refused
+        (429, counted in the audit)."""
+        try:
+            return await self.counters.reserve(counters)
+        except Locked:
+            self._refused(event, "locked", service_id)
+            raise
+
     async def verify(
         self, service_id: int, body: VerifyRequest, *, strict: bool | None = None
     ) -> Verification:
@@ -176,11 +181,7 @@ class IdentityService:
         given = self._require_fields(body, strict)
         caller, end_user = self._who()
         counters = self.counters.of_verify(service_id, caller, end_user)
-        try:
-            reservation = await self.counters.reserve(counters)
-        except Locked:
-            self._refused("verify", "locked", service_id)
-            raise
+        reservation = await self._reserve(counters, "verify", service_id)
         try:
             try:
                 found = await self.clients.by_service_id(service_id)
@@ -247,11 +248,7 @@ class IdentityService:
         # (their order, repeats, omissions): a guesser gains nothing by rewording, nor by
         # alternating with verify, nor by renaming the end user.
         attempt = self.counters.of_resolve(caller, end_user)
-        try:
-            reservation = await self.counters.reserve(attempt)
-        except Locked:
-            self._refused("resolve", "locked", None)
-            raise
+        reservation = await self._reserve(attempt, "resolve", None)
         try:
             index, stale = await self.clients.warm()
             words = tokens(words_of) if by_name else address_tokens(words_of)

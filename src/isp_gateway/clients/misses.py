@@ -24,8 +24,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from isp_gateway.kit import deadline
 from isp_gateway.kit.actions import Action
@@ -40,9 +41,10 @@ from isp_gateway.upstream import clients as upstream
 from isp_gateway.upstream.clients import Client, ClientRecord
 
 if TYPE_CHECKING:
-    from isp_gateway.kit.storage import Store
-    from isp_gateway.settings import Settings
-    from isp_gateway.upstream.gateway import UpstreamGateway
+    from isp_gateway.parts import Parts
+
+K = TypeVar("K")
+T = TypeVar("T")
 
 # How often a lookup waiting for another worker's question reads the slot again.
 ANSWER_POLL_SECONDS = 0.05
@@ -72,20 +74,24 @@ def recheck_key(kind: str, key: str) -> str:
     return f"clients:recheck:{kind}:{key}"
 
 
+@dataclass(frozen=True, slots=True)
+class Question:
+    """One value a lookup asks about: `kind` ("document", "phone", "service_id") and its
+    `key` in the index, the value sent upstream, and which of the upstream's records match."""
+
+    kind: str
+    key: str
+    upstream_value: str
+    accept: Callable[[Client], bool]
+
+
 class Misses:
     """The upstream questions of lookups that missed the cached list. `learned(records)` is
     called once per question answered with records while a whole list is loaded (the
     service patches the new customer into it)."""
 
-    def __init__(
-        self,
-        *,
-        settings: Settings,
-        store: Store,
-        gateway: UpstreamGateway,
-        learned: Callable[[list[ClientRecord]], None],
-    ) -> None:
-        self.settings, self.store, self.gateway = settings, store, gateway
+    def __init__(self, parts: Parts, *, learned: Callable[[list[ClientRecord]], None]) -> None:
+        self.settings, self.store, self.gateway = parts.settings, parts.store, parts.gateway
         self._learned = learned
         # Upstream queries in flight, by (kind, value): a bot retrying an unknown document,
         # or many asking at once, costs one upstream call, not N.
@@ -100,52 +106,27 @@ class Misses:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
 
-    async def matches(
-        self,
-        kind: str,
-        key: str,
-        upstream_value: str,
-        accept: Callable[[Client], bool],
-        *,
-        complete: bool,
-    ) -> list[ClientRecord]:
-        """The upstream's records of one value the cached list missed (those `accept`
-        takes), or NotFound. `complete`: a whole list is loaded (a short read never is)."""
-        ident = (kind, key)
-        task = self._asking.get(ident)
-        if task is None:
-            task = asyncio.ensure_future(self._ask(kind, key, upstream_value, accept, complete))
-            self._asking[ident] = task
-
-            def done(finished: asyncio.Future[list[ClientRecord]]) -> None:
-                if self._asking.get(ident) is finished:
-                    del self._asking[ident]
-                if not finished.cancelled():
-                    finished.exception()  # retrieved here: every waiter may have gone away
-
-            task.add_done_callback(done)
+    async def matches(self, question: Question, *, complete: bool) -> list[ClientRecord]:
+        """The upstream's records of one value the cached list missed (those the question
+        accepts), or NotFound. `complete`: a whole list is loaded (a short read never is)."""
+        asking = _joined(
+            self._asking, (question.kind, question.key), lambda: self._ask(question, complete)
+        )
         # shield: a caller that disconnects must not cancel the question others wait for.
-        return await asyncio.shield(task)
+        return await asyncio.shield(asking)
 
-    async def _ask(
-        self,
-        kind: str,
-        key: str,
-        upstream_value: str,
-        accept: Callable[[Client], bool],
-        complete: bool,
-    ) -> list[ClientRecord]:
+    async def _ask(self, question: Question, complete: bool) -> list[ClientRecord]:
         store = self.store
-        if await store.get(miss_key(kind, key)) is not None:
+        if await store.get(miss_key(question.kind, question.key)) is not None:
             raise client_not_found()
         recheck = self.settings.MISS_RECHECK_SECONDS
         if not complete or recheck <= 0:
-            return await self._answer(kind, key, upstream_value, accept, complete)
+            return await self._answer(question, complete)
         # A miss of a complete index asks the upstream about that value at most once per
         # MISS_RECHECK_SECONDS, across all workers: the slot is taken in the store before
         # the call, so a loop of the same miss, or the same miss on two workers at once,
         # costs one call (CALLERS.md 2); the others wait for its answer.
-        slot = recheck_key(kind, key)
+        slot = recheck_key(question.kind, question.key)
         opened = time.time()
         if not await store.set_if_absent(slot, {"open": opened}, ttl=recheck):
             taken = await self._answer_of(slot)
@@ -155,7 +136,7 @@ class Misses:
             opened = time.time()
             await store.set(slot, {"open": opened}, ttl=recheck)
         try:
-            found = await self._answer(kind, key, upstream_value, accept, complete)
+            found = await self._answer(question, complete)
         except NotFound:
             await self._close(slot, [], opened)
             raise
@@ -167,25 +148,18 @@ class Misses:
         await self._close(slot, found, opened)
         return found
 
-    async def _answer(
-        self,
-        kind: str,
-        key: str,
-        upstream_value: str,
-        accept: Callable[[Client], bool],
-        complete: bool,
-    ) -> list[ClientRecord]:
-        """Ask the upstream: the records `accept` takes, or NotFound (remembered for
+    async def _answer(self, question: Question, complete: bool) -> list[ClientRecord]:
+        """Ask the upstream: the records the question accepts, or NotFound (remembered for
         NEGATIVE_CACHE_SECONDS)."""
         try:
-            records = await self.query(kind, upstream_value)
+            records = await self.query(question.kind, question.upstream_value)
         except UpstreamUnauthorized:
             raise unable_to_fetch() from None
-        found = [r for r in records if accept(r["client"])]
+        found = [r for r in records if question.accept(r["client"])]
         if not found:
             if self.settings.NEGATIVE_CACHE_SECONDS > 0:
                 ttl = self.settings.NEGATIVE_CACHE_SECONDS
-                await self.store.set(miss_key(kind, key), True, ttl=ttl)
+                await self.store.set(miss_key(question.kind, question.key), True, ttl=ttl)
             raise client_not_found()
         if complete:
             self._learned(found)
@@ -237,18 +211,27 @@ class Misses:
 
     async def query(self, kind: str, value: str) -> list[ClientRecord]:
         """One upstream query per (kind, value) however many lookups wait for it."""
-        key = (kind, value)
-        future = self._queries.get(key)
-        if future is None:
-            future = asyncio.ensure_future(upstream.query_clients(self.gateway, kind, value))
-            self._queries[key] = future
-
-            def done(task: asyncio.Future[list[ClientRecord]]) -> None:
-                if self._queries.get(key) is task:
-                    del self._queries[key]
-                if not task.cancelled():
-                    task.exception()  # retrieved here: every waiter may have gone away
-
-            future.add_done_callback(done)
+        query = _joined(
+            self._queries, (kind, value), lambda: upstream.query_clients(self.gateway, kind, value)
+        )
         # shield: a caller that disconnects must not cancel the query others wait for.
-        return await asyncio.shield(future)
+        return await asyncio.shield(query)
+
+
+def _joined(
+    flights: dict[K, asyncio.Future[T]], key: K, start: Callable[[], Coroutine[Any, Any, T]]
+) -> asyncio.Future[T]:
+    """The one task of `key` in flight, started by `start` when there is none; it leaves
+    `flights` when it ends."""
+    flight = flights.get(key)
+    if flight is None:
+        flight = flights[key] = asyncio.ensure_future(start())
+
+        def done(finished: asyncio.Future[T]) -> None:
+            if flights.get(key) is finished:
+                del flights[key]
+            if not finished.cancelled():
+                finished.exception()  # retrieved here: every waiter may have gone away
+
+        flight.add_done_callback(done)
+    return flight

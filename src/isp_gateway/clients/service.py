@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from isp_gateway.clients.index import ClientIndex, document_key, pack_lines, pack_records
-from isp_gateway.clients.misses import Misses, client_not_found, unable_to_fetch
+from isp_gateway.clients.misses import Misses, Question, client_not_found, unable_to_fetch
 from isp_gateway.clients.phones import MIN_PHONE_DIGITS, field_phones, normalize_phone
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.cache import CachedResource
@@ -38,10 +38,7 @@ from isp_gateway.upstream.clients import Client, ClientRecord
 from isp_gateway.web.params import MAX_SERVICE_ID_DIGITS, parse_service_id
 
 if TYPE_CHECKING:
-    from isp_gateway.kit.cache import Lists
-    from isp_gateway.kit.storage import Store
-    from isp_gateway.settings import Settings
-    from isp_gateway.upstream.gateway import UpstreamGateway
+    from isp_gateway.parts import Parts
 
 log = logging.getLogger("isp_gateway.clients")
 
@@ -90,18 +87,10 @@ CONFIRMED_STATES = frozenset({"suspended", "cancelled"})
 
 
 class ClientService:
-    def __init__(
-        self,
-        *,
-        settings: Settings,
-        store: Store,
-        gateway: UpstreamGateway,
-        lists: Lists,
-    ) -> None:
-        self.store = store
-        self.settings = settings = settings
-        self.gateway = gateway
-        self.cache: CachedResource[ClientIndex] = lists.resource(
+    def __init__(self, parts: Parts) -> None:
+        self.settings = settings = parts.settings
+        self.store, self.gateway = parts.store, parts.gateway
+        self.cache: CachedResource[ClientIndex] = parts.lists.resource(
             "clients",
             self._load,
             self._index,
@@ -112,7 +101,7 @@ class ClientService:
             answers_loading="clients",
         )
         self._tasks: set[asyncio.Task[None]] = set()
-        self.misses = Misses(settings=settings, store=store, gateway=gateway, learned=self._learned)
+        self.misses = Misses(parts, learned=self._learned)
 
     async def start(self) -> None:
         """Warm the cache and keep it fresh in the background (start-up does not wait)."""
@@ -203,23 +192,18 @@ class ClientService:
 
     async def _lookup(
         self,
-        kind: str,
-        key: str,
         from_index: Callable[[ClientIndex], tuple[Client, list[int] | None] | None],
-        accept: Callable[[Client], bool],
-        upstream_value: str,
+        question: Question,
     ) -> Found:
         snapshot = await self.cache.peek()
         if snapshot is not None:
             hit = from_index(snapshot.value)
             if hit is not None:
                 return Found(hit[0], snapshot.stale, others=hit[1])
-        matches = await self.misses.matches(
-            kind, key, upstream_value, accept, complete=snapshot is not None
-        )
+        matches = await self.misses.matches(question, complete=snapshot is not None)
         record = self._choose(matches)
         others = None
-        if kind != "service_id":
+        if question.kind != "service_id":
             chosen = record["client"]["service_id"]
             others = sorted({r["client"]["service_id"] for r in matches} - {chosen})
         return Found(record["client"], record=record, others=others)
@@ -266,11 +250,13 @@ class ClientService:
             raise InvalidInput(action=Action.INVALID_DOCUMENT, variant="format")
         key = document_key(text)
         return await self._lookup(
-            "document",
-            key,
             lambda index: index.found_with_others("document", text),
-            lambda c: c["document"] is not None and document_key(c["document"]) == key,
-            text,
+            Question(
+                "document",
+                key,
+                text,
+                lambda c: c["document"] is not None and document_key(c["document"]) == key,
+            ),
         )
 
     def normalized_phone(self, phone: str) -> str:
@@ -284,22 +270,23 @@ class ClientService:
         number = self.normalized_phone(phone)
         s = self.settings
         return await self._lookup(
-            "phone",
-            number,
             lambda index: index.found_with_others("phone", number),
-            lambda c: (
-                number in field_phones(c["phone"], s.PHONE_COUNTRY_CODE, s.PHONE_NATIONAL_LENGTH)
+            Question(
+                "phone",
+                number,
+                number,
+                lambda c: (
+                    number
+                    in field_phones(c["phone"], s.PHONE_COUNTRY_CODE, s.PHONE_NATIONAL_LENGTH)
+                ),
             ),
-            number,
         )
 
     async def by_service_id(self, service_id: int) -> Found:
+        text = str(service_id)
         return await self._lookup(
-            "service_id",
-            str(service_id),
             lambda index: _alone(index.get(service_id)),
-            lambda c: c["service_id"] == service_id,
-            str(service_id),
+            Question("service_id", text, text, lambda c: c["service_id"] == service_id),
         )
 
     async def by_service_id_text(self, raw: str) -> Found:

@@ -30,10 +30,7 @@ from isp_gateway.upstream.clients import Client
 
 if TYPE_CHECKING:
     from isp_gateway.clients.service import ClientService
-    from isp_gateway.kit.recorder import Recorder
-    from isp_gateway.kit.storage import Store
-    from isp_gateway.settings import Settings
-    from isp_gateway.upstream.gateway import UpstreamGateway
+    from isp_gateway.parts import Parts
 
 
 @contextlib.contextmanager
@@ -52,20 +49,9 @@ def _update_errors() -> Iterator[None]:
 
 
 class UpdateService:
-    def __init__(
-        self,
-        *,
-        settings: Settings,
-        store: Store,
-        gateway: UpstreamGateway,
-        audit: Recorder,
-        clients: ClientService,
-    ) -> None:
-        self.settings = settings
-        self.store = store
-        self.gateway = gateway
-        self.audit = audit
-        self.clients = clients
+    def __init__(self, parts: Parts, *, clients: ClientService) -> None:
+        self.settings, self.store, self.gateway = parts.settings, parts.store, parts.gateway
+        self.audit, self.clients = parts.audit, clients
 
     async def update(self, service_id: int, document: str | None, phone: str | None) -> None:
         """Write the new document and/or phone; the audit event says which fields changed

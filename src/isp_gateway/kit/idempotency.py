@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.answers import Answer
@@ -35,6 +35,8 @@ from isp_gateway.kit.errors import ServiceError
 from isp_gateway.kit.storage import LockTimeout, Store
 
 REPLAYED = "Idempotent-Replayed"
+
+T = TypeVar("T")
 
 
 def fingerprint(value: Any) -> str:
@@ -125,3 +127,13 @@ class Idempotency:
                 return answer
         except LockTimeout:
             raise KeyInProgress() from None
+
+
+async def refusal_told(step: Awaitable[T], refused: Callable[[ServiceError], Awaitable[None]]) -> T:
+    """What a write's step gives; a refusal it raises, final or not, is told to `refused`
+    first (the service's audit of that outcome), then raised."""
+    try:
+        return await step
+    except ServiceError as refusal:
+        await refused(refusal)
+        raise

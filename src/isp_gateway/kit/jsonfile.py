@@ -10,8 +10,8 @@ directory is fsynced so the rename survives a crash. A new file gets mode 0600 (
 secrets); an existing one keeps its mode.
 
 Used by the API key file (auth/keyfile.py) and the webhook subscriptions
-(notices/subscriptions.py). Readers that poll the file (a running service) need no lock:
-they always see a whole file.
+(notices/subscriptions.py), both a list of named entries (`entries`, `named`). Readers that
+poll the file (a running service, `Watch`) need no lock: they always see a whole file.
 """
 
 from __future__ import annotations
@@ -21,16 +21,20 @@ import errno
 import fcntl
 import json
 import os
+import re
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 NEW_FILE_MODE = 0o600
+# The name of an entry (a key, a webhook): what the commands and the audit call it.
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 def lock_path(path: Path) -> Path:
@@ -126,3 +130,74 @@ def update(path: Path, change: Callable[[str | None], tuple[Any | None, T]]) -> 
         if new is not None:
             write(path, new)
         return result
+
+
+# -- a file of named entries ----------------------------------------------------------------
+
+
+def entries(path: Path, text: str, key: str, kind: str, error: type[Exception]) -> list[Any]:
+    """The list under `key` of the file's text (a `kind` file); `error` when the text is not
+    JSON or has no such list."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise error(f"{path}: not valid JSON") from None
+    if not isinstance(data, dict) or not isinstance(data.get(key), list):
+        raise error(f'{path}: not a {kind} file (no "{key}" list)')
+    listed: list[Any] = data[key]
+    return listed
+
+
+def named(raw: Any, where: str, error: type[Exception]) -> tuple[dict[str, Any], str]:
+    """An entry (`where` says which) and its name; `error` when it is not an object with a
+    valid name."""
+    if not isinstance(raw, dict):
+        raise error(f"{where} is not an object")
+    name = raw.get("name")
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        raise error(f"{where} has no valid name")
+    return raw, name
+
+
+# -- a running service's view ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Looked:
+    """A file that changed since the last look: `absent`, or not to be looked at (`error`),
+    or else to be read again."""
+
+    absent: bool = False
+    error: OSError | None = None
+
+
+class Watch:
+    """A file a running service keeps current with: looked at (one stat) at most once per
+    `interval`, and read again only when it changed."""
+
+    def __init__(self, path: Path, interval: float) -> None:
+        self.path, self.interval = path, interval
+        self._signature: tuple[int, ...] | str | None = None
+        self._looked = float("-inf")
+
+    def due(self, now: float) -> bool:
+        return now - self._looked >= self.interval
+
+    def look(self, now: float | None = None) -> Looked | None:
+        """How the file changed since the last look; None when it did not."""
+        self._looked = time.monotonic() if now is None else now
+        signature: tuple[int, ...] | str
+        error = None
+        try:
+            stat = os.stat(self.path)
+            # ctime too: a chmod or chown (a file the service may no longer read) changes
+            # nothing else.
+            signature = (stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size, stat.st_ino)
+        except FileNotFoundError:
+            signature = "absent"
+        except OSError as exc:
+            signature, error = f"error:{exc.errno}", exc
+        if signature == self._signature:
+            return None
+        self._signature = signature
+        return Looked(absent=signature == "absent", error=error)

@@ -48,11 +48,7 @@ from isp_gateway.web.params import MAX_WAIT_SECONDS
 
 if TYPE_CHECKING:
     from isp_gateway.clients.service import ClientService
-    from isp_gateway.kit.recorder import Recorder
-    from isp_gateway.kit.stopping import Stopping
-    from isp_gateway.kit.storage import Store
-    from isp_gateway.settings import Settings
-    from isp_gateway.upstream.gateway import UpstreamGateway
+    from isp_gateway.parts import Parts
 
 log = logging.getLogger("isp_gateway.network")
 
@@ -94,19 +90,9 @@ def _service_key(service_id: int) -> str:
 
 
 class PingService:
-    def __init__(
-        self,
-        *,
-        settings: Settings,
-        store: Store,
-        gateway: UpstreamGateway,
-        audit: Recorder,
-        stopping: Stopping,
-        clients: ClientService,
-    ) -> None:
-        self.settings, self.store, self.gateway = settings, store, gateway
-        self.audit, self.stopping = audit, stopping
-        self.clients = clients
+    def __init__(self, parts: Parts, *, clients: ClientService) -> None:
+        self.settings, self.store, self.gateway = parts.settings, parts.store, parts.gateway
+        self.audit, self.stopping, self.clients = parts.audit, parts.stopping, clients
         # A holder of the create/check locks is inside one upstream call at most.
         self._lock_timeout = self.settings.UPSTREAM_TIMEOUT_SECONDS + 5.0
         # Upstream reads a long poll stopped waiting for at its deadline; they finish here.

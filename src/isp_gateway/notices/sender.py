@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from isp_gateway.kit import tasks
 from isp_gateway.kit.errors import ServiceError, StoreUnavailable
 from isp_gateway.kit.storage import LockTimeout
 from isp_gateway.notices.signing import signed_headers
@@ -89,10 +90,7 @@ class Sender:
         self._wake.set()
 
     async def aclose(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await tasks.stop(self._task)
         await self._stop_lanes()
         if self.leading:
             # Given up at once, so another worker need not wait for it to expire.

@@ -23,7 +23,6 @@ import base64
 import ipaddress
 import json
 import logging
-import os
 import re
 import secrets
 import socket
@@ -41,7 +40,7 @@ log = logging.getLogger("isp_gateway.notices")
 FILE_VERSION = 1
 SECRET_PREFIX = "whsec_"  # noqa: S105 - the form's prefix, not a secret
 # A name is what the CLI and the logs say; the same rule as an API key's name.
-NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+NAME_PATTERN = jsonfile.NAME_PATTERN
 _ID = re.compile(r"wh_[0-9a-f]{16}")
 # The events a subscription may ask for (`webhook.test` is sent by `webhooks test` to any).
 EVENT_TYPES = ("outage.started", "outage.ended")
@@ -131,12 +130,7 @@ def http_addresses_problem(url: str) -> str | None:
 
 
 def _entry(path: Path, index: int, raw: Any, allow_http: bool) -> Subscription:
-    where = f"{path}: webhook #{index + 1}"
-    if not isinstance(raw, dict):
-        raise SubscriptionError(f"{where} is not an object")
-    name = raw.get("name")
-    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-        raise SubscriptionError(f"{where} has no valid name")
+    raw, name = jsonfile.named(raw, f"{path}: webhook #{index + 1}", SubscriptionError)
     where = f"{path}: webhook {name}"
     sub_id = raw.get("id")
     if not isinstance(sub_id, str) or not _ID.fullmatch(sub_id):
@@ -159,16 +153,11 @@ def _entry(path: Path, index: int, raw: Any, allow_http: bool) -> Subscription:
 def parse(path: Path, text: str, *, allow_http: bool) -> tuple[list[Subscription], list[str]]:
     """The valid subscriptions of the file's text, and a problem line for each entry
     skipped. SubscriptionError when the file as a whole is not a subscriptions file."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        raise SubscriptionError(f"{path}: not valid JSON") from None
-    if not isinstance(data, dict) or not isinstance(data.get("webhooks"), list):
-        raise SubscriptionError(f'{path}: not a webhooks file (no "webhooks" list)')
+    listed = jsonfile.entries(path, text, "webhooks", "webhooks", SubscriptionError)
     found: list[Subscription] = []
     problems: list[str] = []
     names: set[str] = set()
-    for index, raw in enumerate(data["webhooks"]):
+    for index, raw in enumerate(listed):
         try:
             subscription = _entry(path, index, raw, allow_http)
         except SubscriptionError as exc:
@@ -232,8 +221,6 @@ def remove(path: Path, name: str) -> bool:
 
 # -- the running service's view --------------------------------------------------------------
 
-_Signature = tuple[int, int, int] | str | None
-
 
 class SubscriptionFile:
     """The subscriptions of WEBHOOKS_FILE, kept current with the file (none without one)."""
@@ -247,10 +234,8 @@ class SubscriptionFile:
     ) -> None:
         self.path = path
         self.allow_http = allow_http
-        self._interval = check_interval
         self._subscriptions: list[Subscription] = []
-        self._signature: _Signature = None
-        self._checked = float("-inf")
+        self._watch = jsonfile.Watch(path, check_interval) if path is not None else None
 
     @property
     def enabled(self) -> bool:
@@ -258,7 +243,7 @@ class SubscriptionFile:
 
     def current(self) -> list[Subscription]:
         """The subscriptions now (the file is looked at at most once per check interval)."""
-        if self.path is not None and time.monotonic() - self._checked >= self._interval:
+        if self._watch is not None and self._watch.due(time.monotonic()):
             self.refresh()
         return self._subscriptions
 
@@ -266,24 +251,15 @@ class SubscriptionFile:
         return next((s for s in self.current() if s.id == sub_id), None)
 
     def refresh(self) -> None:
-        assert self.path is not None
-        self._checked = time.monotonic()
-        signature: _Signature
-        try:
-            stat = os.stat(self.path)
-            signature = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
-        except FileNotFoundError:
-            signature = "absent"
-        except OSError as exc:
-            signature = f"error:{exc.errno}"
-        if signature == self._signature:
+        assert self.path is not None and self._watch is not None
+        looked = self._watch.look()
+        if looked is None:
             return
-        self._signature = signature
-        if signature == "absent":
+        if looked.absent:
             self._subscriptions = []
             return
         try:
-            text = jsonfile.read_text(self.path) if not isinstance(signature, str) else None
+            text = jsonfile.read_text(self.path) if looked.error is None else None
             if text is None:
                 raise SubscriptionError(f"{self.path}: cannot be read")
             found, problems = parse(self.path, text, allow_http=self.allow_http)

@@ -15,7 +15,6 @@ value best read at scrape time register an async callback with `on_scrape`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import re
@@ -32,6 +31,7 @@ from prometheus_client import (
     multiprocess,
 )
 
+from isp_gateway.kit import tasks
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.errors import StoreUnavailable
 from isp_gateway.observability.workers import multiprocess_dir
@@ -315,10 +315,7 @@ class Metrics:
     async def aclose(self) -> None:
         """At this app's end: flush, and in multiprocess mode do the client's bookkeeping for
         a process that ends (its live gauges leave the sums)."""
-        if self._flusher is not None:
-            self._flusher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._flusher
+        await tasks.stop(self._flusher)
         self.flush()
         if self.directory is not None:
             multiprocess.mark_process_dead(os.getpid(), self.directory)  # type: ignore[no-untyped-call]

@@ -31,10 +31,9 @@ from isp_gateway.outages.events import clean, ended_event, outage_id, started_ev
 if TYPE_CHECKING:
     from isp_gateway.clients.service import ClientService
     from isp_gateway.kit.cache import CachedResource
-    from isp_gateway.kit.recorder import Recorder
-    from isp_gateway.kit.storage import Store
     from isp_gateway.notices.service import Notices
     from isp_gateway.outages.events import Outage
+    from isp_gateway.parts import Parts
     from isp_gateway.upstream.routers import Router
 
 log = logging.getLogger("isp_gateway.outages")
@@ -59,15 +58,14 @@ def _covers(state: State | None, loaded_at: float) -> bool:
 class OutageDetector:
     def __init__(
         self,
+        parts: Parts,
         *,
-        store: Store,
         catalogue: CachedResource[dict[int, Router]],
         clients: ClientService,
         notices: Notices,
-        audit: Recorder,
     ) -> None:
-        self.store, self.catalogue, self.clients = store, catalogue, clients
-        self.notices, self.audit = notices, audit
+        self.store, self.audit = parts.store, parts.audit
+        self.catalogue, self.clients, self.notices = catalogue, clients, notices
         # The newest catalogue copy this worker compared (or found compared).
         self.compared_at = 0.0
         self.flips = 0  # flips this worker announced, for tests and the bench

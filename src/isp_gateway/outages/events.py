@@ -50,42 +50,33 @@ def ended_sentence() -> str:
     return messages.say(Action.OUTAGE_IN_PROGRESS, "ended")
 
 
-def view(outage: Outage) -> dict[str, Any]:
-    """As `GET /api/v1/outages`, the MCP tool and a held ticket's 409 show it."""
-    return {
+def view(outage: Outage, *, notice: bool = False) -> dict[str, Any]:
+    """As `GET /api/v1/outages`, the MCP tool and a held ticket's 409 show it; `notice`: as
+    a webhook's data does (`started_at` for `since`, and the affected services)."""
+    shown = {
         "outage_id": outage["outage_id"],
         "router_id": outage["router_id"],
         "router_name": outage.get("router_name"),
         "description": outage.get("description"),
-        "since": iso(float(outage["since"])),
+        "started_at" if notice else "since": iso(float(outage["since"])),
         "zone_ids": list(outage.get("zone_ids") or []),
-        "affected_count": outage.get("affected_count"),
     }
-
-
-def _data(outage: Outage) -> dict[str, Any]:
-    return {
-        "outage_id": outage["outage_id"],
-        "router_id": outage["router_id"],
-        "router_name": outage.get("router_name"),
-        "description": outage.get("description"),
-        "started_at": iso(float(outage["since"])),
-        "zone_ids": list(outage.get("zone_ids") or []),
-        "service_ids": list(outage.get("service_ids") or []),
-        "affected_count": outage.get("affected_count"),
-    }
+    if notice:
+        shown["service_ids"] = list(outage.get("service_ids") or [])
+    shown["affected_count"] = outage.get("affected_count")
+    return shown
 
 
 def started_event(outage: Outage, moment: float) -> tuple[str, str, str]:
     """(type, webhook id, body) of the notice that the outage started."""
-    data = {**_data(outage), "message": started_sentence(outage)}
+    data = {**view(outage, notice=True), "message": started_sentence(outage)}
     return STARTED, f"msg_{outage['outage_id']}_started", body_text(STARTED, moment, data)
 
 
 def ended_event(outage: Outage, moment: float) -> tuple[str, str, str]:
     """(type, webhook id, body) of the notice that the outage ended, with the same id."""
     data = {
-        **_data(outage),
+        **view(outage, notice=True),
         "ended_at": iso(moment),
         "duration_seconds": max(0, round(moment - float(outage["since"]))),
         "message": ended_sentence(),

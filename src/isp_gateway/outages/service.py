@@ -18,13 +18,12 @@ outages, with the same ids, as the notices announce.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from isp_gateway.kit import deadline
+from isp_gateway.kit import deadline, tasks
 from isp_gateway.kit.cache import CachedResource
 from isp_gateway.kit.errors import UpstreamError
 from isp_gateway.kit.storage import LockTimeout
@@ -33,13 +32,9 @@ from isp_gateway.upstream.routers import Router, fetch_client_router, fetch_rout
 
 if TYPE_CHECKING:
     from isp_gateway.clients.service import ClientService
-    from isp_gateway.kit.cache import Lists
-    from isp_gateway.kit.recorder import Recorder
-    from isp_gateway.kit.storage import Store
     from isp_gateway.notices.service import Notices
     from isp_gateway.outages.events import Outage
-    from isp_gateway.settings import Settings
-    from isp_gateway.upstream.gateway import UpstreamGateway
+    from isp_gateway.parts import Parts
 
 log = logging.getLogger("isp_gateway.outages")
 
@@ -50,20 +45,10 @@ def _index(value: Any) -> dict[int, Router]:
 
 
 class OutageService:
-    def __init__(
-        self,
-        *,
-        settings: Settings,
-        store: Store,
-        gateway: UpstreamGateway,
-        lists: Lists,
-        clients: ClientService,
-        notices: Notices,
-        audit: Recorder,
-    ) -> None:
-        self.settings, self.store, self.gateway = settings, store, gateway
-        self.ttl = float(settings.OUTAGE_CACHE_SECONDS)
-        self.catalogue: CachedResource[dict[int, Router]] = lists.resource(
+    def __init__(self, parts: Parts, *, clients: ClientService, notices: Notices) -> None:
+        self.settings, self.store, self.gateway = parts.settings, parts.store, parts.gateway
+        self.ttl = float(self.settings.OUTAGE_CACHE_SECONDS)
+        self.catalogue: CachedResource[dict[int, Router]] = parts.lists.resource(
             "routers",
             self._load,
             _index,
@@ -75,7 +60,7 @@ class OutageService:
             stale_ttl=self.ttl,
         )
         self.detector = OutageDetector(
-            store=store, catalogue=self.catalogue, clients=clients, notices=notices, audit=audit
+            parts, catalogue=self.catalogue, clients=clients, notices=notices
         )
         self._detecting: asyncio.Task[None] | None = None
 
@@ -86,10 +71,7 @@ class OutageService:
         self._detecting = asyncio.create_task(self.detector.run())
 
     async def aclose(self) -> None:
-        if self._detecting is not None:
-            self._detecting.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._detecting
+        await tasks.stop(self._detecting)
         await self.catalogue.aclose()
 
     async def _load(self, background: bool) -> list[dict[str, Any]]:

@@ -55,10 +55,8 @@ if TYPE_CHECKING:
 
     from isp_gateway.accounts.service import AccountService
     from isp_gateway.clients.service import ClientService
-    from isp_gateway.kit.stopping import Stopping
-    from isp_gateway.settings import Settings
+    from isp_gateway.parts import Parts
     from isp_gateway.upstream.clients import ClientRecord
-    from isp_gateway.upstream.gateway import UpstreamGateway
 
 log = logging.getLogger("isp_gateway.payments")
 
@@ -111,16 +109,15 @@ class Made:
 class PromiseMaker:
     def __init__(
         self,
+        parts: Parts,
         *,
-        settings: Settings,
-        gateway: UpstreamGateway,
         ledger: PromiseLedger,
         clients: ClientService,
         accounts: AccountService,
-        stopping: Stopping,
     ) -> None:
-        self.settings, self.gateway, self.ledger = settings, gateway, ledger
-        self.clients, self.accounts, self.stopping = clients, accounts, stopping
+        settings = self.settings = parts.settings
+        self.gateway, self.stopping, self.ledger = parts.gateway, parts.stopping, ledger
+        self.clients, self.accounts = clients, accounts
         timeout = settings.UPSTREAM_TIMEOUT_SECONDS
         # A holder reads the state once and posts once: the lock outlives that, yet frees
         # the service if a worker dies holding it.

@@ -49,11 +49,9 @@ from isp_gateway.upstream.payments import (
 if TYPE_CHECKING:
     from isp_gateway.accounts.service import AccountService
     from isp_gateway.clients.service import ClientService
-    from isp_gateway.kit.stopping import Stopping
+    from isp_gateway.parts import Parts
     from isp_gateway.payments.receipt import Receipt
     from isp_gateway.payments.schemas import ReportFields
-    from isp_gateway.settings import Settings
-    from isp_gateway.upstream.gateway import UpstreamGateway
 
 log = logging.getLogger("isp_gateway.payments")
 
@@ -74,16 +72,14 @@ class ReportOrder:
 class ReportFiler:
     def __init__(
         self,
+        parts: Parts,
         *,
-        settings: Settings,
-        gateway: UpstreamGateway,
         marks: ReportMarks,
         clients: ClientService,
         accounts: AccountService,
-        stopping: Stopping,
     ) -> None:
-        self.settings, self.gateway, self.marks = settings, gateway, marks
-        self.clients, self.accounts, self.stopping = clients, accounts, stopping
+        self.settings, self.gateway, self.stopping = parts.settings, parts.gateway, parts.stopping
+        self.clients, self.accounts, self.marks = clients, accounts, marks
 
     async def file(self, order: ReportOrder) -> dict[str, Any]:
         """The report filed for staff review: its answer's data, or a refusal."""

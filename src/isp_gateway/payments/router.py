@@ -12,8 +12,9 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from starlette.requests import ClientDisconnect
 
 from isp_gateway.accounts.schemas import ActivePromiseResponse
@@ -31,10 +32,11 @@ from isp_gateway.payments.schemas import (
 )
 from isp_gateway.payments.service import PaymentService
 from isp_gateway.web.deps import ServiceOf
-from isp_gateway.web.envelope import BackendResponse, error_responses, render
+from isp_gateway.web.envelope import BackendResponse, Responses, error_responses, render
 from isp_gateway.web.params import (
     ALWAYS_VERIFIED,
     ALWAYS_VERIFIED_ERRORS,
+    IdempotencyKey,
     ServiceIdPath,
     parse_service_id,
 )
@@ -47,49 +49,44 @@ router = APIRouter(prefix="/api/v1/clients", tags=["Clients"])
 # The report's path, for the body limit's wider cap (web/limits.py, set in app.py).
 REPORT_ROUTE = re.compile(r"/api/v1/clients/[^/]+/payment-reports")
 
-IdempotencyKey = Annotated[
-    str | None,
-    Header(
-        alias="Idempotency-Key",
-        max_length=255,
-        description="A repeat with the same key within 24 h returns the first answer",
-    ),
-]
-
 _UPSTREAM = [
     Action.UPSTREAM_UNAVAILABLE,
     Action.UPSTREAM_UNAUTHORIZED,
     Action.UPSTREAM_REFUSED_CLIENT_FETCH,
 ]
 
-_PROMISE_RESPONSES = {
-    **error_responses(
-        400,
-        404,
-        409,
-        422,
-        502,
-        503,
-        actions={
-            400: Action.INVALID_SERVICE_ID,
-            404: Action.CLIENT_NOT_FOUND,
-            409: [
-                Action.PROMISE_NOT_ALLOWED,
-                Action.PROMISE_ALREADY_ACTIVE,
-                Action.IDEMPOTENCY_KEY_IN_PROGRESS,
-            ],
-            422: [
-                Action.VALIDATION_ERROR,
-                Action.INVOICE_NOT_PENDING,
-                Action.IDEMPOTENCY_KEY_REUSED,
-            ],
-            502: [Action.PAYMENT_PROMISE_FAILED, *_UPSTREAM],
-            503: [Action.PAYMENT_PROMISE_FAILED, Action.UPSTREAM_RATE_LIMITED],
-        },
-        models={409: BackendResponse[PromiseRefusedResponse | ActivePromiseResponse]},
-    ),
-    **ALWAYS_VERIFIED_ERRORS,
-}
+
+def _write_responses(
+    failed: str, refused: list[str], model: type[BaseModel], more: dict[int, str], busy: str
+) -> Responses:
+    """The errors of a money write (`failed`: its failure's action): its rules' refusals
+    (409, `refused`, answered in `model`), the statuses only it has (`more`), the upstream's
+    failures, and the verification every money route needs. `busy`: the 503's `meta.reason`s
+    besides the rate limit."""
+    actions: dict[int, str | list[str]] = {
+        400: Action.INVALID_SERVICE_ID,
+        404: Action.CLIENT_NOT_FOUND,
+        409: [*refused, Action.IDEMPOTENCY_KEY_IN_PROGRESS],
+        **more,
+        422: [Action.VALIDATION_ERROR, Action.INVOICE_NOT_PENDING, Action.IDEMPOTENCY_KEY_REUSED],
+        502: [failed, *_UPSTREAM],
+        503: [failed, Action.UPSTREAM_RATE_LIMITED],
+    }
+    responses = error_responses(*sorted(actions), actions=actions, models={409: model})
+    responses[503]["description"] = (
+        "Nothing was done; retry after `Retry-After`: `upstream_rate_limited`, or "
+        f"`{failed}` with `meta.reason` {busy}."
+    )
+    return {**responses, **ALWAYS_VERIFIED_ERRORS}
+
+
+_PROMISE_RESPONSES = _write_responses(
+    Action.PAYMENT_PROMISE_FAILED,
+    [Action.PROMISE_NOT_ALLOWED, Action.PROMISE_ALREADY_ACTIVE],
+    BackendResponse[PromiseRefusedResponse | ActivePromiseResponse],
+    {},
+    "`service_busy` (another promise of the service) or `server_stopping`",
+)
 _PROMISE_RESPONSES[409]["description"] = (
     "`info`: a rule refused the promise. `promise_not_allowed` (`data.reason`: "
     "`service_cancelled`, `nothing_owed`, `broken_promise` or `too_many_promises`, the last "
@@ -101,44 +98,14 @@ _PROMISE_RESPONSES[502]["description"] = (
     "repeat settles it and never makes a second) or `not_made`; `upstream_unavailable`: "
     "the owed invoices could not be read whole (no promise is made on a guess)."
 )
-_PROMISE_RESPONSES[503]["description"] = (
-    "Nothing was done; retry after `Retry-After`: `upstream_rate_limited`, or "
-    "`payment_promise_failed` with `meta.reason` `service_busy` (another promise of the "
-    "service) or `server_stopping`."
-)
 
-_REPORT_RESPONSES = {
-    **error_responses(
-        400,
-        404,
-        409,
-        413,
-        415,
-        422,
-        502,
-        503,
-        actions={
-            400: Action.INVALID_SERVICE_ID,
-            404: Action.CLIENT_NOT_FOUND,
-            409: [
-                Action.PAYMENT_REPORT_DUPLICATE,
-                Action.PAYMENT_REPORT_NOT_ALLOWED,
-                Action.IDEMPOTENCY_KEY_IN_PROGRESS,
-            ],
-            413: Action.PAYLOAD_TOO_LARGE,
-            415: Action.UNSUPPORTED_RECEIPT,
-            422: [
-                Action.VALIDATION_ERROR,
-                Action.INVOICE_NOT_PENDING,
-                Action.IDEMPOTENCY_KEY_REUSED,
-            ],
-            502: [Action.PAYMENT_REPORT_FAILED, *_UPSTREAM],
-            503: [Action.PAYMENT_REPORT_FAILED, Action.UPSTREAM_RATE_LIMITED],
-        },
-        models={409: BackendResponse[ReportReceivedResponse | ReportRefusedResponse]},
-    ),
-    **ALWAYS_VERIFIED_ERRORS,
-}
+_REPORT_RESPONSES = _write_responses(
+    Action.PAYMENT_REPORT_FAILED,
+    [Action.PAYMENT_REPORT_DUPLICATE, Action.PAYMENT_REPORT_NOT_ALLOWED],
+    BackendResponse[ReportReceivedResponse | ReportRefusedResponse],
+    {413: Action.PAYLOAD_TOO_LARGE, 415: Action.UNSUPPORTED_RECEIPT},
+    "`receipts_busy` or `server_stopping`",
+)
 _REPORT_RESPONSES[409]["description"] = (
     "`info`: `payment_report_duplicate` (the same reference for this service within 30 "
     "days; `data`: that report), `payment_report_not_allowed` (`data.reason`: "
@@ -158,10 +125,6 @@ _REPORT_RESPONSES[502]["description"] = (
     "`payment_report_failed`: `meta.outcome` `not_made` or `unknown` (its answer was lost; "
     "the same reference may be sent again); `upstream_unavailable`: the owed invoices could "
     "not be read whole."
-)
-_REPORT_RESPONSES[503]["description"] = (
-    "Nothing was done; retry after `Retry-After`: `upstream_rate_limited`, or "
-    "`payment_report_failed` with `meta.reason` `receipts_busy` or `server_stopping`."
 )
 
 

@@ -22,13 +22,14 @@ import asyncio
 from collections.abc import AsyncIterable, AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import date
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from isp_gateway.kit import messages
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.answers import Answer, success
 from isp_gateway.kit.errors import ServiceError, StoreUnavailable
-from isp_gateway.kit.idempotency import Idempotency, fingerprint
+from isp_gateway.kit.idempotency import Idempotency, fingerprint, refusal_told
 from isp_gateway.payments.errors import (
     InvalidField,
     PaymentReportDuplicate,
@@ -49,11 +50,7 @@ from isp_gateway.payments.schemas import ReportFields
 if TYPE_CHECKING:
     from isp_gateway.accounts.service import AccountService
     from isp_gateway.clients.service import ClientService
-    from isp_gateway.kit.recorder import Recorder
-    from isp_gateway.kit.stopping import Stopping
-    from isp_gateway.kit.storage import Store
-    from isp_gateway.settings import Settings
-    from isp_gateway.upstream.gateway import UpstreamGateway
+    from isp_gateway.parts import Parts
 
 # A report's `paid_on`: at most this many days back (MONEY.md 2).
 PAID_ON_DAYS_BACK = 60
@@ -68,32 +65,17 @@ REPORT_FINAL = (PaymentReportDuplicate, PaymentReportNotAllowed)
 class PaymentService:
     def __init__(
         self,
+        parts: Parts,
         *,
-        settings: Settings,
-        store: Store,
-        gateway: UpstreamGateway,
-        audit: Recorder,
-        stopping: Stopping,
         clients: ClientService,
         accounts: AccountService,
         ledger: PromiseLedger,
     ) -> None:
-        self.settings, self.audit, self.ledger = settings, audit, ledger
-        self.maker = PromiseMaker(
-            settings=settings,
-            gateway=gateway,
-            ledger=ledger,
-            clients=clients,
-            accounts=accounts,
-            stopping=stopping,
-        )
+        settings, store = parts.settings, parts.store
+        self.settings, self.audit, self.ledger = settings, parts.audit, ledger
+        self.maker = PromiseMaker(parts, ledger=ledger, clients=clients, accounts=accounts)
         self.filer = ReportFiler(
-            settings=settings,
-            gateway=gateway,
-            marks=ReportMarks(store),
-            clients=clients,
-            accounts=accounts,
-            stopping=stopping,
+            parts, marks=ReportMarks(store), clients=clients, accounts=accounts
         )
         timeout = settings.UPSTREAM_TIMEOUT_SECONDS
         ttl = settings.IDEMPOTENCY_TTL_SECONDS
@@ -137,11 +119,8 @@ class PaymentService:
         final answer as it was."""
 
         async def produce() -> Answer:
-            try:
-                made = await self.maker.make(order)
-            except ServiceError as exc:
-                await self._promise_refused(order, exc)
-                raise
+            refused = partial(self._promise_refused, order)
+            made = await refusal_told(self.maker.make(order), refused)
             details = {
                 "invoice_id": made.promise.invoice_id,
                 "days_ahead": (made.promise.until - made.promise.created).days,
@@ -246,11 +225,8 @@ class PaymentService:
         refusal (the duplicate, nothing owed) as its answer; other refusals raise."""
 
         async def produce() -> Answer:
-            try:
-                data = await self.filer.file(order)
-            except ServiceError as exc:
-                await self._report_refused(order, exc)
-                raise
+            refused = partial(self._report_refused, order)
+            data = await refusal_told(self.filer.file(order), refused)
             details = {**self._of(order), "invoice_id": data["invoice_id"]}
             await self._event("payment_report", "received", order.service_id, details)
             fields = order.fields

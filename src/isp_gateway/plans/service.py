@@ -29,10 +29,7 @@ from isp_gateway.upstream.plans import (
 )
 
 if TYPE_CHECKING:
-    from isp_gateway.kit.cache import Lists
-    from isp_gateway.kit.storage import Store
-    from isp_gateway.settings import Settings
-    from isp_gateway.upstream.gateway import UpstreamGateway
+    from isp_gateway.parts import Parts
 
 
 @dataclass
@@ -84,16 +81,9 @@ class PlanInfo:
 
 
 class PlanService:
-    def __init__(
-        self,
-        *,
-        settings: Settings,
-        store: Store,
-        gateway: UpstreamGateway,
-        lists: Lists,
-    ) -> None:
-        self.store, self.gateway, self.lists = store, gateway, lists
-        self.settings = settings = settings
+    def __init__(self, parts: Parts) -> None:
+        self.store, self.gateway, self.lists = parts.store, parts.gateway, parts.lists
+        self.settings = settings = parts.settings
         self._ttl = float(settings.PLAN_CACHE_SECONDS)
         self.catalogue: CachedResource[PlanIndex] = self.lists.resource(
             "plans:list", self._load_list, _index, ttl=self._ttl

@@ -24,6 +24,7 @@ from starlette.routing import Route
 from isp_gateway.simulator.config import SimulatorConfig
 from isp_gateway.simulator.dataset import (
     INVOICE_STATES,
+    Row,
     add_answer_cases,
     build_dataset,
     load_dataset,
@@ -164,9 +165,29 @@ async def list_clients(sim: SimulatorState, request: Request, _: str) -> Respons
     return Response(head + b",".join(blobs) + b"]}", media_type="application/json")
 
 
+def _found(row: Row | None) -> Response:
+    return _json(row) if row is not None else _json(NOT_FOUND, 404)
+
+
+async def _created(
+    request: Request,
+    create: Callable[[dict[str, Any]], tuple[Row | None, dict[str, list[str]]]],
+    render: Callable[[Row], Row] | None = None,
+) -> Response:
+    """A create from a JSON body: 201 with the row (as `render` shows it), or 400 with the
+    field errors."""
+    try:
+        data = await _read_body(request)
+    except BadBody as bad:
+        return bad.response
+    row, errors = create(data)
+    if row is None:
+        return _json(errors, 400)
+    return _json(row if render is None else render(row), 201)
+
+
 async def get_client(sim: SimulatorState, request: Request, ident: str) -> Response:
-    detail = sim.client_detail(int(ident))
-    return _json(detail) if detail is not None else _json(NOT_FOUND, 404)
+    return _found(sim.client_detail(int(ident)))
 
 
 async def _service_body(
@@ -228,8 +249,7 @@ async def list_plans(sim: SimulatorState, request: Request, _: str) -> Response:
 
 def _plan_detail(tipo: str) -> Handler:
     async def handler(sim: SimulatorState, request: Request, ident: str) -> Response:
-        detail = sim.plan_detail(tipo, int(ident))
-        return _json(detail) if detail is not None else _json(NOT_FOUND, 404)
+        return _found(sim.plan_detail(tipo, int(ident)))
 
     return handler
 
@@ -244,20 +264,11 @@ async def list_tickets(sim: SimulatorState, request: Request, _: str) -> Respons
 
 async def get_ticket(sim: SimulatorState, request: Request, ident: str) -> Response:
     ticket = sim.get_ticket(int(ident))
-    if ticket is None:
-        return _json(NOT_FOUND, 404)
-    return _json(sim.render_ticket(ticket, detail=True))
+    return _found(None if ticket is None else sim.render_ticket(ticket, detail=True))
 
 
 async def create_ticket(sim: SimulatorState, request: Request, _: str) -> Response:
-    try:
-        data = await _read_body(request)
-    except BadBody as bad:
-        return bad.response
-    ticket, errors = sim.create_ticket(data)
-    if ticket is None:
-        return _json(errors, 400)
-    return _json(sim.render_ticket(ticket), 201)
+    return await _created(request, sim.create_ticket, sim.render_ticket)
 
 
 async def list_invoices(sim: SimulatorState, request: Request, _: str) -> Response:
@@ -266,9 +277,7 @@ async def list_invoices(sim: SimulatorState, request: Request, _: str) -> Respon
 
 async def get_invoice(sim: SimulatorState, request: Request, ident: str) -> Response:
     invoice = sim.get_invoice(int(ident))
-    if invoice is None:
-        return _json(NOT_FOUND, 404)
-    return _json(sim.render_invoice(invoice, detail=True))
+    return _found(None if invoice is None else sim.render_invoice(invoice, detail=True))
 
 
 async def list_payment_methods(sim: SimulatorState, request: Request, _: str) -> Response:
@@ -276,14 +285,7 @@ async def list_payment_methods(sim: SimulatorState, request: Request, _: str) ->
 
 
 async def create_promise(sim: SimulatorState, request: Request, _: str) -> Response:
-    try:
-        data = await _read_body(request)
-    except BadBody as bad:
-        return bad.response
-    promise, errors = sim.create_promise(data)
-    if promise is None:
-        return _json(errors, 400)
-    return _json(promise, 201)
+    return await _created(request, sim.create_promise)
 
 
 async def report_payment(sim: SimulatorState, request: Request, ident: str) -> Response:
@@ -326,44 +328,30 @@ class ApiRoute:
     handlers: dict[str, Handler]
 
 
-def _route(regex: str, template: str, handlers: dict[str, Handler]) -> ApiRoute:
-    return ApiRoute(re.compile(regex), template, handlers)
+def _route(template: str, handlers: dict[str, Handler], ident: str = r"\d+") -> ApiRoute:
+    """The route of `template`, whose `{id}` (the handler's argument) is `ident`."""
+    pattern = re.escape(template).replace(re.escape("{id}"), f"({ident})")
+    return ApiRoute(re.compile(pattern), template, handlers)
 
 
 API_ROUTES = (
-    _route(r"/api/clientes/", "/api/clientes/", {"GET": list_clients}),
-    _route(r"/api/clientes/(\d+)/", "/api/clientes/{id}/", {"GET": get_client}),
-    _route(
-        r"/api/clientes/(\d+)/perfil/",
-        "/api/clientes/{id}/perfil/",
-        {"PATCH": update_profile, "PUT": update_profile},
-    ),
-    _route(r"/api/clientes/(\d+)/ping/", "/api/clientes/{id}/ping/", {"POST": create_ping}),
-    _route(r"/api/tasks/([^/]+)/", "/api/tasks/{id}/", {"GET": get_task}),
-    _route(r"/api/plan-internet/", "/api/plan-internet/", {"GET": list_plans}),
-    _route(
-        r"/api/plan-internet/pppoe/(\d+)/",
-        "/api/plan-internet/pppoe/{id}/",
-        {"GET": _plan_detail("PPPOE")},
-    ),
-    _route(
-        r"/api/plan-internet/queue/(\d+)/",
-        "/api/plan-internet/queue/{id}/",
-        {"GET": _plan_detail("SIMPLE QUEUE")},
-    ),
-    _route(r"/api/tickets/", "/api/tickets/", {"GET": list_tickets, "POST": create_ticket}),
-    _route(r"/api/tickets/(\d+)/", "/api/tickets/{id}/", {"GET": get_ticket}),
-    _route(r"/api/router/", "/api/router/", {"GET": list_routers}),
-    _route(r"/api/facturas/", "/api/facturas/", {"GET": list_invoices}),
-    _route(r"/api/facturas/(\d+)/", "/api/facturas/{id}/", {"GET": get_invoice}),
-    _route(
-        r"/api/facturas/reportar-pago/(\d+)/",
-        "/api/facturas/reportar-pago/{id}/",
-        {"POST": report_payment},
-    ),
-    _route(r"/api/formas-de-pago/", "/api/formas-de-pago/", {"GET": list_payment_methods}),
+    _route("/api/clientes/", {"GET": list_clients}),
+    _route("/api/clientes/{id}/", {"GET": get_client}),
+    _route("/api/clientes/{id}/perfil/", {"PATCH": update_profile, "PUT": update_profile}),
+    _route("/api/clientes/{id}/ping/", {"POST": create_ping}),
+    _route("/api/tasks/{id}/", {"GET": get_task}, ident="[^/]+"),
+    _route("/api/plan-internet/", {"GET": list_plans}),
+    _route("/api/plan-internet/pppoe/{id}/", {"GET": _plan_detail("PPPOE")}),
+    _route("/api/plan-internet/queue/{id}/", {"GET": _plan_detail("SIMPLE QUEUE")}),
+    _route("/api/tickets/", {"GET": list_tickets, "POST": create_ticket}),
+    _route("/api/tickets/{id}/", {"GET": get_ticket}),
+    _route("/api/router/", {"GET": list_routers}),
+    _route("/api/facturas/", {"GET": list_invoices}),
+    _route("/api/facturas/{id}/", {"GET": get_invoice}),
+    _route("/api/facturas/reportar-pago/{id}/", {"POST": report_payment}),
+    _route("/api/formas-de-pago/", {"GET": list_payment_methods}),
     # Create-only: GET answers 405 (promises are listed and deleted in the panel only).
-    _route(r"/api/promesa-pago/", "/api/promesa-pago/", {"POST": create_promise}),
+    _route("/api/promesa-pago/", {"POST": create_promise}),
 )
 
 

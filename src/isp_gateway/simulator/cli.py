@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 from pathlib import Path
+from typing import Any
 
-from isp_gateway.simulator.config import SimulatorConfig, Variants
+from isp_gateway.simulator.config import CHOICES, SimulatorConfig, Variants
 from isp_gateway.simulator.faults import Faults, parse_latency
 
 
@@ -37,6 +38,17 @@ def _outage(text: str) -> tuple[int, str]:
     if not ident.strip().isdigit():
         raise argparse.ArgumentTypeError("ROUTER_ID or ROUTER_ID:DESCRIPTION")
     return int(ident), description.strip()
+
+
+# The variants chosen by a flag of their name (--ticket-labels for `ticket_labels`), offering
+# the variant's values with its default first (config.CHOICES).
+_VARIANT_HELP = {
+    "ticket_labels": "how ticket rows give estado and prioridad",
+    "answers": "a ticket's respuestas as a list or one object",
+    "fecha_corte": "the date format of the clients' fecha_corte",
+    "precio_plan": "mixed: some clients' precio_plan empty or 0.00",
+    "money": "amounts as decimal strings or numbers",
+}
 
 
 def add_simulator_arguments(parser: argparse.ArgumentParser) -> None:
@@ -121,80 +133,40 @@ def add_simulator_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
     variants = parser.add_argument_group("simulator variants")
-    variants.add_argument(
-        "--ticket-labels",
-        choices=["label", "number", "digit_string"],
-        default="label",
-        help="how ticket rows give estado and prioridad",
-    )
-    variants.add_argument(
-        "--answers",
-        choices=["list", "object"],
-        default="list",
-        help="a ticket's respuestas as a list or one object",
-    )
-    variants.add_argument(
-        "--fecha-corte",
-        choices=["mixed", "dmy", "iso"],
-        default="mixed",
-        help="the date format of the clients' fecha_corte",
-    )
-    variants.add_argument(
-        "--precio-plan",
-        choices=["mixed", "real"],
-        default="mixed",
-        help="mixed: some clients' precio_plan empty or 0.00",
-    )
-    variants.add_argument(
-        "--money",
-        choices=["string", "number"],
-        default="string",
-        help="amounts as decimal strings or numbers",
-    )
+    for name, text in _VARIANT_HELP.items():
+        choices = list(CHOICES[name])
+        flag = "--" + name.replace("_", "-")
+        variants.add_argument(flag, choices=choices, default=choices[0], help=text)
     variants.add_argument("--single-phone", action="store_true", help="one number per telefono")
 
 
 def config_from_args(ns: argparse.Namespace, api_key: str) -> SimulatorConfig:
     """Build the config from parsed ``add_simulator_arguments`` flags."""
     faults = Faults(
-        latency=ns.latency,
-        error_rate=ns.error_rate,
-        hang_rate=ns.hang_rate,
+        **_flags(ns, "latency", "error_rate", "hang_rate", "force_403", "force_429"),
+        **_flags(ns, "retry_after", "short_page", "unreadable_write"),
         garbage=ns.garbage_rate,
         empty_body=ns.empty_body_rate,
-        force_403=ns.force_403,
-        force_429=ns.force_429,
-        retry_after=ns.retry_after,
         rate_limit_per_minute=ns.rate_limit,
-        short_page=ns.short_page,
-        unreadable_write=ns.unreadable_write,
         method=ns.fault_method.upper() if ns.fault_method else None,
         path_prefix=ns.fault_path,
     )
-    variants = Variants(
-        ticket_labels=ns.ticket_labels,
-        answers=ns.answers,
-        fecha_corte=ns.fecha_corte,
-        phone_separators=not ns.single_phone,
-        precio_plan=ns.precio_plan,
-        money=ns.money,
-    )
+    variants = Variants(**_flags(ns, *_VARIANT_HELP), phone_separators=not ns.single_phone)
     return SimulatorConfig(
-        api_key=api_key,
-        clients=ns.clients,
-        seed=ns.seed,
+        api_key,
+        **_flags(ns, "clients", "seed", "tickets", "max_page_size", "default_page_size"),
+        **_flags(ns, "ping_duration", "answer_cases", "timezone", "client_router"),
         data_file=ns.data,
-        tickets=ns.tickets,
-        max_page_size=ns.max_page_size,
-        default_page_size=ns.default_page_size,
-        ping_duration=ns.ping_duration,
-        answer_cases=ns.answer_cases,
-        timezone=ns.timezone,
         outages=dict(ns.outage),
-        client_router=ns.client_router,
         faults=faults,
         variants=variants,
     )
+
+
+def _flags(ns: argparse.Namespace, *names: str) -> dict[str, Any]:
+    """The values of the flags named like the fields they set (--max-page-size for
+    `max_page_size`)."""
+    return {name: getattr(ns, name) for name in names}
 
 
 def serve_simulator(

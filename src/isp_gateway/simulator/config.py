@@ -14,7 +14,8 @@ FechaCorte = Literal["mixed", "dmy", "iso"]
 PrecioPlan = Literal["mixed", "real"]
 Money = Literal["string", "number"]
 
-_CHOICES: dict[str, tuple[Any, ...]] = {
+# Each variant's values, its default first (the simulator's flags offer the same).
+CHOICES: dict[str, tuple[Any, ...]] = {
     "ticket_labels": ("label", "number", "digit_string"),
     "answers": ("list", "object"),
     "fecha_corte": ("mixed", "dmy", "iso"),
@@ -57,11 +58,11 @@ class Variants:
         checked = dict(data)
         reset = checked.pop("reset", False)
         for name, value in checked.items():
-            if name not in _CHOICES:
+            if name not in CHOICES:
                 raise ValueError(f"unknown variant {name!r}")
             wants_bool = name == "phone_separators"
-            if value not in _CHOICES[name] or isinstance(value, bool) != wants_bool:
-                raise ValueError(f"{name} must be one of {list(_CHOICES[name])}")
+            if value not in CHOICES[name] or isinstance(value, bool) != wants_bool:
+                raise ValueError(f"{name} must be one of {list(CHOICES[name])}")
         if reset:
             self.reset()
         for name, value in checked.items():

@@ -26,11 +26,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-FieldErrors = dict[str, list[str]]
+from isp_gateway.simulator.forms import (
+    REQUIRED,
+    FieldErrors,
+    Form,
+    as_int,
+    not_a_choice,
+    unknown_pk,
+)
 
-REQUIRED = "Este campo es requerido."
-BLANK = "Este campo no puede estar en blanco."
-NOT_INT = "Se requiere un número entero válido."
 NO_FILE = "No se envió ningún archivo."
 EMPTY_FILE = "El archivo enviado está vacío."
 PROMISE_DATE_FORMAT = (
@@ -52,20 +56,6 @@ ACTIVE_LABEL = "Activo"
 
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 _DAY_MINUTE = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}")
-
-
-def unknown_pk(value: Any) -> str:
-    return f'Clave primaria "{value}" inválida - objeto no existe.'
-
-
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return None
 
 
 def promise_deadline(value: Any) -> str | None:
@@ -113,7 +103,7 @@ def check_promise(
     invoice_id: int | None = None
     raw_invoice = data.get("id_factura")
     if raw_invoice is not None and raw_invoice != "":
-        invoice_id = _int(raw_invoice)
+        invoice_id = as_int(raw_invoice)
         if invoice_id is None:
             kind = type(raw_invoice).__name__
             errors["id_factura"] = [
@@ -135,9 +125,9 @@ def check_promise(
             errors["fecha_limite"] = [PROMISE_DATE_FORMAT]
     action = 0
     if data.get("accion") is not None:
-        number = _int(data["accion"])
+        number = as_int(data["accion"])
         if number not in (0, 1):
-            errors["accion"] = [f'"{data["accion"]}" no es una elección válida.']
+            errors["accion"] = [not_a_choice(data["accion"])]
         else:
             action = number
     comments = data.get("comentarios") or ""
@@ -192,33 +182,18 @@ def check_report(
     method_ids: set[int],
 ) -> tuple[tuple[int, str, str] | None, FieldErrors]:
     """Validate a report's form: ((method id, paid on, reference), {}) or (None, errors)."""
-    errors: FieldErrors = {}
-
-    def text(name: str) -> str | None:
-        value = fields.get(name)
-        if value is None:
-            errors[name] = [REQUIRED]
-            return None
-        if not value.strip():
-            errors[name] = [BLANK]
-            return None
-        return value.strip()
-
-    method_id = None
-    raw_method = text("forma_pago")
-    if raw_method is not None:
-        method_id = _int(raw_method)
-        if method_id is None:
-            errors["forma_pago"] = [NOT_INT]
-        elif method_id not in method_ids:
-            errors["forma_pago"] = [unknown_pk(method_id)]
+    form = Form(fields)
+    errors = form.errors
+    method_id = form.number("forma_pago")
+    if method_id is not None and method_id not in method_ids:
+        errors["forma_pago"] = [unknown_pk(method_id)]
     paid_on = None
-    raw_day = text("fecha_pago")
+    raw_day = form.text("fecha_pago")
     if raw_day is not None:
         paid_on = report_day(raw_day)
         if paid_on is None:
             errors["fecha_pago"] = [REPORT_DATE_FORMAT]
-    reference = text("referencia")
+    reference = form.text("referencia")
     if receipt is None:
         errors["comprobante_pago"] = [NO_FILE]
     elif not receipt.content:

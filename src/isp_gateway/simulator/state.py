@@ -32,6 +32,7 @@ from isp_gateway.simulator.dataset import (
     staff_email,
 )
 from isp_gateway.simulator.faults import FaultInjector
+from isp_gateway.simulator.forms import BLANK, FieldErrors, Form, as_int, not_a_choice, unknown_pk
 from isp_gateway.simulator.money import (
     ACTIVE_LABEL,
     SUSPENDED_STATES,
@@ -42,11 +43,6 @@ from isp_gateway.simulator.money import (
 )
 from isp_gateway.simulator.pings import PING_KINDS, PingTask, default_kind, task_result
 
-FieldErrors = dict[str, list[str]]
-
-REQUIRED = "Este campo es requerido."
-BLANK = "Este campo no puede estar en blanco."
-NOT_INT = "Se requiere un número entero válido."
 NOT_STRING = "No es una cadena válida."
 DATE_FORMAT = (
     "Fecha/hora con formato erróneo. Use uno de los siguientes formatos en su lugar: "
@@ -65,16 +61,6 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 def _encode(value: Any) -> bytes:
     return _ENCODER.encode(value).encode()
-
-
-def _as_int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return None
 
 
 def _as_number(value: Any) -> Any:
@@ -224,7 +210,7 @@ class SimulatorState:
             out["telefono"] = _first_phone(row.get("telefono"))
         if precio == "real" and row.get("precio_plan") in ("0.00", "", None):
             plan_ref = row.get("plan_internet") or {}
-            plan = self._plans.get(_as_int(plan_ref.get("id")) or -1)
+            plan = self._plans.get(as_int(plan_ref.get("id")) or -1)
             if plan is not None and plan.get("precio"):
                 out["precio_plan"] = plan["precio"]
         if money == "number":
@@ -249,11 +235,11 @@ class SimulatorState:
         candidates: range | list[int] = range(len(clients))
         for name, value in checks:
             if name == "id_servicio":
-                number = _as_int(value)
+                number = as_int(value)
                 position = None if number is None else self._client_pos.get(number)
                 candidates = [p for p in (position,) if p is not None and p in candidates]
             elif name == "estado":
-                number = _as_int(value)
+                number = as_int(value)
                 label = CLIENT_STATES.get(number) if number is not None else None
                 candidates = [p for p in candidates if label and clients[p].get("estado") == label]
             elif name == "cedula":
@@ -366,13 +352,13 @@ class SimulatorState:
         invoices = self.dataset.invoices
         estado = params.get("estado", "")
         if estado.strip():
-            number = _as_int(estado)
+            number = as_int(estado)
             if number is None:
                 return []
             invoices = [i for i in invoices if i["estado"] == number]
         zona = params.get("zona", "")
         if zona.strip():
-            zone_id = _as_int(zona)
+            zone_id = as_int(zona)
             zones = {
                 row.get("usuario"): (row.get("zona") or {}).get("id")
                 for row in self.dataset.clients
@@ -549,7 +535,7 @@ class SimulatorState:
             for part in raw.split(","):
                 if not part.strip():
                     continue
-                number = _as_int(part)
+                number = as_int(part)
                 if number is None:
                     return []
                 wanted.add(number)
@@ -580,30 +566,8 @@ class SimulatorState:
 
     def create_ticket(self, form: Mapping[str, Any]) -> tuple[Row | None, FieldErrors]:
         """Validate a ticket like the upstream's serializer; (ticket, {}) or (None, errors)."""
-        errors: FieldErrors = {}
-
-        def text(name: str) -> str | None:
-            value = form.get(name)
-            if value is None:
-                errors[name] = [REQUIRED]
-                return None
-            value = str(value).strip()
-            if not value:
-                errors[name] = [BLANK]
-                return None
-            return value
-
-        def number(name: str, choices: Mapping[int, Any] | None = None) -> int | None:
-            raw = text(name)
-            if raw is None:
-                return None
-            value = _as_int(raw)
-            if value is None:
-                errors[name] = [NOT_INT]
-            elif choices is not None and value not in choices:
-                errors[name] = [f'"{raw}" no es una elección válida.']
-                return None
-            return value
+        fields = Form(form)
+        errors, text, number = fields.errors, fields.text, fields.number
 
         def moment(name: str) -> datetime | None:
             raw = text(name)
@@ -620,17 +584,17 @@ class SimulatorState:
         if service_id is not None:
             position = self._client_pos.get(service_id)
             if position is None:
-                errors["servicio"] = [f'Clave primaria "{service_id}" inválida - objeto no existe.']
+                errors["servicio"] = [unknown_pk(service_id)]
             else:
                 client = self.dataset.clients[position]
         asunto, default_subject = text("asunto"), text("asuntos_default")
         if default_subject is not None and default_subject not in self._subject_priority:
-            errors["asuntos_default"] = [f'"{default_subject}" no es una elección válida.']
+            errors["asuntos_default"] = [not_a_choice(default_subject)]
         if asunto is not None and default_subject is not None and asunto != default_subject:
             errors.setdefault("asunto", []).append("El asunto debe coincidir con asuntos_default.")
         tecnico = number("tecnico")
         if tecnico is not None and tecnico not in self._staff:
-            errors["tecnico"] = [f'Clave primaria "{tecnico}" inválida - objeto no existe.']
+            errors["tecnico"] = [unknown_pk(tecnico)]
         descripcion = text("descripcion")
         estado = number("estado", TICKET_STATES)
         number("prioridad", TICKET_PRIORITIES)
@@ -639,7 +603,7 @@ class SimulatorState:
             errors["fecha_final"] = ["La fecha final debe ser posterior a la fecha de inicio."]
         department, default_department = text("departamento"), text("departamentos_default")
         if default_department is not None and default_department not in DEPARTMENTS:
-            errors["departamentos_default"] = [f'"{default_department}" no es una elección válida.']
+            errors["departamentos_default"] = [not_a_choice(default_department)]
         if department and default_department and department != default_department:
             errors["departamento"] = ["El departamento debe coincidir con departamentos_default."]
         if errors:
@@ -732,7 +696,7 @@ class SimulatorState:
         if isinstance(servicio, dict):
             ref = servicio.get("router")
             ref = ref if isinstance(ref, dict) else {}
-            router = self._routers.get(_as_int(ref.get("id")) or -1)
+            router = self._routers.get(as_int(ref.get("id")) or -1)
             if router is not None:
                 out["servicio"] = {**servicio, "router": {**ref, **self.router_row(router)}}
         if self.ticket_technician == "email" and out.get("email_tecnico"):

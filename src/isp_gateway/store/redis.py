@@ -30,7 +30,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import LockError, ReadOnlyError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from isp_gateway.kit import deadline
+from isp_gateway.kit import deadline, tasks
 from isp_gateway.kit.errors import StoreUnavailable
 from isp_gateway.kit.storage import LockTimeout, Rule, Series
 from isp_gateway.store.health import Health, address, redacted_url
@@ -386,10 +386,7 @@ class RedisStore:
                 del self._unreleased[token]
 
     async def close(self) -> None:
-        if self._releaser is not None:
-            self._releaser.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._releaser
+        await tasks.stop(self._releaser)
         self._closed = True
         clients = [self._redis, *(() if self._sentinel is None else self._sentinel.clients)]
         for client in clients:  # each one, whatever another one raised

@@ -42,11 +42,8 @@ from isp_gateway.upstream.tickets import OUR_MOMENT, STATE_LABELS, NewTicket, Ti
 
 if TYPE_CHECKING:
     from isp_gateway.clients.service import ClientService
-    from isp_gateway.kit.stopping import Stopping
-    from isp_gateway.kit.storage import Store
     from isp_gateway.outages.service import OutageService
-    from isp_gateway.settings import Settings
-    from isp_gateway.upstream.gateway import UpstreamGateway
+    from isp_gateway.parts import Parts
 
 log = logging.getLogger("isp_gateway.tickets")
 
@@ -80,20 +77,17 @@ class TicketCreation:
 
     def __init__(
         self,
+        parts: Parts,
         *,
-        settings: Settings,
-        store: Store,
-        gateway: UpstreamGateway,
         clients: ClientService,
         outages: OutageService,
         zones: ZoneCounter,
         catalogue: SubjectCatalogue,
-        stopping: Stopping,
     ) -> None:
-        self.settings, self.store, self.gateway = settings, store, gateway
+        settings = self.settings = parts.settings
+        self.store, self.gateway, self.stopping = parts.store, parts.gateway, parts.stopping
         self.clients, self.zones, self.catalogue = clients, zones, catalogue
         self.outages = outages
-        self.stopping = stopping
         self.calendar = BusinessCalendar(settings.HOLIDAYS_COUNTRY, settings.EXTRA_HOLIDAYS)
         self.states = zones.states
         timeout = settings.UPSTREAM_TIMEOUT_SECONDS

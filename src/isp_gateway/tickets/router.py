@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from isp_gateway.auth.dependencies import Scoped
@@ -27,20 +27,16 @@ from isp_gateway.tickets.schemas import (
 from isp_gateway.tickets.service import TicketService
 from isp_gateway.web.deps import ServiceOf
 from isp_gateway.web.envelope import BackendResponse, error_responses, render, success
-from isp_gateway.web.params import VERIFICATION_ERRORS, VerificationIdHeader, require_verification
+from isp_gateway.web.params import (
+    VERIFICATION_ERRORS,
+    IdempotencyKey,
+    VerificationIdHeader,
+    require_verification,
+)
 
 TicketsDep = Annotated[TicketService, ServiceOf(TicketService)]
 
 router = APIRouter(prefix="/api/v1/tickets", tags=["tickets"])
-
-IdempotencyKey = Annotated[
-    str | None,
-    Header(
-        alias="Idempotency-Key",
-        max_length=255,
-        description="A repeat with the same key within 24 h returns the first answer",
-    ),
-]
 
 _CREATE_RESPONSES = (
     error_responses(

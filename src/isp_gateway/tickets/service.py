@@ -35,6 +35,7 @@ the marks), creation.py (the locked step), service.py (this: reads and the write
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from isp_gateway.kit import messages
@@ -42,7 +43,7 @@ from isp_gateway.kit.actions import Action
 from isp_gateway.kit.answers import Answer, success
 from isp_gateway.kit.cache import CachedResource
 from isp_gateway.kit.errors import InvalidInput, NotFound, ServiceError
-from isp_gateway.kit.idempotency import Idempotency, fingerprint
+from isp_gateway.kit.idempotency import Idempotency, fingerprint, refusal_told
 from isp_gateway.tickets.active import ActiveTickets
 from isp_gateway.tickets.creation import TicketCreation, TicketOrder
 from isp_gateway.tickets.errors import (
@@ -61,14 +62,9 @@ from isp_gateway.upstream import tickets as upstream
 
 if TYPE_CHECKING:
     from isp_gateway.clients.service import ClientService
-    from isp_gateway.kit.cache import Lists
-    from isp_gateway.kit.recorder import Recorder
-    from isp_gateway.kit.stopping import Stopping
-    from isp_gateway.kit.storage import Store
     from isp_gateway.observability.metrics import Metrics
     from isp_gateway.outages.service import OutageService
-    from isp_gateway.settings import Settings
-    from isp_gateway.upstream.gateway import UpstreamGateway
+    from isp_gateway.parts import Parts
 
 log = logging.getLogger("isp_gateway.tickets")
 
@@ -81,20 +77,16 @@ FROM_RECORD = 1
 class TicketService:
     def __init__(
         self,
+        parts: Parts,
         *,
-        settings: Settings,
-        store: Store,
-        gateway: UpstreamGateway,
-        lists: Lists,
-        audit: Recorder,
-        stopping: Stopping,
         clients: ClientService,
         outages: OutageService,
         metrics: Metrics | None = None,
     ) -> None:
-        self.store, self.gateway, self.settings = store, gateway, settings
-        self.audit, self.metrics, self.clients = audit, metrics, clients
-        self.active: CachedResource[ActiveTickets] = lists.resource(
+        store, settings = parts.store, parts.settings
+        self.store, self.gateway, self.settings = store, parts.gateway, settings
+        self.audit, self.metrics, self.clients = parts.audit, metrics, clients
+        self.active: CachedResource[ActiveTickets] = parts.lists.resource(
             "tickets:active",
             self._sweep,
             ActiveTickets.derive,
@@ -103,18 +95,9 @@ class TicketService:
         )
         self.catalogue = SubjectCatalogue.load(settings.TICKET_SUBJECTS_FILE)
         self.states = list(settings.ACTIVE_TICKET_STATES)
-        self.zones = ZoneCounter(
-            settings=settings, store=store, gateway=gateway, active=self.active, states=self.states
-        )
+        self.zones = ZoneCounter(parts, active=self.active, states=self.states)
         self.creation = TicketCreation(
-            settings=settings,
-            store=store,
-            gateway=gateway,
-            clients=clients,
-            outages=outages,
-            zones=self.zones,
-            catalogue=self.catalogue,
-            stopping=stopping,
+            parts, clients=clients, outages=outages, zones=self.zones, catalogue=self.catalogue
         )
         timeout = settings.UPSTREAM_TIMEOUT_SECONDS
         zone_lock = self.creation.zone_lock_seconds
@@ -241,11 +224,8 @@ class TicketService:
         idempotent replay is no new outcome: neither counted nor audited)."""
 
         async def produce() -> Answer:
-            try:
-                ticket = await self.creation.create(order)
-            except ServiceError as refusal:
-                await self._refused(order, refusal)
-                raise
+            refused = partial(self._refused, order)
+            ticket = await refusal_told(self.creation.create(order), refused)
             zone_id = ticket.zone_id if order.from_record else order.request.zone_id
             details = {"ticket_id": ticket.ticket_id, "zone_id": zone_id}
             await self._decided("created", order.request.service_id, self._with(order, details))

@@ -15,9 +15,7 @@ from isp_gateway.upstream.tickets import Ticket
 
 if TYPE_CHECKING:
     from isp_gateway.kit.cache import CachedResource
-    from isp_gateway.kit.storage import Store
-    from isp_gateway.settings import Settings
-    from isp_gateway.upstream.gateway import UpstreamGateway
+    from isp_gateway.parts import Parts
 
 # Tickets this service created are counted for this long even when the upstream's list does
 # not show them yet (an eventually consistent list must not let the cap be overrun).
@@ -49,14 +47,12 @@ class ZoneCounter:
 
     def __init__(
         self,
+        parts: Parts,
         *,
-        settings: Settings,
-        store: Store,
-        gateway: UpstreamGateway,
         active: CachedResource[ActiveTickets],
         states: list[int],
     ) -> None:
-        self.settings, self.store, self.gateway = settings, store, gateway
+        self.settings, self.store, self.gateway = parts.settings, parts.store, parts.gateway
         self.active = active
         self.states = states
 

@@ -35,7 +35,7 @@ from typing import Any, TypedDict
 from isp_gateway.kit.errors import UpstreamRejected, UpstreamUnavailable
 from isp_gateway.kit.text import fold
 from isp_gateway.upstream.gateway import UpstreamGateway, UpstreamUnreached
-from isp_gateway.upstream.records import as_int
+from isp_gateway.upstream.records import FormRejected, as_int, field_errors
 
 log = logging.getLogger("isp_gateway.upstream")
 
@@ -99,30 +99,10 @@ async def fetch_payment_methods(
 # -- errors ---------------------------------------------------------------------------------
 
 
-def field_errors(body: Any) -> list[tuple[str, str]]:
-    """DRF errors as (our field name, message) pairs, text only and bounded; `detail`,
-    `non_field_errors` and fields we do not send are reported as "request"."""
-    pairs: list[tuple[str, str]] = []
-    if not isinstance(body, dict):
-        return pairs
-    for name, messages in body.items():
-        items = messages if isinstance(messages, list) else [messages]
-        for message in items:
-            if isinstance(message, str) and message.strip():
-                field = _OUR_FIELD.get(str(name), "request")
-                pairs.append((field, " ".join(message.split())[:200]))
-    return pairs[:10]
+class PaymentRejected(FormRejected):
+    """The backend refused a promise or a report (4xx): nothing was done."""
 
-
-class PaymentRejected(UpstreamRejected):
-    """The backend refused a promise or a report (4xx): nothing was done. `fields`: its
-    errors as (our field name, message) pairs; `of_request`: a 400 naming fields (the
-    request's own values are at fault, not a backend that failed)."""
-
-    def __init__(self, status: int, body: Any) -> None:
-        super().__init__(status, body)
-        self.fields = field_errors(body)
-        self.of_request = status == 400 and bool(self.fields)
+    our_fields = _OUR_FIELD
 
 
 class InvoiceAlreadyPaid(PaymentRejected):
@@ -147,7 +127,7 @@ class PaymentOutcomeUnknown(UpstreamUnavailable):
 
 
 def _rejection(status: int, body: Any) -> PaymentRejected:
-    messages = [fold(message) for _, message in field_errors(body)]
+    messages = [fold(message) for _, message in field_errors(body, _OUR_FIELD)]
     invoice_messages = [
         fold(str(m)) for m in _as_list(body.get(INVOICE) if isinstance(body, dict) else None)
     ]

@@ -22,7 +22,7 @@ from pydantic import BaseModel
 from isp_gateway.kit.errors import UpstreamRejected, UpstreamUnavailable
 from isp_gateway.kit.text import fold
 from isp_gateway.upstream.gateway import UpstreamGateway
-from isp_gateway.upstream.records import as_int
+from isp_gateway.upstream.records import FormRejected, as_int
 
 log = logging.getLogger("isp_gateway.upstream")
 
@@ -65,16 +65,29 @@ class Ticket(BaseModel):
     answer_text: str | None = None
 
 
-class TicketRejected(UpstreamRejected):
-    """The backend refused a ticket request (4xx). `fields`: its field errors as (our field
-    name, message) pairs; `of_request`: a 400 naming fields, i.e. the request's own values
-    (an unknown technician) are at fault, not a backend that failed; `answer`: how the
-    backend answered, for a message ("(400)")."""
+# Creation form fields in our words, for the summary of a refused creation.
+_OUR_FIELD = {
+    "servicio": "service_id",
+    "asunto": "subject",
+    "asuntos_default": "subject",
+    "tecnico": "technician_id",
+    "descripcion": "description",
+    "fecha_inicio": "created_at",
+    "fecha_final": "end_date",
+    "estado": "status",
+    "prioridad": "priority",
+}
+
+
+class TicketRejected(FormRejected):
+    """The backend refused a ticket request (4xx); `of_request` when the request's own values
+    (an unknown technician) are at fault. `answer`: how the backend answered, for a message
+    ("(400)")."""
+
+    our_fields = _OUR_FIELD
 
     def __init__(self, status: int, body: Any) -> None:
         super().__init__(status, body)
-        self.fields = field_errors(body)
-        self.of_request = status == 400 and bool(self.fields)
         self.answer = f"({status})"
 
 
@@ -288,32 +301,3 @@ async def create(
     except ValueError:
         return None
     return to_ticket(body) if isinstance(body, dict) else None
-
-
-# Creation form fields in our words, for the summary of a refused creation.
-_OUR_FIELD = {
-    "servicio": "service_id",
-    "asunto": "subject",
-    "asuntos_default": "subject",
-    "tecnico": "technician_id",
-    "descripcion": "description",
-    "fecha_inicio": "created_at",
-    "fecha_final": "end_date",
-    "estado": "status",
-    "prioridad": "priority",
-}
-
-
-def field_errors(body: Any) -> list[tuple[str, str]]:
-    """DRF field errors as (our field name, message) pairs, text only and bounded; a field we
-    do not send (or `non_field_errors`) is reported as "request"."""
-    pairs: list[tuple[str, str]] = []
-    if not isinstance(body, dict):
-        return pairs
-    for name, messages in body.items():
-        items = messages if isinstance(messages, list) else [messages]
-        for message in items:
-            if isinstance(message, str) and message.strip():
-                field = _OUR_FIELD.get(str(name), "request")
-                pairs.append((field, " ".join(message.split())[:200]))
-    return pairs[:10]

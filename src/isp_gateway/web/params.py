@@ -1,6 +1,7 @@
-"""Request parameters several features share (a service id in a path, a long-poll wait),
-the errors of a route about one service, and REST's verification guard (CALLERS.md 5). No
-feature owns them, so no feature imports another feature's router or schemas for them."""
+"""Request parameters several features share (a service id in a path, a long-poll wait, an
+idempotency key), the errors of a route about one service, and REST's verification guard
+(CALLERS.md 5). No feature owns them, so no feature imports another feature's router or
+schemas for them."""
 
 from __future__ import annotations
 
@@ -85,6 +86,16 @@ WaitQuery = Annotated[
         ge=0,
         le=MAX_WAIT_SECONDS,
         description="Hold the answer up to this many seconds until the result is final.",
+    ),
+]
+
+# A write that can be retried (a ticket, a payment promise or report) takes one.
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        max_length=255,
+        description="A repeat with the same key within 24 h returns the first answer",
     ),
 ]
 
