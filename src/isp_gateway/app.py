@@ -44,6 +44,7 @@ from isp_gateway.web.middleware import (
     RateLimitMiddleware,
     RequestContextMiddleware,
     RequestIds,
+    RequestLayer,
     StoreUnavailableMiddleware,
     UnhandledErrorMiddleware,
 )
@@ -268,28 +269,23 @@ def create_app(settings: Settings) -> FastAPI:
     store_seconds = settings.REDIS_TIMEOUT_SECONDS if settings.uses_redis else None
     if settings.uses_redis:
         app.add_middleware(StoreUnavailableMiddleware)
-    ids = RequestIds()
-    access_log = AccessLog() if settings.ACCESS_LOG else None
+    layer = RequestLayer(
+        RequestIds(),
+        AccessLog() if settings.ACCESS_LOG else None,
+        store_seconds,
+        Language(settings.MESSAGES_LANGUAGE),
+    )
     app.add_middleware(
         RequestContextMiddleware,
-        ids=ids,
-        access_log=access_log,
+        layer=layer,
         deadline_seconds=settings.UPSTREAM_TIMEOUT_SECONDS,
-        language=Language(settings.MESSAGES_LANGUAGE),
         rate_limits=lambda: getattr(app.state, "runtime", None) and app.state.runtime.gateway,
-        store_seconds=store_seconds,
     )
     if metrics is not None:
         # Outermost: it sees every answer, the rate limiter's and the edge's too.
         app.add_middleware(MetricsMiddleware, metrics=metrics, routes=routes)
     if not rate_limited:
-        app.edge_options = {
-            **edge_parts,
-            "ids": ids,
-            "access_log": access_log,
-            "metrics": metrics,
-            "store_seconds": store_seconds,
-        }
+        app.edge_options = {**edge_parts, "layer": layer, "metrics": metrics}
     install_openapi(app, settings, [partial(document_subjects, settings)])
     # Build the OpenAPI schema now: it also makes FastAPI resolve every route's
     # dependencies here, once, instead of lazily on first requests. Done lazily, two apps

@@ -31,6 +31,18 @@ def envelope(
     }
 
 
+def failure(
+    action: str,
+    message: str,
+    *,
+    data: Any = None,
+    meta: dict[str, Any] | None = None,
+    type: Literal["success", "error", "info"] = "error",
+) -> dict[str, Any]:
+    """The envelope of a refusal (`ok: false`)."""
+    return envelope(ok=False, type=type, action=action, data=data, message=message, meta=meta)
+
+
 def success(
     action: str | None,
     data: Any = None,
@@ -52,12 +64,7 @@ class Answer:
     @classmethod
     def of_error(cls, error: ServiceError) -> Answer:
         """A refusal as the error handler renders it."""
-        body = envelope(
-            ok=False,
-            type=error.type,
-            action=error.action,
-            data=error.data,
-            message=error.message,
-            meta=error.meta,
+        body = failure(
+            error.action, error.message, data=error.data, meta=error.meta, type=error.type
         )
         return cls(error.status_code, body, dict(error.headers))

@@ -36,7 +36,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from isp_gateway.kit import deadline, messages
 from isp_gateway.kit.actions import Action
-from isp_gateway.kit.answers import envelope
+from isp_gateway.kit.answers import Answer, failure
 from isp_gateway.kit.errors import ServiceError
 from isp_gateway.web.envelope import MALFORMED_JSON, encode, invalid_request
 from isp_gateway.web.logs import mask_path, mask_unknown_path, request_id_var
@@ -51,8 +51,7 @@ from isp_gateway.web.route_table import (
 )
 
 if TYPE_CHECKING:
-    from isp_gateway.web.logs import AccessLog
-    from isp_gateway.web.middleware import RequestIds
+    from isp_gateway.web.middleware import RequestLayer
 
 _NAMED_GROUP = re.compile(r"\(\?P<[^>]+>")
 _CONTENT_TYPE = (b"content-type", b"application/json")
@@ -152,19 +151,12 @@ class EdgeAnswer:
     @classmethod
     def of_error(cls, exc: ServiceError, template: str) -> EdgeAnswer:
         """A service error's envelope, as the regular handler renders it."""
-        body = envelope(
-            ok=False,
-            type=exc.type,
-            action=exc.action,
-            data=exc.data,
-            message=exc.message,
-            meta=exc.meta,
-        )
+        answer = Answer.of_error(exc)
         headers = tuple(
             (name.lower().encode("latin-1"), value.encode("latin-1"))
-            for name, value in exc.headers.items()
+            for name, value in answer.headers.items()
         )
-        return cls(exc.status_code, encode(body), template, headers)
+        return cls(answer.status_code, encode(answer.body), template, headers)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -227,8 +219,8 @@ class _Routes:
 
 class Edge:
     """Answers at the edge what is sure (see the module) and passes every other request on
-    to `app`, untouched. `ids`, `access_log` and `metrics` are given when the edge sits in
-    front of the layers that would otherwise do them. `first` are asked before the route is
+    to `app`, untouched. `layer` and `metrics` are given when the edge sits in front of the
+    layers that would otherwise do them. `first` are asked before the route is
     looked up (the lookup hits), `doors` with it."""
 
     def __init__(
@@ -240,22 +232,18 @@ class Edge:
         doors: Sequence[Door] = (),
         max_body_bytes: int,
         language: messages.Language = messages.Language.ES,
-        ids: RequestIds | None = None,
-        access_log: AccessLog | None = None,
+        layer: RequestLayer | None = None,
         metrics: RequestMetrics | None = None,
-        store_seconds: float | None = None,
     ) -> None:
         self.app = app
         self.first = tuple(first)
         self.doors = tuple(doors)
         self.max_body_bytes = max_body_bytes
         self.language = language
-        self.ids = ids
-        self.access_log = access_log
+        # In front of the request middleware: what it would give an answer, given here (with
+        # Redis, the request's store budget starts here and the stack behind takes it over).
+        self.layer = layer
         self.metrics = metrics
-        # In front of the request middleware, with Redis: the request's store budget starts
-        # here, and the stack behind takes it over when the request goes on.
-        self.store_seconds = store_seconds
         # Built once the route table is filled (the app builds its stack as it starts).
         self._known = known_paths(routes)
         self._routes = _Routes(routes)
@@ -281,8 +269,10 @@ class Edge:
         if request is None:
             return receive
         started = time.perf_counter()
-        if self.store_seconds is not None:
-            deadline.start(self.store_seconds, None, store_budget(scope, self.store_seconds))
+        layer = self.layer
+        if layer is not None and layer.store_seconds is not None:
+            seconds = layer.store_seconds
+            deadline.start(seconds, None, store_budget(scope, seconds))
         answer = None
         for door in self.first:
             answer = await door.answer(request, None)
@@ -312,8 +302,8 @@ class Edge:
 
     def _name(self, request: EdgeRequest) -> str | None:
         """The request's id, given here when the edge is in front of the request layer."""
-        if request.id is None and self.ids is not None:
-            request.id = self.ids.pick(request.request_id)
+        if request.id is None and self.layer is not None:
+            request.id = self.layer.ids.pick(request.request_id)
             request_id_var.set(request.id)
         return request.id
 
@@ -322,8 +312,7 @@ class Edge:
         if body is None:
             messages.use_language(self.language)
             not_found = messages.say(Action.ERROR, "not_found")
-            answer = envelope(ok=False, type="error", action=Action.ERROR, message=not_found)
-            body = self._bodies[""] = encode(answer)
+            body = self._bodies[""] = encode(failure(Action.ERROR, not_found))
         return EdgeAnswer(404, body, UNMATCHED)
 
     def _malformed(self, field: str) -> bytes:
@@ -332,14 +321,8 @@ class Edge:
         if body is None:
             messages.use_language(self.language)
             errors = [{"field": field, "message": MALFORMED_JSON}]
-            answer = envelope(
-                ok=False,
-                type="error",
-                action=Action.VALIDATION_ERROR,
-                message=invalid_request(errors),
-                meta={"errors": errors},
-            )
-            body = encode(answer)
+            message = invalid_request(errors)
+            body = encode(failure(Action.VALIDATION_ERROR, message, meta={"errors": errors}))
             if len(self._bodies) < _KEPT_BODIES:  # bounded: a body's length is the caller's
                 self._bodies[field] = body
         return body
@@ -404,7 +387,7 @@ class Edge:
         await send(send_start)
         await send({"type": "http.response.body", "body": answer.body})
         seconds = time.perf_counter() - started
-        access = self.access_log
+        access = self.layer.access_log if self.layer is not None else None
         if access is not None and request_id is not None and access.enabled():
             path = scope["path"]
             logged = answer.logged

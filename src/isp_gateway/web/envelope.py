@@ -22,6 +22,7 @@ from isp_gateway.kit import messages
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.answers import Answer
 from isp_gateway.kit.answers import envelope as envelope
+from isp_gateway.kit.answers import failure as failure
 from isp_gateway.kit.answers import success as success
 from isp_gateway.kit.errors import ServiceError
 from isp_gateway.web.methods import allowed_methods
@@ -223,14 +224,7 @@ def error_response(
     type_: Literal["success", "error", "info"] = "error",
     headers: Mapping[str, str] | None = None,
 ) -> JSONResponse:
-    body = envelope(
-        ok=False,
-        type=type_,
-        action=action,
-        data=data,
-        message=message,
-        meta=meta,
-    )
+    body = failure(action, message, data=data, meta=meta, type=type_)
     return EnvelopeResponse(body, status_code=status_code, headers=headers)
 
 

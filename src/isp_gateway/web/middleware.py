@@ -8,6 +8,7 @@ import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from starlette.middleware.cors import CORSMiddleware
@@ -20,7 +21,7 @@ from isp_gateway.kit.callers import Caller
 from isp_gateway.kit.errors import StoreUnavailable
 from isp_gateway.kit.recorder import Recorder
 from isp_gateway.kit.storage import Store
-from isp_gateway.web.envelope import encode, envelope
+from isp_gateway.web.envelope import encode, failure
 from isp_gateway.web.logs import AccessLog, mask_path, mask_unknown_path, request_id_var
 from isp_gateway.web.route_table import ROUTE_TEMPLATE, UNMATCHED
 
@@ -70,7 +71,7 @@ async def send_error_envelope(
     message: str,
     headers: list[tuple[bytes, bytes]] | None = None,
 ) -> None:
-    payload = envelope(ok=False, type="error", action=action, message=message)
+    payload = failure(action, message)
     await send_json(send, status, payload, headers)
 
 
@@ -94,42 +95,47 @@ class RequestIds:
         return f"{self._prefix}{next(self._counter):x}"
 
 
+@dataclass(frozen=True, slots=True)
+class RequestLayer:
+    """What the layer a request meets first gives every answer, whichever layer that is
+    (the request middleware, or the edge in front of it, web/edge.py): an id, an access
+    line (`access_log=None`: ACCESS_LOG=false), the request's store budget
+    (REDIS_TIMEOUT_SECONDS with Redis: all the store calls of a request share it) and the
+    language every layer below answers in (MESSAGES_LANGUAGE, kit/messages)."""
+
+    ids: RequestIds
+    access_log: AccessLog | None = None
+    store_seconds: float | None = None
+    language: messages.Language = messages.Language.ES
+
+
 class RequestContextMiddleware:
     """Gives every request an id (kept from `X-Request-ID` when sane), echoes it, logs one
     access line, and starts the request's deadline: every answer comes within
     UPSTREAM_TIMEOUT_SECONDS + 2 s (CALLERS.md 2; kit/deadline.py), and all its store calls
     share REDIS_TIMEOUT_SECONDS (CALLERS.md 6). The one place a deadline
     starts: what runs below (routes, MCP tools, shared loads) reads it.
-    Query strings are not logged: they can hold documents and phones.
-    `access_log=None` (ACCESS_LOG=false) turns the access line off."""
+    Query strings are not logged: they can hold documents and phones."""
 
     def __init__(
         self,
         app: ASGIApp,
         *,
-        ids: RequestIds,
-        access_log: AccessLog | None = None,
+        layer: RequestLayer,
         deadline_seconds: float | None = None,
         rate_limits: Callable[[], deadline.RateLimitView | None] = lambda: None,
-        store_seconds: float | None = None,
-        language: messages.Language = messages.Language.ES,
     ) -> None:
         self.app = app
-        # MESSAGES_LANGUAGE: what every layer below answers in (kit/messages.py).
-        self.language = language
-        self.ids = ids
-        self.access_log = access_log
+        self.layer = layer
         # The margin of the 2 s is for the answer itself: shared loads are waited for only
         # until the upstream's timeout. `rate_limits` is the upstream gateway, whose
         # Retry-After a waiting request reads.
         self.deadline_seconds = deadline_seconds
         self.rate_limits = rate_limits
-        # REDIS_TIMEOUT_SECONDS with Redis: all the store calls of a request share it.
-        self.store_seconds = store_seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            if scope["type"] == "lifespan" and self.access_log is not None:
+            if scope["type"] == "lifespan" and self.layer.access_log is not None:
                 await self.app(scope, receive, self._flush_at_shutdown(send))
             else:
                 await self.app(scope, receive, send)
@@ -139,12 +145,13 @@ class RequestContextMiddleware:
             if name == b"x-request-id":
                 incoming = value
                 break
-        request_id = self.ids.pick(incoming)
+        layer = self.layer
+        request_id = layer.ids.pick(incoming)
         scope.setdefault("state", {})["request_id"] = request_id
         request_id_var.set(request_id)
-        messages.use_language(self.language)
+        messages.use_language(layer.language)
         if self.deadline_seconds is not None:
-            budget = store_budget(scope, self.store_seconds)
+            budget = store_budget(scope, layer.store_seconds)
             deadline.start(self.deadline_seconds, self.rate_limits(), budget)
         started = time.perf_counter()
         status_holder: dict[str, int] = {"status": 500}
@@ -160,7 +167,7 @@ class RequestContextMiddleware:
         try:
             await self.app(scope, receive, send_wrapper)
         finally:
-            access = self.access_log
+            access = layer.access_log
             if access is not None and access.enabled():
                 path = scope["path"]
                 access.add(
@@ -176,7 +183,7 @@ class RequestContextMiddleware:
 
     def _flush_at_shutdown(self, send: Send) -> Send:
         """The lines still waiting are written before the server is told shutdown is done."""
-        access = self.access_log
+        access = self.layer.access_log
         assert access is not None
 
         async def send_wrapper(message: Message) -> None:
@@ -374,7 +381,7 @@ class StoreUnavailableMiddleware:
             if scope["path"].startswith("/api/v1/auth/"):
                 body: dict[str, Any] = {"detail": exc.message}
             else:
-                body = envelope(ok=False, type="error", action=exc.action, message=exc.message)
+                body = failure(exc.action, exc.message)
             response = JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
             await response(scope, receive, send)
 
