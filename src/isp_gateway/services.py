@@ -19,8 +19,6 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import SecretStr
-
 from isp_gateway.accounts.service import AccountService
 from isp_gateway.audit.service import AuditLog
 from isp_gateway.auth.keys import KeyRing
@@ -43,7 +41,8 @@ from isp_gateway.payments.ledger import PromiseLedger
 from isp_gateway.payments.service import PaymentService
 from isp_gateway.plans.service import PlanService
 from isp_gateway.settings import Settings
-from isp_gateway.store import MemoryStore, Store
+from isp_gateway.store import Store
+from isp_gateway.store.factory import build_store
 from isp_gateway.tickets.service import TicketService
 from isp_gateway.upstream.budget import RateBudget
 from isp_gateway.upstream.gateway import UpstreamGateway, build_http_client
@@ -51,7 +50,6 @@ from isp_gateway.upstream.planner import RefreshPlanner
 
 if TYPE_CHECKING:
     from isp_gateway.observability.metrics import Metrics
-    from isp_gateway.store.redis import RedisStore
 
 log = logging.getLogger("isp_gateway")
 
@@ -151,39 +149,6 @@ class Runtime:
         upstream that is merely down is not a reason to leave the pool: cached copies still
         serve."""
         return "unauthorized" if self.gateway.key_refused else "ok"
-
-
-def redis_store(settings: Settings) -> RedisStore:
-    """The Redis store the settings name: REDIS_URL, or the master REDIS_SENTINELS find."""
-    from isp_gateway.store.redis import RedisStore, SentinelMaster
-
-    timeout = settings.REDIS_TIMEOUT_SECONDS
-    if settings.REDIS_URL is not None:
-        return RedisStore(settings.REDIS_URL.get_secret_value(), timeout=timeout)
-    if settings.REDIS_SENTINEL_MASTER is None:  # the settings refuse it; for the type
-        raise ValueError("REDIS_SENTINELS without REDIS_SENTINEL_MASTER")
-    master = SentinelMaster(
-        tuple(settings.REDIS_SENTINELS),
-        settings.REDIS_SENTINEL_MASTER,
-        password=_secret(settings.REDIS_PASSWORD),
-        sentinel_password=_secret(settings.REDIS_SENTINEL_PASSWORD),
-    )
-    return RedisStore(timeout=timeout, sentinel=master)
-
-
-def _secret(value: SecretStr | None) -> str | None:
-    return None if value is None else value.get_secret_value()
-
-
-async def build_store(settings: Settings) -> Store:
-    """The store, named in the log (issue 28: the logs never said which one was in use)."""
-    if settings.uses_redis:
-        store = redis_store(settings)
-        await store.ping()
-        log.info("store: %s", store.describe())
-        return store
-    log.info("store: memory, this process only (REDIS_URL or REDIS_SENTINELS share it)")
-    return MemoryStore()
 
 
 async def start_runtime(

@@ -17,7 +17,7 @@ def _check_redis_or_exit(settings: Any) -> None:
     with the server's traceback instead of one line naming the setting."""
     import asyncio
 
-    from isp_gateway.services import redis_store
+    from isp_gateway.store.factory import redis_store
 
     async def ping() -> None:
         store = redis_store(settings)
