@@ -190,3 +190,25 @@ def test_the_edge_leaves_what_it_is_not_sure_of(edge_pair: Any, tmp_path: Path) 
     bad_end_user = gw.client.get(lookup, headers={**planner, "X-End-User-Id": "tab\there"})
     assert bad_end_user.status_code == 422  # the end user is read before the scope
     assert gw.client.delete(lookup).status_code == 405
+
+
+def test_the_edge_answers_in_the_deployments_language(password_hash: str, tmp_path: Path) -> None:
+    """MESSAGES_LANGUAGE=en: the edge's 404, 422 and 403 say what the regular stack says."""
+    made = Keys(tmp_path / "keys.json")
+    with contextlib.ExitStack() as stack:
+        sim = _start_simulator(stack)
+        gw = _start_gateway(
+            stack, password_hash, sim.url, API_KEYS_FILE=str(made.path), MESSAGES_LANGUAGE="en"
+        )
+        planner = {"X-API-Key": made.only[keys.PLANS_READ]}
+        cases = [
+            ("GET", "/api/v1/no-such-route", {}, None),
+            ("GET", "/api/v1/clients/search", planner, None),
+            ("POST", "/api/v1/tickets", {"Content-Type": "application/json"}, b"{"),
+        ]
+        for method, path, headers, body in cases:
+            edge = gw.client.request(method, path, headers=headers, content=body)
+            regular = gw.client.request(method, path, headers={**headers, **BROWSER}, content=body)
+            same_answer(edge, regular)
+            assert edge.status_code in {403, 404, 422}
+        assert gw.client.get("/api/v1/no-such-route").json()["message"] == "Not found"

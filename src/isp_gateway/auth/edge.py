@@ -30,7 +30,7 @@ from isp_gateway.auth.scopes import InsufficientScope
 from isp_gateway.auth.tokens import InvalidToken, verify_token
 from isp_gateway.kit.callers import Caller
 from isp_gateway.kit.errors import Locked, StoreUnavailable
-from isp_gateway.web.edge import EdgeAnswer, EdgeRequest, EdgeRoute
+from isp_gateway.web.edge import EdgeAnswer, EdgeRequest, EdgeRoute, speak
 
 # The regular route's 401 byte for byte (FastAPI's HTTPException, as envelope.py answers it).
 REFUSED_BODY = b'{"detail":"' + CREDENTIALS_ERROR.encode() + b'"}'
@@ -115,9 +115,10 @@ class CallerDoor:
             found = self._routes[route] = _caller_first(route.context)
         return found
 
-    def _denial(self, route: EdgeRoute, scope: str) -> EdgeAnswer:
+    def _denial(self, request: EdgeRequest, route: EdgeRoute, scope: str) -> EdgeAnswer:
         found = self._denied.get((route, scope))
         if found is None:
+            speak(request)
             denied = EdgeAnswer.of_error(InsufficientScope(scope), route.template)
             found = self._denied[(route, scope)] = denied
         return found
@@ -156,4 +157,4 @@ class CallerDoor:
             details={"required": missing, "method": request.method, "route": route.template},
             caller=caller,
         )
-        return self._denial(route, missing)
+        return self._denial(request, route, missing)

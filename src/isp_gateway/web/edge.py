@@ -63,6 +63,11 @@ _JSON_TYPE = re.compile(r"application/(?:[!#$&^_.+\w-]+\+)?json\s*(?:;.*)?", re.
 _KEPT_BODIES = 4096
 
 
+def speak(request: EdgeRequest) -> None:
+    """Before a door makes an answer's text anew (a made one is kept): the app's language."""
+    messages.use_language(request.language)
+
+
 class RequestMetrics(Protocol):
     """What the edge counts of its answers (observability/metrics.py's Metrics)."""
 
@@ -81,6 +86,7 @@ class EdgeRequest:
         "credential",
         "end_user",
         "id",
+        "language",
         "method",
         "path",
         "request_id",
@@ -96,6 +102,8 @@ class EdgeRequest:
         self.end_user: str | None = None
         self.request_id: bytes | None = None  # the caller's X-Request-ID
         self.id: str | None = None  # the request's id, once the edge has given it one
+        # What an answer made anew says (the app's MESSAGES_LANGUAGE): `speak` sets it.
+        self.language = messages.Language.ES
         self.content_type: str | None = None
         self.content_length: int | None = None
         client = scope.get("client")
@@ -290,7 +298,7 @@ class Edge:
                     receive, answer = await self._json_body(request, route, receive)
                 if answer is None and self.doors:
                     self._name(request)  # what the doors count in the audit carries it
-                    messages.use_language(self.language)  # what their answers say
+                    request.language = self.language
                     for door in self.doors:
                         answer = await door.answer(request, route)
                         if answer is not None:
