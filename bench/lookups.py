@@ -282,9 +282,11 @@ def run(*, clients: int, duration: int, connections: int, rounds: int = 3) -> No
                             runs[name].append(wrk(target, scripts[name], duration, connections))
                     upstream_calls = _upstream_calls(upstream)
                     logged = _access_lines(log_path) - lines_before
+                    bad_input = _bad_input(
+                        gw, token, documents[0], connections, scopeless_key, bare_srv
+                    )
             finally:
                 Path(handle.name).unlink()
-            bad_input = _bad_input(gw, token, documents[0], connections, scopeless_key)
     results = {name: _median(r) for name, r in runs.items()}
     gw_r, uv_r, srv_r, key_r = results.values()
     print(f"    body size {len(body)} bytes")
@@ -329,7 +331,12 @@ def run(*, clients: int, duration: int, connections: int, rounds: int = 3) -> No
 
 
 def _bad_input(
-    gw: procs.Served, token: str, document: str, connections: int, scopeless_key: str
+    gw: procs.Served,
+    token: str,
+    document: str,
+    connections: int,
+    scopeless_key: str,
+    bare: procs.Served,
 ) -> list[str]:
     """The server CPU a request of each refusal (an unknown route, a bad token, a key without
     the route's scope, a malformed JSON body) beside a cached lookup with the JWT and with an
@@ -357,6 +364,16 @@ def _bad_input(
         for name, method, path, headers, body in cases:
             script = _lua_one(method, path, headers, body)
             runs[name].append(wrk(gw, script, REFUSAL_SECONDS, connections))
+    # The server's own share of a body: the bare app on the same server, a GET beside a POST
+    # of the same malformed body that it reads (a GET lookup reads none).
+    malformed = cases[-1][4]
+    bare_get = _lua_one("GET", "/api/v1/clients/by-document/1", {})
+    bare_post = _lua_one("POST", "/read", {"Content-Type": "application/json"}, malformed)
+    bare_runs: dict[str, list[WrkResult]] = {"get": [], "post": []}
+    for _ in range(REFUSAL_ROUNDS):
+        bare_runs["get"].append(wrk(bare, bare_get, REFUSAL_SECONDS, connections))
+        bare_runs["post"].append(wrk(bare, bare_post, REFUSAL_SECONDS, connections))
+    body_cost = _median(bare_runs["post"]).cpu_us - _median(bare_runs["get"]).cpu_us
     results = {name: _median(r) for name, r in runs.items()}
     base = results[cases[0][0]].cpu_us
     lines = []
@@ -367,6 +384,12 @@ def _bad_input(
             f"    {name:20} {statuses[name]}  {r.cpu_us:6.1f} us of server CPU a request, "
             f"{ratio:.2f}x the cached lookup ({r.rps:.0f} req/s, p50 {r.p50_ms:.2f} ms{target})"
         )
+    net = (results[cases[-1][0]].cpu_us - body_cost) / base if base else 0.0
+    lines.append(
+        f"    the server's own cost of reading that body (bare Starlette on {SERVER}, POST "
+        f"reading it beside a GET): {body_cost:+.1f} us a request; the 422 without it: "
+        f"{net:.2f}x the cached lookup"
+    )
     return lines
 
 

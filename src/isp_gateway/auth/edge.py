@@ -12,6 +12,7 @@ goes on to the route.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -81,7 +82,9 @@ def credential(runtime: Gatekeeper, request: EdgeRequest) -> Credential:
     return result
 
 
+@functools.cache
 def refusal(template: str) -> EdgeAnswer:
+    """The 401 of a route (one a route template, made once)."""
     return EdgeAnswer(401, REFUSED_BODY, template, _CHALLENGE)
 
 
