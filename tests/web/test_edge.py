@@ -62,7 +62,13 @@ def same_answer(edge: httpx.Response, regular: httpx.Response) -> None:
 
 
 def answered_at_edge(
-    gw: Gateway, method: str, path: str, headers: dict[str, str], body: bytes | None = None
+    gw: Gateway,
+    method: str,
+    path: str,
+    headers: dict[str, str],
+    body: bytes | None = None,
+    *,
+    chunked: bool = False,
 ) -> bool:
     """Whether the edge itself answers the request."""
     edge = gw.app.edge
@@ -77,8 +83,10 @@ def answered_at_edge(
     async def receive() -> dict[str, Any]:
         return {"type": "http.request", "body": body or b"", "more_body": False}
 
-    if body is not None:
-        raw.append((b"content-length", str(len(body)).encode()))
+    if chunked:
+        raw.append((b"transfer-encoding", b"chunked"))
+    elif body is not None or method in {"POST", "PUT"}:  # as clients send a body-less write
+        raw.append((b"content-length", str(len(body or b"")).encode()))
     return bool(asyncio.run(edge.serve(scope, send, receive if body is not None else None)))
 
 
@@ -117,6 +125,23 @@ def test_a_malformed_json_body_is_the_regular_422(
         assert edge.json()["action"] == "validation_error"
         json_headers = {"content-type": "application/json", **credential}
         assert answered_at_edge(gw, method, path, json_headers, body)
+
+
+def test_a_body_of_no_stated_length_is_left_to_the_regular_stack(edge_pair: Any) -> None:
+    """A chunked body is not read at the edge: FastAPI parses it before the credential, so
+    a malformed one is the 422 even without a credential, never the edge's 401."""
+    gw, _ = edge_pair
+
+    def chunks() -> Iterator[bytes]:
+        yield b'{"document": '
+        yield b'"123'
+
+    headers = {"Content-Type": "application/json"}
+    edge = gw.client.post("/api/v1/clients/resolve", headers=headers, content=chunks())
+    assert edge.status_code == 422
+    assert edge.json()["meta"]["errors"][0]["field"].startswith("body")
+    body = b'{"document": "123'
+    assert not answered_at_edge(gw, "POST", "/api/v1/clients/resolve", headers, body, chunked=True)
 
 
 def test_a_sound_body_reaches_the_route_whole(edge_pair: Any) -> None:

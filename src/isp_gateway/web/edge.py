@@ -294,8 +294,12 @@ class Edge:
                 answer = self._not_found()
             else:
                 scope[KNOWN_PATH] = True  # the 404 layer behind need not look again
-                if route.json_body and self._parses_json(request):
-                    receive, answer = await self._json_body(request, route, receive)
+                if route.json_body:
+                    checked = self._json_checked(request)
+                    if checked is None:
+                        return receive  # a body FastAPI parses first, unseen here
+                    if checked:
+                        receive, answer = await self._json_body(request, route, receive)
                 if answer is None and self.doors:
                     self._name(request)  # what the doors count in the audit carries it
                     request.language = self.language
@@ -335,14 +339,20 @@ class Edge:
                 self._bodies[field] = body
         return body
 
-    def _parses_json(self, request: EdgeRequest) -> bool:
-        """A body FastAPI will parse as JSON, of a length the body limit lets through (a
-        larger one, or one of no stated length, is the limit's to answer)."""
-        length = request.content_length
-        if length is None or length <= 0 or length > self.max_body_bytes:
-            return False
+    def _json_checked(self, request: EdgeRequest) -> bool | None:
+        """Whether the edge reads the body as FastAPI will, before anything else: True for
+        a body it parses as JSON of a length the body limit lets through; False for none
+        it parses (no body, another content type); None for one the edge leaves to the
+        regular stack (no stated length, or past the limit, whose 413 comes first)."""
         kind = request.content_type
-        return not kind or _JSON_TYPE.fullmatch(kind) is not None
+        if kind and _JSON_TYPE.fullmatch(kind) is None:
+            return False
+        length = request.content_length
+        if length == 0:
+            return False
+        if length is None or length < 0 or length > self.max_body_bytes:
+            return None
+        return True
 
     async def _json_body(
         self, request: EdgeRequest, route: EdgeRoute, receive: Receive
