@@ -31,7 +31,7 @@ from isp_gateway.auth.scopes import InsufficientScope
 from isp_gateway.auth.tokens import InvalidToken, verify_token
 from isp_gateway.kit.callers import Caller
 from isp_gateway.kit.errors import Locked, StoreUnavailable
-from isp_gateway.web.edge import EdgeAnswer, EdgeRequest, EdgeRoute, speak
+from isp_gateway.web.doors import EdgeAnswer, EdgeRequest, EdgeRoute, speak
 
 # The regular route's 401 byte for byte (FastAPI's HTTPException, as envelope.py answers it).
 REFUSED_BODY = b'{"detail":"' + CREDENTIALS_ERROR.encode() + b'"}'

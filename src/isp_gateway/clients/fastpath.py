@@ -24,7 +24,7 @@ from isp_gateway.auth.credentials import Gatekeeper, valid_end_user
 from isp_gateway.auth.edge import Jwt, Refused, credential, refusal
 from isp_gateway.auth.keys import CLIENTS_READ, enforce_key_rate
 from isp_gateway.kit.errors import Locked, StoreUnavailable
-from isp_gateway.web.edge import EdgeAnswer, EdgeRequest, EdgeRoute
+from isp_gateway.web.doors import EdgeAnswer, EdgeRequest, EdgeRoute
 
 if TYPE_CHECKING:
     from isp_gateway.clients.service import ClientService

@@ -27,17 +27,14 @@ import json
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from fastapi import params
-from fastapi.routing import RouteContext
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from isp_gateway.kit import deadline, messages
 from isp_gateway.kit.actions import Action
-from isp_gateway.kit.answers import Answer, failure
-from isp_gateway.kit.errors import ServiceError
+from isp_gateway.kit.answers import failure
+from isp_gateway.web.doors import Door, EdgeAnswer, EdgeRequest, EdgeRoute, RouteIndex, read_request
 from isp_gateway.web.envelope import MALFORMED_JSON, encode, invalid_request
 from isp_gateway.web.logs import mask_path, mask_unknown_path, request_id_var
 from isp_gateway.web.middleware import store_budget
@@ -47,13 +44,11 @@ from isp_gateway.web.route_table import (
     UNMATCHED,
     RouteTable,
     method_label,
-    route_path,
 )
 
 if TYPE_CHECKING:
     from isp_gateway.web.middleware import RequestLayer
 
-_NAMED_GROUP = re.compile(r"\(\?P<[^>]+>")
 _CONTENT_TYPE = (b"content-type", b"application/json")
 # The content types FastAPI parses as JSON (none given, application/json, application/*+json).
 _JSON_TYPE = re.compile(r"application/(?:[!#$&^_.+\w-]+\+)?json\s*(?:;.*)?", re.IGNORECASE)
@@ -63,166 +58,10 @@ _JSON_TYPE = re.compile(r"application/(?:[!#$&^_.+\w-]+\+)?json\s*(?:;.*)?", re.
 _KEPT_BODIES = 4096
 
 
-def speak(request: EdgeRequest) -> None:
-    """Before a door makes an answer's text anew (a made one is kept): the app's language."""
-    messages.use_language(request.language)
-
-
 class RequestMetrics(Protocol):
     """What the edge counts of its answers (observability/metrics.py's Metrics)."""
 
     def observe_request(self, template: str, method: str, status: int, seconds: float) -> None: ...
-
-
-class EdgeRequest:
-    """What the edge and its doors read of a request, from one pass over its headers."""
-
-    __slots__ = (
-        "address",
-        "api_key",
-        "authorization",
-        "content_length",
-        "content_type",
-        "credential",
-        "end_user",
-        "id",
-        "language",
-        "method",
-        "path",
-        "request_id",
-        "scope",
-    )
-
-    def __init__(self, scope: Scope, path: str) -> None:
-        self.scope = scope
-        self.method: str = scope["method"]
-        self.path = path
-        self.authorization: str | None = None
-        self.api_key: str | None = None
-        self.end_user: str | None = None
-        self.request_id: bytes | None = None  # the caller's X-Request-ID
-        self.id: str | None = None  # the request's id, once the edge has given it one
-        # What an answer made anew says (the app's MESSAGES_LANGUAGE): `speak` sets it.
-        self.language = messages.Language.ES
-        self.content_type: str | None = None
-        self.content_length: int | None = None
-        client = scope.get("client")
-        self.address = str(client[0]) if client else "unknown"
-        # A door's verdict on the credential, kept for the next door (auth/edge.py).
-        self.credential: object = None
-
-
-def read_request(scope: Scope) -> EdgeRequest | None:
-    """The request as the edge reads it, or None when it carries an `Origin` (CORS answers
-    a browser's request, whatever it is). The first of each header counts, as the regular
-    routes read them."""
-    request = EdgeRequest(scope, route_path(scope))
-    for name, value in scope["headers"]:
-        if name == b"authorization":
-            if request.authorization is None:
-                request.authorization = value.decode("latin-1")
-        elif name == b"x-api-key":
-            if request.api_key is None:
-                request.api_key = value.decode("latin-1").strip()
-        elif name == b"origin":
-            return None
-        elif name == b"x-request-id":
-            if request.request_id is None:
-                request.request_id = value
-        elif name == b"x-end-user-id":
-            if request.end_user is None:
-                request.end_user = value.decode("latin-1")
-        elif name == b"content-type":
-            if request.content_type is None:
-                request.content_type = value.decode("latin-1")
-        elif name == b"content-length" and request.content_length is None:
-            length = value.decode("latin-1")
-            request.content_length = int(length) if length.isdigit() else -1
-    return request
-
-
-@dataclass(frozen=True, slots=True)
-class EdgeAnswer:
-    """An answer given at the edge: its status, body and headers (before the content
-    length and type, as Starlette's responses order them), and the route template its
-    metrics are counted under."""
-
-    status: int
-    body: bytes
-    template: str
-    headers: tuple[tuple[bytes, bytes], ...] = ()
-    # A hit's headers put the content type first (the lookups' prebuilt answers).
-    type_first: bool = False
-    # The path as the access log writes it, when the door knows it (else masked here).
-    logged: str | None = None
-
-    @classmethod
-    def of_error(cls, exc: ServiceError, template: str) -> EdgeAnswer:
-        """A service error's envelope, as the regular handler renders it."""
-        answer = Answer.of_error(exc)
-        headers = tuple(
-            (name.lower().encode("latin-1"), value.encode("latin-1"))
-            for name, value in answer.headers.items()
-        )
-        return cls(answer.status_code, encode(answer.body), template, headers)
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class EdgeRoute:
-    """A route as the edge knows it: FastAPI's, its template, whether it reads JSON."""
-
-    context: RouteContext
-    template: str
-    json_body: bool
-
-
-class Door(Protocol):
-    """A part of the edge that answers some requests itself: the answer, or None to let
-    the request go on. `route` is the route the request's method and path reach (None for
-    the doors asked before the route is looked up)."""
-
-    async def answer(self, request: EdgeRequest, route: EdgeRoute | None) -> EdgeAnswer | None: ...
-
-
-def _reads_json(context: RouteContext) -> bool:
-    """Whether FastAPI parses the route's body as JSON before its dependencies."""
-    body_field = getattr(context, "body_field", None)
-    return body_field is not None and not isinstance(body_field.field_info, params.Form)
-
-
-class _Routes:
-    """The routes by method: one regex for each method, whose matching alternative names
-    the first route the router would try, as Starlette's walk finds it."""
-
-    def __init__(self, routes: RouteTable) -> None:
-        patterns: dict[str, list[str]] = {}
-        self.routes: list[EdgeRoute] = []
-        every: set[str] = set()
-        for context in routes.routes:
-            regex = getattr(context, "path_regex", None)
-            if regex is None:
-                continue
-            every.update(context.methods or ())
-        for context in routes.routes:
-            regex = getattr(context, "path_regex", None)
-            if regex is None:
-                continue
-            bare = _NAMED_GROUP.sub("(?:", regex.pattern.removeprefix("^").removesuffix("$"))
-            group = f"(?P<r{len(self.routes)}>{bare})"
-            self.routes.append(EdgeRoute(context, context.path or UNMATCHED, _reads_json(context)))
-            # A route without methods (a mount, the MCP endpoint) takes every method.
-            for method in context.methods or every:
-                patterns.setdefault(method, []).append(group)
-        self.by_method = {
-            method: re.compile("|".join(groups)) for method, groups in patterns.items()
-        }
-
-    def find(self, method: str, path: str) -> EdgeRoute | None:
-        pattern = self.by_method.get(method)
-        match = pattern.fullmatch(path) if pattern is not None else None
-        if match is None or match.lastgroup is None:
-            return None
-        return self.routes[int(match.lastgroup[1:])]
 
 
 class Edge:
@@ -254,7 +93,7 @@ class Edge:
         self.metrics = metrics
         # Built once the route table is filled (the app builds its stack as it starts).
         self._known = known_paths(routes)
-        self._routes = _Routes(routes)
+        self._routes = RouteIndex(routes)
         # The bodies of the edge's own refusals, made once each (the language is the app's).
         self._bodies: dict[str, bytes] = {}
 

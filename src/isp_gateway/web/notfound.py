@@ -22,10 +22,15 @@ KNOWN_PATH = "isp_gateway.known_path"
 _NAMED_GROUP = re.compile(r"\(\?P<[^>]+>")
 
 
+def bare_pattern(regex: re.Pattern[str]) -> str:
+    """A route's path regex as a part of a larger one: unanchored, its groups unnamed."""
+    return _NAMED_GROUP.sub("(?:", regex.pattern.removeprefix("^").removesuffix("$"))
+
+
 def known_paths(routes: RouteTable) -> re.Pattern[str]:
     """One regex matching every path some route serves, whatever the method."""
     patterns = [
-        _NAMED_GROUP.sub("(?:", context.path_regex.pattern.removeprefix("^").removesuffix("$"))
+        bare_pattern(context.path_regex)
         for context in routes.routes
         if getattr(context, "path_regex", None) is not None
     ]
