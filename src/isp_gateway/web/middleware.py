@@ -9,7 +9,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import JSONResponse
@@ -224,10 +224,11 @@ async def answer_errors(
         await answer(exc)
 
 
-class UnhandledErrorMiddleware:
-    """Turns an unhandled exception into the generic 500 envelope inside our middleware
-    stack, so the answer still carries the request id and CORS headers (Starlette's own
-    last-resort handler sits outside them), and the traceback is logged once, here."""
+class ErrorAnswering(Generic[E]):
+    """A layer that answers the `errors` its app raises before answering (`answer_errors`),
+    with `answer`; other traffic passes through."""
+
+    errors: type[E]
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -237,19 +238,33 @@ class UnhandledErrorMiddleware:
             await self.app(scope, receive, send)
             return
 
-        async def answer(exc: Exception) -> None:
-            request_id = scope.get("state", {}).get("request_id", "-")
-            error_log.error(
-                "unhandled error on %s %s id=%s",
-                scope["method"],
-                mask_path(scope["path"]),
-                request_id,
-                exc_info=exc,
-            )
-            message = messages.say(Action.ERROR, "internal")
-            await send_error_envelope(send, 500, Action.ERROR, message)
+        async def answer(exc: E) -> None:
+            await self.answer(exc, scope, receive, send)
 
-        await answer_errors(self.app, scope, receive, send, Exception, answer)
+        await answer_errors(self.app, scope, receive, send, self.errors, answer)
+
+    async def answer(self, exc: E, scope: Scope, receive: Receive, send: Send) -> None:
+        raise NotImplementedError
+
+
+class UnhandledErrorMiddleware(ErrorAnswering[Exception]):
+    """Turns an unhandled exception into the generic 500 envelope inside our middleware
+    stack, so the answer still carries the request id and CORS headers (Starlette's own
+    last-resort handler sits outside them), and the traceback is logged once, here."""
+
+    errors = Exception
+
+    async def answer(self, exc: Exception, scope: Scope, receive: Receive, send: Send) -> None:
+        request_id = scope.get("state", {}).get("request_id", "-")
+        error_log.error(
+            "unhandled error on %s %s id=%s",
+            scope["method"],
+            mask_path(scope["path"]),
+            request_id,
+            exc_info=exc,
+        )
+        message = messages.say(Action.ERROR, "internal")
+        await send_error_envelope(send, 500, Action.ERROR, message)
 
 
 class CORSWhenOrigin:
@@ -363,26 +378,20 @@ class RateLimitMiddleware:
         await self.app(scope, receive, send)
 
 
-class StoreUnavailableMiddleware:
+class StoreUnavailableMiddleware(ErrorAnswering[StoreUnavailable]):
     """The clear answer for a store failure raised outside FastAPI's handlers (the rate
     limiter, the lookup fast path): 503 `store_unavailable`, in the token endpoint's
     `{"detail": ...}` shape there, instead of a traceback. Inside the routes the service
     error handler renders it."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
+    errors = StoreUnavailable
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def answer(exc: StoreUnavailable) -> None:
-            if scope["path"].startswith("/api/v1/auth/"):
-                body: dict[str, Any] = {"detail": exc.message}
-            else:
-                body = failure(exc.action, exc.message)
-            response = JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
-            await response(scope, receive, send)
-
-        await answer_errors(self.app, scope, receive, send, StoreUnavailable, answer)
+    async def answer(
+        self, exc: StoreUnavailable, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        if scope["path"].startswith("/api/v1/auth/"):
+            body: dict[str, Any] = {"detail": exc.message}
+        else:
+            body = failure(exc.action, exc.message)
+        response = JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+        await response(scope, receive, send)
