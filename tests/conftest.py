@@ -23,12 +23,25 @@ from isp_gateway.auth.tokens import issue_token
 from isp_gateway.kit.errors import Locked, NotFound, UpstreamRateLimited
 from isp_gateway.settings import Settings, load_settings
 from isp_gateway.simulator import SimulatorConfig, create_simulator_app
-from tests.support import RedisServer, SentinelGroup, redis_db_url, run_server
+from tests.support import (
+    RedisServer,
+    SentinelGroup,
+    memoize_openapi,
+    redis_db_url,
+    run_server,
+    share_default_ssl_context,
+)
 
 API_KEY = "test-upstream-key-0123456789"
 USERNAME = "bot"
 PASSWORD = "correct horse battery staple"
 JWT_SECRET = "test-secret-key-that-is-long-enough-0123456789"
+
+
+def pytest_configure() -> None:
+    # What every started gateway would otherwise build again (tests/support.py says why).
+    memoize_openapi()
+    share_default_ssl_context()
 
 
 @pytest.fixture
