@@ -268,6 +268,17 @@ def start_redis_server() -> RedisServer:
     return server
 
 
+@pytest.fixture
+def own_redis() -> Iterator[RedisServer]:
+    """A redis-server of the test's own (to freeze, stop or lock with a password), stopped at
+    the end."""
+    server = start_redis_server()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 SENTINEL_MISSING = (
     "the Redis Sentinel tests need redis-server on PATH (apt-get install redis-server); "
     "they start its sentinels as `redis-server <conf> --sentinel`"
@@ -283,6 +294,19 @@ def start_sentinel_group(directory: Path, **options: Any) -> SentinelGroup:
     except FileNotFoundError:
         pytest.fail(SENTINEL_MISSING, pytrace=False)
     return group
+
+
+@pytest.fixture
+def sentinel_group(tmp_path: Path) -> Iterator[SentinelGroup]:
+    """A master, a replica and three sentinels (quorum 2) of the test's own, their files in
+    `tmp_path / "redis"`, stopped at the end."""
+    directory = tmp_path / "redis"
+    directory.mkdir()
+    group = start_sentinel_group(directory, replicas=1, sentinels=3, quorum=2)
+    try:
+        yield group
+    finally:
+        group.stop()
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -10,13 +10,13 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import Gateway, Simulator, start_redis_server
+from tests.conftest import Gateway, Simulator
 from tests.support import RedisServer
 
 CLIENTS = 3000
@@ -39,15 +39,6 @@ def slow_upstream(start_simulator: Callable[..., Simulator]) -> Simulator:
         {"latency": PAGE_SECONDS, "scopes": {"latency": {"path_prefix": "/api/clientes/"}}}
     )
     return sim
-
-
-@pytest.fixture
-def own_redis() -> Iterator[RedisServer]:
-    server = start_redis_server()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def timed(gw: Gateway, path: str) -> tuple[httpx.Response, float]:

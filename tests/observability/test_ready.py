@@ -8,7 +8,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,18 +16,9 @@ import httpx
 import pytest
 
 from isp_gateway.auth.keys import generate_key, new_entry, write_key_entries
-from tests.conftest import PASSWORD, USERNAME, Gateway, Simulator, start_redis_server
+from tests.conftest import PASSWORD, USERNAME, Gateway, Simulator
 from tests.support import RedisServer, free_port, wait_until
 from tests.tickets.conftest import build_dataset, post_calls, ticket_body
-
-
-@pytest.fixture
-def own_redis() -> Iterator[RedisServer]:
-    server = start_redis_server()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

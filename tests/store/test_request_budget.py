@@ -9,28 +9,18 @@ import json
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
-import pytest
 
 from isp_gateway.auth import keys
-from tests.conftest import Gateway, Simulator, start_redis_server
+from tests.conftest import Gateway, Simulator
 from tests.support import RedisServer
 from tests.tickets.conftest import build_dataset, ticket_body
 
 TIMEOUT = 1.0
 BOUND = TIMEOUT + 0.5
-
-
-@pytest.fixture
-def own_redis() -> Iterator[RedisServer]:
-    server = start_redis_server()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def test_a_frozen_redis_costs_a_request_one_timeout(
