@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -26,6 +26,7 @@ from isp_gateway.simulator import SimulatorConfig, create_simulator_app
 from tests.support import (
     RedisServer,
     SentinelGroup,
+    emptied_redis,
     memoize_openapi,
     redis_db_url,
     run_server,
@@ -36,6 +37,7 @@ API_KEY = "test-upstream-key-0123456789"
 USERNAME = "bot"
 PASSWORD = "correct horse battery staple"
 JWT_SECRET = "test-secret-key-that-is-long-enough-0123456789"
+T = TypeVar("T")
 
 
 def pytest_configure() -> None:
@@ -272,11 +274,15 @@ def start_redis_server() -> RedisServer:
 def own_redis() -> Iterator[RedisServer]:
     """A redis-server of the test's own (to freeze, stop or lock with a password), stopped at
     the end."""
-    server = start_redis_server()
+    yield from stopped_after(start_redis_server())
+
+
+def stopped_after(process: T) -> Iterator[T]:
+    """A fixture's body for a process of the test's own (anything with `stop()`)."""
     try:
-        yield server
+        yield process
     finally:
-        server.stop()
+        process.stop()  # type: ignore[attr-defined]
 
 
 SENTINEL_MISSING = (
@@ -302,11 +308,7 @@ def sentinel_group(tmp_path: Path) -> Iterator[SentinelGroup]:
     `tmp_path / "redis"`, stopped at the end."""
     directory = tmp_path / "redis"
     directory.mkdir()
-    group = start_sentinel_group(directory, replicas=1, sentinels=3, quorum=2)
-    try:
-        yield group
-    finally:
-        group.stop()
+    yield from stopped_after(start_sentinel_group(directory, replicas=1, sentinels=3, quorum=2))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -347,6 +349,16 @@ def redis_url(redis_base_url: str) -> Callable[[int], str]:
         return redis_db_url(redis_base_url, db)
 
     return url
+
+
+@pytest.fixture
+def shared_redis(redis_url: Callable[[int], str], request: pytest.FixtureRequest) -> Iterator[str]:
+    """The URL of the test module's own database (its `REDIS_DB`) of this run's Redis, which
+    the test's workers share, emptied before and after. No skip: what such a test checks
+    depends on Redis."""
+    url = redis_url(request.module.REDIS_DB)
+    with emptied_redis(url):
+        yield url
 
 
 # -- `isp-gateway serve` as a real process --------------------------------------------------

@@ -26,7 +26,6 @@ from tests.conftest import USERNAME, Simulator, gateway_settings, serve_env
 from tests.network.test_ping_api import PING_CREATES, TASK_READS
 from tests.support import (
     data_file_of,
-    emptied_redis,
     free_port,
     serve_args,
     server_process,
@@ -40,13 +39,6 @@ REDIS_DB = 5
 # where a long poll used to hold it until the kill timeout (20 s) and die unanswered.
 ANSWERED_WITHIN = 5.0
 STOPPED_WITHIN = 10.0
-
-
-@pytest.fixture
-def shared_redis(redis_url: Callable[[int], str]) -> Iterator[str]:
-    """The workers' store (ping task records, locks), empty before and after."""
-    with emptied_redis(redis_url(REDIS_DB)):
-        yield redis_url(REDIS_DB)
 
 
 @dataclass

@@ -3,25 +3,16 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-
-import pytest
 
 from tests.clients.conftest import StartPair, calls, warm
 from tests.clients.test_verify_update import GOOD, verify
 from tests.conftest import Gateway, Simulator
-from tests.support import emptied_redis, wait_until
+from tests.support import wait_until
 
 REDIS_DB = 14
-
-
-@pytest.fixture
-def shared_redis(redis_url: Callable[[int], str]) -> Iterator[str]:
-    # No skip: a missing Redis must fail this test, since the guarantee depends on it.
-    with emptied_redis(redis_url(REDIS_DB)):
-        yield redis_url(REDIS_DB)
 
 
 def test_workers_refresh_the_shared_list_once_per_period(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -23,17 +23,10 @@ from tests.outages.conftest import (
     verified,
     watching,
 )
-from tests.support import emptied_redis, serving_workers
+from tests.support import serving_workers
 
 REDIS_DB = 1
 SETTLE_SECONDS = 3.0
-
-
-@pytest.fixture
-def shared_redis(redis_url: Callable[[int], str]) -> Iterator[str]:
-    # No skip: what these tests check depends on Redis.
-    with emptied_redis(redis_url(REDIS_DB)):
-        yield redis_url(REDIS_DB)
 
 
 def test_two_workers_on_redis_give_exactly_one_event_per_flip(

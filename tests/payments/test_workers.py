@@ -26,16 +26,10 @@ from tests.payments.conftest import (
     sim_promises,
     sim_reports,
 )
-from tests.support import emptied_redis, serving_workers
+from tests.support import serving_workers
 
 REDIS_DB = 2
 AT_ONCE = 8
-
-
-@pytest.fixture
-def shared_redis(redis_url: Callable[[int], str]) -> Iterator[str]:
-    with emptied_redis(redis_url(REDIS_DB)):
-        yield redis_url(REDIS_DB)
 
 
 class Served:
