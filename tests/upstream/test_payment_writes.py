@@ -5,7 +5,6 @@ typed errors, "outcome unknown", the streamed receipt and the rate budget."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import date
@@ -19,10 +18,8 @@ from starlette.routing import Route
 
 from isp_gateway.kit.errors import UpstreamRateLimited, UpstreamRejected, UpstreamUnauthorized
 from isp_gateway.simulator import suspended_debtors
-from isp_gateway.store import MemoryStore
 from isp_gateway.upstream import payments
-from isp_gateway.upstream.budget import RateBudget
-from isp_gateway.upstream.gateway import UpstreamGateway, UpstreamUnreached, build_http_client
+from isp_gateway.upstream.gateway import UpstreamUnreached
 from isp_gateway.upstream.payments import (
     InvoiceAlreadyPaid,
     InvoiceUnknown,
@@ -31,8 +28,9 @@ from isp_gateway.upstream.payments import (
     PromiseMade,
     ReceiptSizeMismatch,
 )
-from tests.conftest import Simulator, gateway_settings
+from tests.conftest import Simulator
 from tests.support import run_server
+from tests.upstream.conftest import Upstream
 
 pytestmark = pytest.mark.anyio
 
@@ -40,40 +38,6 @@ UNTIL = date(2026, 11, 28)
 PAID_ON = date(2026, 11, 20)
 # Every byte value, CRLFs and a line that looks like a multipart boundary.
 RECEIPT = b"%PDF-1.7\r\n--" + bytes(range(256)) * 64 + b"\r\n--\r\n%%EOF\r\n"
-
-
-@dataclass
-class Upstream:
-    gateway: UpstreamGateway
-    store: MemoryStore
-
-    async def spent(self, interactive: bool = True) -> int:
-        """Units of the minute's budget taken in the last minute (one per call sent), all
-        or only the interactive ones (the sums the budget itself checks)."""
-        now = int(time.time() // 6)  # a minute is counted in ten buckets
-        suffix = ":i" if interactive else ""
-        keys = [f"budget:60:{bucket}{suffix}" for bucket in range(now - 10, now + 1)]
-        return sum(int(value or 0) for value in await self.store.get_many(keys))
-
-
-@pytest.fixture
-async def connect(password_hash: str) -> AsyncIterator[Callable[..., Upstream]]:
-    """Build the real UpstreamGateway (pooled client, rate budget in a memory store)."""
-    clients: list[Any] = []
-
-    def make(url: str, **overrides: Any) -> Upstream:
-        settings = gateway_settings(url, password_hash, **overrides)
-        http = build_http_client(settings)
-        clients.append(http)
-        store = MemoryStore()
-        budget = RateBudget(
-            store, settings.UPSTREAM_RATE_PER_MINUTE, settings.UPSTREAM_RATE_PER_HOUR
-        )
-        return Upstream(UpstreamGateway(settings, http, budget), store)
-
-    yield make
-    for http in clients:
-        await http.aclose()
 
 
 def debtor(sim: Simulator, nth: int = 0) -> tuple[dict[str, Any], int]:
@@ -164,23 +128,47 @@ UNKNOWN_OUTCOMES = [
 ]
 
 
+# Each write as the upstream names it: the path its faults apply to, the call as `calls`
+# counts it, and the simulator's list of what it made.
+WRITES = {
+    "promise": ("/api/promesa-pago/", "POST /api/promesa-pago/", "promises"),
+    "report": (
+        "/api/facturas/reportar-pago/",
+        "POST /api/facturas/reportar-pago/{id}/",
+        "payment_reports",
+    ),
+}
+
+
+async def write(kind: str, gateway: Any, invoice_id: int) -> None:
+    if kind == "promise":
+        await payments.create_promise(gateway, invoice_id, UNTIL)
+    else:
+        await payments.report_payment(
+            gateway, invoice_id, 7, PAID_ON, "R", chunks(RECEIPT), "r.pdf", "application/pdf"
+        )
+
+
+@pytest.mark.parametrize("kind", list(WRITES))
 @pytest.mark.parametrize(("fault", "done"), UNKNOWN_OUTCOMES)
-async def test_no_readable_answer_to_a_promise_is_outcome_unknown(
+async def test_no_readable_answer_to_a_write_is_outcome_unknown(
     start_simulator: Callable[..., Simulator],
     connect: Callable[..., Upstream],
     fault: dict[str, Any],
     done: bool,
+    kind: str,
 ) -> None:
+    prefix, call, made = WRITES[kind]
     sim = start_simulator()
-    sim.state.faults.update({**fault, "path_prefix": "/api/promesa-pago/"})
+    sim.state.faults.update({**fault, "path_prefix": prefix})
     _, invoice_id = debtor(sim)
     gateway = connect(sim.url, UPSTREAM_TIMEOUT_SECONDS=0.5).gateway
     with pytest.raises(PaymentOutcomeUnknown) as unknown:
-        await payments.create_promise(gateway, invoice_id, UNTIL)
-    assert (unknown.value.operation, unknown.value.invoice_id) == ("promise", invoice_id)
+        await write(kind, gateway, invoice_id)
+    assert (unknown.value.operation, unknown.value.invoice_id) == (kind, invoice_id)
     assert unknown.value.status_code == 502
-    assert len(sim.state.promises) == (1 if done else 0)
-    assert calls(sim, "POST /api/promesa-pago/") == 1  # never repeated
+    assert len(getattr(sim.state, made)) == (1 if done else 0)
+    assert calls(sim, call) == 1  # never repeated
 
 
 async def test_refusals_before_the_write_keep_their_errors(
@@ -386,26 +374,6 @@ async def test_a_report_of_a_paid_or_unknown_invoice_or_bad_fields(
     assert type(rejected.value) is PaymentRejected and rejected.value.of_request
     assert [name for name, _ in rejected.value.fields] == ["payment_method_id"]
     assert sim.state.payment_reports == []
-
-
-@pytest.mark.parametrize(("fault", "done"), UNKNOWN_OUTCOMES)
-async def test_no_readable_answer_to_a_report_is_outcome_unknown(
-    start_simulator: Callable[..., Simulator],
-    connect: Callable[..., Upstream],
-    fault: dict[str, Any],
-    done: bool,
-) -> None:
-    sim = start_simulator()
-    sim.state.faults.update({**fault, "path_prefix": "/api/facturas/reportar-pago/"})
-    _, invoice_id = debtor(sim)
-    gateway = connect(sim.url, UPSTREAM_TIMEOUT_SECONDS=0.5).gateway
-    with pytest.raises(PaymentOutcomeUnknown) as unknown:
-        await payments.report_payment(
-            gateway, invoice_id, 7, PAID_ON, "R", chunks(RECEIPT), "r.pdf", "application/pdf"
-        )
-    assert unknown.value.operation == "report"
-    assert len(sim.state.payment_reports) == (1 if done else 0)
-    assert calls(sim, "POST /api/facturas/reportar-pago/{id}/") == 1
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,11 +19,10 @@ from isp_gateway.kit.errors import (
     UpstreamUnavailable,
 )
 from isp_gateway.store import MemoryStore
-from isp_gateway.upstream.budget import RateBudget
-from isp_gateway.upstream.gateway import UpstreamGateway, build_http_client
+from isp_gateway.upstream.gateway import UpstreamGateway
 from tests.conftest import API_KEY, Simulator
 from tests.support import run_server, wait_until_async
-from tests.upstream.conftest import ScriptedUpstream, make_settings
+from tests.upstream.conftest import ScriptedUpstream, Upstream
 
 pytestmark = pytest.mark.anyio
 
@@ -31,25 +30,15 @@ Factory = Callable[..., Any]
 
 
 @pytest.fixture
-async def make_gateway(password_hash: str) -> AsyncIterator[Factory]:
+def make_gateway(connect: Callable[..., Upstream]) -> Factory:
     """Build the real UpstreamGateway (pooled client + budget) against a URL."""
-    clients: list[Any] = []
 
     def make(url: str, **overrides: Any) -> UpstreamGateway:
-        settings = make_settings(password_hash, url, **overrides)
-        http = build_http_client(settings)
-        clients.append(http)
-        store = MemoryStore()
-        budget = RateBudget(
-            store, settings.UPSTREAM_RATE_PER_MINUTE, settings.UPSTREAM_RATE_PER_HOUR
-        )
-        gateway = UpstreamGateway(settings, http, budget)
-        gateway.budget_store = store  # type: ignore[attr-defined]
-        return gateway
+        upstream = connect(url, **overrides)
+        upstream.gateway.budget_store = upstream.store  # type: ignore[attr-defined]
+        return upstream.gateway
 
-    yield make
-    for http in clients:
-        await http.aclose()
+    return make
 
 
 async def attempts(gateway: UpstreamGateway) -> int:
