@@ -170,6 +170,37 @@ def gateway(simulator: Simulator, start_gateway: Callable[..., Gateway]) -> Gate
     return start_gateway(simulator.url)
 
 
+Pair = tuple[Simulator, Gateway]
+StartPair = Callable[..., Pair]
+
+
+def pair_starter(data: str, ready: Callable[[Gateway], None], doc: str) -> Any:
+    """A fixture (`start_pair = pair_starter("data_file", warm, "...")` in a conftest) that
+    starts a simulator on the data file the fixture named `data` gives, and a gateway on it,
+    made `ready` (e.g. its lists loaded), the simulator's call counts reset: `start(
+    sim_overrides, **gateway_settings)` returns both."""
+
+    @pytest.fixture
+    def starter(
+        start_simulator: Callable[..., Simulator],
+        start_gateway: Callable[..., Gateway],
+        request: pytest.FixtureRequest,
+    ) -> StartPair:
+        data_file = request.getfixturevalue(data)
+
+        def start(sim_overrides: dict[str, Any] | None = None, **gw_overrides: Any) -> Pair:
+            sim = start_simulator(**{"data_file": data_file, **(sim_overrides or {})})
+            gw = start_gateway(sim.url, **gw_overrides)
+            ready(gw)
+            sim.state.reset_stats()
+            return sim, gw
+
+        return start
+
+    starter.__doc__ = doc
+    return starter
+
+
 @pytest.fixture(scope="module")
 def module_pair(password_hash: str) -> Iterator[tuple[Simulator, Gateway]]:
     """A default simulator and gateway shared by the tests of one module, for modules whose

@@ -382,6 +382,26 @@ def run_server(app: ASGIApp, host: str = "127.0.0.1") -> Iterator[str]:
         thread.join(timeout=30)
 
 
+def error_body(action: str, message: str, **extra: Any) -> dict[str, Any]:
+    """The whole error envelope a refusal answers: `action`, `message`, and `extra` fields
+    (e.g. `data`) in place of the defaults."""
+    return {
+        "ok": False,
+        "type": "error",
+        "action": action,
+        "data": None,
+        "message": message,
+        "meta": None,
+        **extra,
+    }
+
+
+def tool_call(tool: str, /, **arguments: Any) -> dict[str, Any]:
+    """The JSON-RPC body of one MCP `tools/call` of `tool`, as POST /mcp takes it."""
+    params = {"name": tool, "arguments": arguments}
+    return {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+
+
 def data_file_of(path: Path, dataset: Any) -> Path:
     """`dataset` written at `path` as a simulator's data file (JSON, UTF-8)."""
     path.write_text(json.dumps(dataset, ensure_ascii=False), "utf-8")

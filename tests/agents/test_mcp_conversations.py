@@ -23,6 +23,7 @@ from tests.agents.conftest import (
     statement,
 )
 from tests.conftest import USERNAME, Gateway, Simulator
+from tests.support import tool_call
 
 pytestmark = pytest.mark.anyio
 
@@ -369,12 +370,7 @@ def test_service_rate_limits_count_mcp_calls(
     """The per-subject limit of the REST API holds on /mcp too: an agent looping over a
     tool is slowed down like a bot looping over an endpoint."""
     gw = start_gateway(simulator.url, RATE_LIMIT_PER_SUBJECT_PER_MINUTE=3)
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": "list_ticket_subjects", "arguments": {}},
-    }
+    body = tool_call("list_ticket_subjects")
     headers = {**gw.auth, "Accept": "application/json, text/event-stream"}
     statuses = [
         httpx.post(f"{gw.url}/mcp", json=body, headers=headers).status_code for _ in range(4)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +10,7 @@ import pytest
 
 from isp_gateway.clients.index import ClientIndex
 from isp_gateway.upstream.clients import Client
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Simulator, StartPair, pair_starter
 from tests.support import wait_for_age, wait_until
 
 
@@ -118,27 +117,11 @@ def calls(sim: Simulator, key: str = "GET /api/clientes/") -> int:
     return int(sim.state.calls[key])
 
 
-StartPair = Callable[..., tuple[Simulator, Gateway]]
-
-
-@pytest.fixture
-def start_pair(
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
-    data_file: Path,
-) -> StartPair:
-    """A simulator on the crafted data and a gateway whose cache has loaded (stats reset)."""
-
-    def start(
-        sim_overrides: dict[str, Any] | None = None, **gw_overrides: Any
-    ) -> tuple[Simulator, Gateway]:
-        sim = start_simulator(**{"data_file": data_file, **(sim_overrides or {})})
-        gw = start_gateway(sim.url, **gw_overrides)
-        warm(gw)
-        sim.state.reset_stats()
-        return sim, gw
-
-    return start
+start_pair = pair_starter(
+    "data_file",
+    warm,
+    "A simulator on the crafted data and a gateway whose cache has loaded (stats reset).",
+)
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from isp_gateway.kit.errors import Conflict, UpstreamUnavailable
 from isp_gateway.kit.idempotency import Answer, Idempotency, KeyInProgress, KeyReused, fingerprint
 from isp_gateway.store import Store
 from isp_gateway.web.envelope import success
-from tests.support import memory_or_redis
+from tests.support import error_body, memory_or_redis
 
 REDIS_DB = 9
 RUN = uuid.uuid4().hex[:12]
@@ -93,14 +93,7 @@ async def test_final_refusals_are_replayed_other_errors_are_tried_again(store: S
     idem, work = helper(store), Counter()
     first = await idem.run("k1", "fp", work.refused, final=(Conflict,))
     assert first.status_code == 409
-    assert first.body == {
-        "ok": False,
-        "type": "error",
-        "action": "thing_exists",
-        "data": {"n": 1},
-        "message": "already done",
-        "meta": None,
-    }
+    assert first.body == error_body("thing_exists", "already done", data={"n": 1})
     replay = await idem.run("k1", "fp", work.ok, final=(Conflict,))
     assert (replay.status_code, replay.body) == (409, first.body)
     assert work.calls == 1

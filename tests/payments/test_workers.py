@@ -25,8 +25,9 @@ from tests.payments.conftest import (
     report_fields,
     sim_promises,
     sim_reports,
+    statement_of,
 )
-from tests.support import serving_workers
+from tests.support import serving_workers, tool_call
 
 REDIS_DB = 2
 AT_ONCE = 8
@@ -52,20 +53,14 @@ class Served:
         return httpx.get(self.url + path, headers=headers, timeout=30, **kw)
 
     def verification_id(self, service_id: int) -> str:
-        call = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "tools/call",
-            "params": {
-                "name": "verify_customer",
-                "arguments": {
-                    "service_id": service_id,
-                    "name": f"CLIENTE {service_id}",
-                    "address": "CALLE 1 # 2-3",
-                    "plan_name": "PLAN 10MB",
-                },
-            },
-        }
+        said = statement_of(service_id)
+        call = tool_call(
+            "verify_customer",
+            service_id=service_id,
+            name=said["name"],
+            address=said["address"],
+            plan_name=said["internet_plan_name"],
+        )
         answer = self.post(
             "/mcp", json=call, headers={"Accept": "application/json, text/event-stream"}
         )

@@ -16,7 +16,7 @@ import httpx
 
 from isp_gateway.auth import keys
 from tests.conftest import Gateway, Simulator
-from tests.support import RedisServer
+from tests.support import RedisServer, tool_call
 from tests.tickets.conftest import build_dataset, ticket_body
 
 TIMEOUT = 1.0
@@ -48,12 +48,7 @@ def test_a_frozen_redis_costs_a_request_one_timeout(
         "Accept": "application/json, text/event-stream",
         "Content-Type": "application/json",
     }
-    call = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": "find_customer", "arguments": {"service_id": 999999}},
-    }
+    call = tool_call("find_customer", service_id=999999)
     calls: dict[str, Callable[[], httpx.Response]] = {
         "lookup miss": lambda: gw.get("/api/v1/clients/by-service-id/999999"),
         "list": lambda: gw.get("/api/v1/clients/"),

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import httpx
 
 from tests.conftest import Gateway
-from tests.support import wait_for_fresh_window
+from tests.support import error_body, wait_for_fresh_window
 
 PATH = "/api/v1/_probe/whoami"
 
@@ -26,14 +26,7 @@ def test_on_limits_per_address(start_probe_gateway: Callable[..., Gateway]) -> N
         assert gw.get(PATH).status_code == 200
     response = gw.get(PATH)
     assert response.status_code == 429
-    assert response.json() == {
-        "ok": False,
-        "type": "error",
-        "action": "rate_limited",
-        "data": None,
-        "message": "Demasiadas solicitudes; más despacio",
-        "meta": None,
-    }
+    assert response.json() == error_body("rate_limited", "Demasiadas solicitudes; más despacio")
     assert 1 <= int(response.headers["retry-after"]) <= 60
     assert response.headers["x-request-id"]
     # Outside /api/v1 nothing is limited: the load balancer's health checks keep working.
