@@ -92,6 +92,10 @@ class Gateway:
         return self.client.put(path, headers={**self.auth, **kw.pop("headers", {})}, **kw)
 
 
+StartSimulator = Callable[..., Simulator]
+StartGateway = Callable[..., Gateway]
+
+
 def _start_simulator(stack: contextlib.ExitStack, **overrides: Any) -> Simulator:
     overrides.setdefault("api_key", API_KEY)
     overrides.setdefault("clients", 200)
@@ -102,14 +106,14 @@ def _start_simulator(stack: contextlib.ExitStack, **overrides: Any) -> Simulator
 
 
 @pytest.fixture
-def start_simulator() -> Iterator[Callable[..., Simulator]]:
+def start_simulator() -> Iterator[StartSimulator]:
     """Factory: start a simulator with SimulatorConfig overrides (api_key preset)."""
     with contextlib.ExitStack() as stack:
         yield lambda **overrides: _start_simulator(stack, **overrides)
 
 
 @pytest.fixture
-def simulator(start_simulator: Callable[..., Simulator]) -> Simulator:
+def simulator(start_simulator: StartSimulator) -> Simulator:
     return start_simulator()
 
 
@@ -153,7 +157,7 @@ def _start_gateway(
 
 
 @pytest.fixture
-def start_gateway(password_hash: str) -> Iterator[Callable[..., Gateway]]:
+def start_gateway(password_hash: str) -> Iterator[StartGateway]:
     """Factory: run the real app (with its lifespan) against an upstream URL."""
     with contextlib.ExitStack() as stack:
 
@@ -166,7 +170,7 @@ def start_gateway(password_hash: str) -> Iterator[Callable[..., Gateway]]:
 
 
 @pytest.fixture
-def gateway(simulator: Simulator, start_gateway: Callable[..., Gateway]) -> Gateway:
+def gateway(simulator: Simulator, start_gateway: StartGateway) -> Gateway:
     return start_gateway(simulator.url)
 
 
@@ -182,8 +186,8 @@ def pair_starter(data: str, ready: Callable[[Gateway], None], doc: str) -> Any:
 
     @pytest.fixture
     def starter(
-        start_simulator: Callable[..., Simulator],
-        start_gateway: Callable[..., Gateway],
+        start_simulator: StartSimulator,
+        start_gateway: StartGateway,
         request: pytest.FixtureRequest,
     ) -> StartPair:
         data_file = request.getfixturevalue(data)
@@ -267,7 +271,7 @@ def add_probe_routes(app: FastAPI) -> None:
 
 
 @pytest.fixture
-def start_probe_gateway(start_gateway: Callable[..., Gateway]) -> Callable[..., Gateway]:
+def start_probe_gateway(start_gateway: StartGateway) -> StartGateway:
     """Like `start_gateway`, with the probe routes added to the real app before it runs."""
 
     def start(upstream_url: str = "http://127.0.0.1:9", **overrides: Any) -> Gateway:

@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from tests.clients.conftest import PLANS, row, warm
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Simulator, StartGateway, StartSimulator
 from tests.support import wait_until
 
 TODAY = datetime.now(ZoneInfo("America/Bogota")).date()
@@ -107,8 +107,8 @@ StartAccounts = Callable[..., tuple[Simulator, Gateway]]
 
 @pytest.fixture
 def start_accounts(
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
+    start_simulator: StartSimulator,
+    start_gateway: StartGateway,
     account_data: Path,
 ) -> StartAccounts:
     """A simulator on the crafted data and a gateway whose client list (and, unless told

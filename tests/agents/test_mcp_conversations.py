@@ -4,7 +4,6 @@ and what the tools take from the client record (zone, technician)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -22,7 +21,7 @@ from tests.agents.conftest import (
     pick_customer,
     statement,
 )
-from tests.conftest import USERNAME, Gateway, Simulator
+from tests.conftest import USERNAME, Gateway, Simulator, StartGateway
 from tests.support import tool_call
 
 pytestmark = pytest.mark.anyio
@@ -126,9 +125,7 @@ async def test_tools_listed_with_the_order_in_their_descriptions(gateway: Gatewa
             assert "service_id" not in tool.input_schema["properties"]
 
 
-async def test_no_internet_conversation(
-    simulator: Simulator, start_gateway: Callable[..., Gateway]
-) -> None:
+async def test_no_internet_conversation(simulator: Simulator, start_gateway: StartGateway) -> None:
     """Find by phone, verify, diagnose, open a ticket: the zone and technician are the
     record's, and the same ticket again is the duplicate guard's answer."""
     gateway = start_gateway(simulator.url, MAX_ACTIVE_TICKETS_PER_ZONE=ROOMY)
@@ -221,7 +218,7 @@ async def test_what_do_i_owe_conversation(gateway: Gateway) -> None:
 
 
 async def test_zone_at_its_cap_is_an_outcome_not_a_ticket(
-    simulator: Simulator, start_gateway: Callable[..., Gateway]
+    simulator: Simulator, start_gateway: StartGateway
 ) -> None:
     """The zone of the record is capped exactly as REST caps it: with a cap of one and a
     ticket of a neighbour in the same zone, the agent's ticket is refused."""
@@ -255,7 +252,7 @@ async def test_zone_at_its_cap_is_an_outcome_not_a_ticket(
 
 @pytest.mark.parametrize("default_technician", [None, 11])
 async def test_open_ticket_technician_from_record_or_default(
-    simulator: Simulator, start_gateway: Callable[..., Gateway], default_technician: int | None
+    simulator: Simulator, start_gateway: StartGateway, default_technician: int | None
 ) -> None:
     """A record with no technician: DEFAULT_TECHNICIAN_ID when set, else a tool error and
     no ticket."""
@@ -365,7 +362,7 @@ def test_only_post_is_served(gateway: Gateway) -> None:
 
 
 def test_service_rate_limits_count_mcp_calls(
-    simulator: Simulator, start_gateway: Callable[..., Gateway]
+    simulator: Simulator, start_gateway: StartGateway
 ) -> None:
     """The per-subject limit of the REST API holds on /mcp too: an agent looping over a
     tool is slowed down like a bot looping over an endpoint."""
@@ -379,9 +376,7 @@ def test_service_rate_limits_count_mcp_calls(
     assert statuses[3] == 429
 
 
-def test_mcp_disabled_is_not_served(
-    simulator: Simulator, start_gateway: Callable[..., Gateway]
-) -> None:
+def test_mcp_disabled_is_not_served(simulator: Simulator, start_gateway: StartGateway) -> None:
     gw = start_gateway(simulator.url, MCP_ENABLED=False)
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     response = gw.post("/mcp", json=body)
@@ -389,7 +384,7 @@ def test_mcp_disabled_is_not_served(
 
 
 async def test_open_ticket_is_counted_and_audited_like_rest(
-    simulator: Simulator, start_gateway: Callable[..., Gateway]
+    simulator: Simulator, start_gateway: StartGateway
 ) -> None:
     """The ticket service decides the outcome for both doors: an agent's ticket is one
     `ticket_create` event and one `created` in isp_gateway_tickets_total, as a REST one."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from mcp.client.streamable_http import streamable_http_client
 from isp_gateway.auth.keys import generate_key, new_entry, write_key_entries
 from isp_gateway.mcp.tools import BY_NAME, TOOLS
 from tests.agents.conftest import Result, call, customer
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Simulator, StartGateway, StartSimulator
 
 pytestmark = pytest.mark.anyio
 
@@ -56,7 +56,7 @@ async def session_with(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
 def keyed_gateway(
     tmp_path: Path,
     simulator: Simulator,
-    start_gateway: Callable[..., Gateway],
+    start_gateway: StartGateway,
     keys: dict[str, list[str]],
     **settings: Any,
 ) -> tuple[Gateway, dict[str, str]]:
@@ -101,7 +101,7 @@ def sentences_name_no_tool(results: list[Result]) -> None:
 
 
 async def test_a_new_agent_with_the_documented_key(
-    tmp_path: Path, simulator: Simulator, start_gateway: Callable[..., Gateway]
+    tmp_path: Path, simulator: Simulator, start_gateway: StartGateway
 ) -> None:
     """find -> verify with the price as "45.000" -> summary -> ticket, with the key the docs
     recommend (issue 28.1, .5, .7, .9): every step answers, no sentence names a tool."""
@@ -149,7 +149,7 @@ async def test_a_new_agent_with_the_documented_key(
 
 
 async def test_a_key_without_a_scope_is_told_which(
-    tmp_path: Path, simulator: Simulator, start_gateway: Callable[..., Gateway]
+    tmp_path: Path, simulator: Simulator, start_gateway: StartGateway
 ) -> None:
     """The README's old agent key (no clients:read): find_customer is not listed, calling it
     names the scope, and the instructions do not say "Always: 1) find_customer"."""
@@ -173,7 +173,7 @@ async def test_a_key_without_a_scope_is_told_which(
 
 
 async def test_find_customer_names_every_service_of_a_document(
-    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+    start_simulator: StartSimulator, start_gateway: StartGateway
 ) -> None:
     """As REST's meta.other_service_ids (issue 28.2); a document or phone sent as a JSON
     number is found as its text (issue 28.3)."""
@@ -263,7 +263,7 @@ async def test_plans_with_prices_and_speeds_and_one_plan_by_name(gateway: Gatewa
 
 
 async def test_open_ticket_names_each_cause(
-    simulator: Simulator, start_gateway: Callable[..., Gateway]
+    simulator: Simulator, start_gateway: StartGateway
 ) -> None:
     """A record without technician (no DEFAULT_TECHNICIAN_ID), an unknown subject (with the
     closest), and a retry with the same idempotency_key (the same ticket, replayed)."""

@@ -28,7 +28,7 @@ from isp_gateway.kit.errors import StoreUnavailable
 from isp_gateway.store import Store
 from isp_gateway.store.redis import RedisStore
 from isp_gateway.web.logs import request_id_var
-from tests.conftest import Gateway
+from tests.conftest import Gateway, StartGateway
 from tests.support import free_port, memory_or_redis
 
 REDIS_DB = 6
@@ -322,7 +322,7 @@ def add_audit_routes(app: FastAPI) -> None:
 
 
 @pytest.fixture
-def audit_gateway(start_gateway: Callable[..., Gateway]) -> Gateway:
+def audit_gateway(start_gateway: StartGateway) -> Gateway:
     return start_gateway("http://127.0.0.1:9", prepare=add_audit_routes)
 
 

@@ -8,7 +8,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from isp_gateway.auth.keys import (
 )
 from isp_gateway.kit.errors import Locked
 from isp_gateway.store import Store
-from tests.conftest import Gateway
+from tests.conftest import StartGateway
 from tests.support import memory_or_redis, wait_until
 
 INTERVAL = 0.05  # the ring's re-check interval in these tests
@@ -363,7 +363,7 @@ def add_key_probe(app: FastAPI) -> None:
 
 
 def test_keys_on_the_real_app_and_a_revocation_within_5_s(
-    tmp_path: Path, start_gateway: Callable[..., Gateway]
+    tmp_path: Path, start_gateway: StartGateway
 ) -> None:
     path = tmp_path / "keys.json"
     reader, writer = generate_key(), generate_key()

@@ -10,7 +10,6 @@ import re
 import signal
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -21,7 +20,7 @@ from isp_gateway.simulator.dataset import build_dataset
 from tests.agents.test_mcp_conversations import ROOMY, open_verified_ticket, ticketless_customer
 from tests.cli.conftest import demo_banner
 from tests.cli.test_cli import parse_demo
-from tests.conftest import Gateway, Simulator
+from tests.conftest import StartGateway, StartSimulator
 from tests.support import base_env
 
 
@@ -87,8 +86,8 @@ def test_the_banner_comes_once_the_gateway_answers(
 @pytest.mark.anyio
 async def test_an_agents_ticket_works_for_a_customer_without_technician(
     tmp_path: Path,
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
+    start_simulator: StartSimulator,
+    start_gateway: StartGateway,
     password_hash: str,
 ) -> None:
     sim = start_simulator(clients=300)

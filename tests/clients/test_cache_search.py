@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 
 from tests.clients.conftest import StartPair, body, calls, envelope, warm
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Simulator, StartGateway, StartSimulator
 from tests.support import wait_until
 
 
@@ -93,7 +92,7 @@ def test_search_without_q_is_400(pair: tuple[Simulator, Gateway], q: str | None)
 
 
 def test_whole_list_paged_in_parallel_and_concurrent_misses_load_once(
-    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+    start_simulator: StartSimulator, start_gateway: StartGateway
 ) -> None:
     # 230 clients, our page 50 but the upstream caps at 40: 6 pages, fetched once.
     sim = start_simulator(clients=230, max_page_size=40)
@@ -110,7 +109,7 @@ def test_whole_list_paged_in_parallel_and_concurrent_misses_load_once(
 
 
 def test_search_waits_for_the_first_load_then_never_again(
-    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+    start_simulator: StartSimulator, start_gateway: StartGateway
 ) -> None:
     sim = start_simulator()
     gw = start_gateway(sim.url)
@@ -181,8 +180,8 @@ def test_stale_copy_expires(start_pair: StartPair) -> None:
     ],
 )
 def test_list_failure(
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
+    start_simulator: StartSimulator,
+    start_gateway: StartGateway,
     faults: dict[str, Any],
     status: int,
     action: str,
@@ -261,7 +260,7 @@ def test_a_short_client_list_is_never_published(start_pair: StartPair) -> None:
 
 
 def test_a_short_client_list_on_a_cold_start_is_a_failure(
-    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+    start_simulator: StartSimulator, start_gateway: StartGateway
 ) -> None:
     sim = start_simulator()
     sim.state.faults.update(
@@ -279,8 +278,8 @@ def test_a_short_client_list_on_a_cold_start_is_a_failure(
     [{"hang_rate": 1.0, "hang_seconds": 60}, {"force_429": True, "retry_after": 30}],
 )
 def test_a_cold_list_answers_within_the_deadline(
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
+    start_simulator: StartSimulator,
+    start_gateway: StartGateway,
     faults: dict[str, Any],
 ) -> None:
     """Issue 17: a request never waits on a whole-list load it cannot finish in time (the

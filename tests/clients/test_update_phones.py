@@ -6,14 +6,13 @@ stored."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 
 import pytest
 
 from isp_gateway.clients.phones import replace_first_phone
 from isp_gateway.simulator.dataset import two_number_service
 from tests.clients.conftest import calls, warm
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Simulator, StartGateway, StartSimulator
 
 PATCH = "PATCH /api/clientes/{id}/perfil/"
 
@@ -108,7 +107,7 @@ def test_an_unknown_service_sends_no_write(pair: tuple[Simulator, Gateway]) -> N
 
 
 def test_the_built_in_dataset_s_two_number_service(
-    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+    start_simulator: StartSimulator, start_gateway: StartGateway
 ) -> None:
     sim = start_simulator()
     row = two_number_service(sim.state.dataset)

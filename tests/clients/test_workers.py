@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tests.clients.conftest import StartPair, calls, warm
 from tests.clients.test_verify_update import GOOD, verify
-from tests.conftest import Gateway, Simulator
+from tests.conftest import StartGateway, StartSimulator
 from tests.support import wait_until
 
 REDIS_DB = 14
 
 
 def test_workers_refresh_the_shared_list_once_per_period(
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
+    start_simulator: StartSimulator,
+    start_gateway: StartGateway,
     data_file: Path,
     shared_redis: str,
 ) -> None:
@@ -59,8 +58,8 @@ def test_parallel_guesses_cannot_outrun_the_verify_lock(
 
 
 def test_a_miss_is_rechecked_once_across_two_workers(
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
+    start_simulator: StartSimulator,
+    start_gateway: StartGateway,
     data_file: Path,
     shared_redis: str,
 ) -> None:

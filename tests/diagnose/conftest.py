@@ -3,13 +3,12 @@ service states, pending invoices and tickets, and a helper that waits for warm c
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Simulator, StartGateway, StartSimulator
 from tests.support import data_file_of, wait_for_age, wait_until
 
 TECH = {"id": 11, "nombre": "Carlos Ruiz"}
@@ -119,12 +118,12 @@ def data_file(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def sim(start_simulator: Callable[..., Simulator], data_file: Path) -> Simulator:
+def sim(start_simulator: StartSimulator, data_file: Path) -> Simulator:
     return start_simulator(data_file=data_file, ping_duration=0.2)
 
 
 @pytest.fixture
-def gw(sim: Simulator, start_gateway: Callable[..., Gateway]) -> Gateway:
+def gw(sim: Simulator, start_gateway: StartGateway) -> Gateway:
     return start_gateway(sim.url, **GATEWAY_SETTINGS)
 
 
@@ -147,7 +146,7 @@ def warm(gw: Gateway, sim: Simulator) -> None:
 
 
 @pytest.fixture
-def gw_outage_checks_fail(sim: Simulator, start_gateway: Callable[..., Gateway]) -> Gateway:
+def gw_outage_checks_fail(sim: Simulator, start_gateway: StartGateway) -> Gateway:
     """A warm gateway whose outage checks now fail: the routers' endpoint answers errors and
     the checks cached at the warm-up have expired (OUTAGE_CACHE_SECONDS=1)."""
     gw = start_gateway(sim.url, OUTAGE_CACHE_SECONDS=1, UPSTREAM_TIMEOUT_SECONDS=1.0)

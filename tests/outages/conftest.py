@@ -21,7 +21,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from isp_gateway.notices import subscriptions as subs
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Simulator, StartSimulator
 from tests.support import data_file_of, run_server
 
 TECH = {"id": 11, "nombre": "Carlos Ruiz"}
@@ -76,7 +76,7 @@ def data_file(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def sim(start_simulator: Callable[..., Simulator], data_file: Path) -> Simulator:
+def sim(start_simulator: StartSimulator, data_file: Path) -> Simulator:
     return start_simulator(data_file=data_file)
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import httpx
 
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Simulator, StartGateway
 from tests.outages.conftest import (
     ON_7,
     ZONES_7,
@@ -27,7 +27,7 @@ SETTLE_SECONDS = 3.0  # longer than several sweeps and sender ticks: a second ev
 
 def test_a_raised_flag_gives_one_signed_started_notice_then_one_ended(
     sim: Simulator,
-    start_gateway: Callable[..., Gateway],
+    start_gateway: StartGateway,
     start_receiver: Callable[[], Receiver],
     hooks: Hooks,
 ) -> None:
@@ -91,7 +91,7 @@ def test_a_raised_flag_gives_one_signed_started_notice_then_one_ended(
 
 def test_a_receiver_answering_500_twice_gets_the_notice_a_third_time_with_the_same_id(
     sim: Simulator,
-    start_gateway: Callable[..., Gateway],
+    start_gateway: StartGateway,
     start_receiver: Callable[[], Receiver],
     hooks: Hooks,
 ) -> None:
@@ -115,7 +115,7 @@ def test_a_receiver_answering_500_twice_gets_the_notice_a_third_time_with_the_sa
 
 def test_a_hanging_receiver_delays_neither_the_api_nor_another_receiver(
     sim: Simulator,
-    start_gateway: Callable[..., Gateway],
+    start_gateway: StartGateway,
     start_receiver: Callable[[], Receiver],
     hooks: Hooks,
 ) -> None:
@@ -142,7 +142,7 @@ def test_a_hanging_receiver_delays_neither_the_api_nor_another_receiver(
 
 def test_a_removed_subscription_gets_nothing_after_5_s_and_an_added_one_without_restart(
     sim: Simulator,
-    start_gateway: Callable[..., Gateway],
+    start_gateway: StartGateway,
     start_receiver: Callable[[], Receiver],
     hooks: Hooks,
 ) -> None:

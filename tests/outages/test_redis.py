@@ -12,7 +12,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import Gateway, Simulator, _start_gateway, serve_env
+from tests.conftest import (
+    Simulator,
+    StartGateway,
+    StartSimulator,
+    _start_gateway,
+    serve_env,
+)
 from tests.outages.conftest import (
     ON_7,
     Hooks,
@@ -31,7 +37,7 @@ SETTLE_SECONDS = 3.0
 
 def test_two_workers_on_redis_give_exactly_one_event_per_flip(
     sim: Simulator,
-    start_gateway: Callable[..., Gateway],
+    start_gateway: StartGateway,
     start_receiver: Callable[[], Receiver],
     hooks: Hooks,
     shared_redis: str,
@@ -89,7 +95,7 @@ def test_serve_with_two_workers_on_redis_sends_one_notice_per_flip(
 
 
 def test_a_restart_during_an_outage_does_not_announce_it_again(
-    start_simulator: Callable[..., Simulator],
+    start_simulator: StartSimulator,
     data_file: object,
     start_receiver: Callable[[], Receiver],
     hooks: Hooks,
@@ -148,7 +154,7 @@ def test_a_notice_queued_before_a_restart_is_delivered_after_it(
 
 def test_a_notice_never_accepted_is_dropped_with_an_error_and_an_audit_event(
     sim: Simulator,
-    start_gateway: Callable[..., Gateway],
+    start_gateway: StartGateway,
     start_receiver: Callable[[], Receiver],
     hooks: Hooks,
     shared_redis: str,

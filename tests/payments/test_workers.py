@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import PASSWORD, USERNAME, Simulator, serve_env
+from tests.conftest import PASSWORD, USERNAME, Simulator, StartSimulator, serve_env
 from tests.payments.conftest import (
     DEBTORS,
     PROMISE,
@@ -70,7 +70,7 @@ class Served:
 
 @pytest.fixture
 def serve(
-    start_simulator: Callable[..., Simulator],
+    start_simulator: StartSimulator,
     money_data: Path,
     password_hash: str,
     tmp_path: Path,

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 
 from isp_gateway.auth import keys
-from tests.conftest import Gateway, Simulator
+from tests.conftest import StartGateway, StartSimulator
 from tests.support import RedisServer, tool_call
 from tests.tickets.conftest import build_dataset, ticket_body
 
@@ -26,8 +26,8 @@ BOUND = TIMEOUT + 0.5
 def test_a_frozen_redis_costs_a_request_one_timeout(
     own_redis: RedisServer,
     tmp_path: Path,
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
+    start_simulator: StartSimulator,
+    start_gateway: StartGateway,
 ) -> None:
     path = tmp_path / "upstream.json"
     path.write_text(json.dumps(build_dataset(), ensure_ascii=False), "utf-8")

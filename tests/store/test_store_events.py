@@ -14,7 +14,7 @@ import redis
 
 from isp_gateway.kit.errors import StoreUnavailable
 from isp_gateway.store.redis import RedisStore, SentinelMaster
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Simulator, StartGateway
 from tests.support import SENTINEL_MASTER, RedisServer, SentinelGroup
 
 PASSWORD = "store-pass-0123456789"
@@ -38,7 +38,7 @@ def started_with(
 
 
 def test_the_memory_store_is_named_at_start(
-    caplog: pytest.LogCaptureFixture, simulator: Simulator, start_gateway: Callable[..., Gateway]
+    caplog: pytest.LogCaptureFixture, simulator: Simulator, start_gateway: StartGateway
 ) -> None:
     assert started_with(caplog, lambda: start_gateway(simulator.url)) == [
         ("INFO", "store: memory, this process only (REDIS_URL or REDIS_SENTINELS share it)")
@@ -48,7 +48,7 @@ def test_the_memory_store_is_named_at_start(
 def test_a_redis_url_is_named_without_its_password(
     caplog: pytest.LogCaptureFixture,
     simulator: Simulator,
-    start_gateway: Callable[..., Gateway],
+    start_gateway: StartGateway,
     own_redis: RedisServer,
 ) -> None:
     with redis.Redis(port=own_redis.port) as client:
@@ -62,7 +62,7 @@ def test_a_redis_url_is_named_without_its_password(
 def test_a_sentinel_master_is_named_with_its_address(
     caplog: pytest.LogCaptureFixture,
     simulator: Simulator,
-    start_gateway: Callable[..., Gateway],
+    start_gateway: StartGateway,
     sentinel_group: SentinelGroup,
 ) -> None:
     settings = {

@@ -20,7 +20,7 @@ from isp_gateway.kit.errors import (
 )
 from isp_gateway.store import MemoryStore
 from isp_gateway.upstream.gateway import UpstreamGateway
-from tests.conftest import API_KEY, Simulator
+from tests.conftest import API_KEY, Simulator, StartSimulator
 from tests.support import run_server, wait_until_async
 from tests.upstream.conftest import ScriptedUpstream, Upstream
 
@@ -68,7 +68,7 @@ def closed_port() -> int:
 
 
 async def test_all_pages_with_a_capped_page_size(
-    start_simulator: Callable[..., Simulator], make_gateway: Factory
+    start_simulator: StartSimulator, make_gateway: Factory
 ) -> None:
     sim = start_simulator(clients=200, max_page_size=30)
     gateway = make_gateway(sim.url, UPSTREAM_PAGE_SIZE=50, UPSTREAM_PARALLEL_PAGES=3)
@@ -81,7 +81,7 @@ async def test_all_pages_with_a_capped_page_size(
 
 
 async def test_all_pages_in_one_call_when_it_fits(
-    start_simulator: Callable[..., Simulator], make_gateway: Factory
+    start_simulator: StartSimulator, make_gateway: Factory
 ) -> None:
     sim = start_simulator(clients=120)
     gateway = make_gateway(sim.url, UPSTREAM_PAGE_SIZE=500)
@@ -134,7 +134,7 @@ async def test_empty_list(simulator: Simulator, make_gateway: Factory) -> None:
     ],
 )
 async def test_a_short_read_is_a_failed_read(
-    start_simulator: Callable[..., Simulator],
+    start_simulator: StartSimulator,
     make_gateway: Factory,
     faults: dict[str, Any],
     size: int,
@@ -314,7 +314,7 @@ async def test_key_never_logged(
 
 
 async def test_a_background_read_pauses_on_429_and_resumes_where_it_was(
-    start_simulator: Callable[..., Simulator], make_gateway: Factory
+    start_simulator: StartSimulator, make_gateway: Factory
 ) -> None:
     sim = start_simulator(clients=200, max_page_size=30)
     gateway = make_gateway(sim.url, UPSTREAM_PAGE_SIZE=30, UPSTREAM_PARALLEL_PAGES=1)

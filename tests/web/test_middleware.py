@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import httpx
 
-from tests.conftest import Gateway
+from tests.conftest import StartGateway
 from tests.support import error_body, wait_for_fresh_window
 
 PATH = "/api/v1/_probe/whoami"
 
 
-def test_off_by_default(start_probe_gateway: Callable[..., Gateway]) -> None:
+def test_off_by_default(start_probe_gateway: StartGateway) -> None:
     gw = start_probe_gateway()
     assert gw.settings.RATE_LIMIT_PER_MINUTE == 0
     statuses = {gw.get(PATH).status_code for _ in range(40)}
     assert statuses == {200}
 
 
-def test_on_limits_per_address(start_probe_gateway: Callable[..., Gateway]) -> None:
+def test_on_limits_per_address(start_probe_gateway: StartGateway) -> None:
     gw = start_probe_gateway(RATE_LIMIT_PER_MINUTE=3)
     wait_for_fresh_window(60)
     for _ in range(3):
@@ -38,7 +36,7 @@ def test_on_limits_per_address(start_probe_gateway: Callable[..., Gateway]) -> N
 
 
 def test_per_subject_limit_holds_across_addresses(
-    start_probe_gateway: Callable[..., Gateway],
+    start_probe_gateway: StartGateway,
 ) -> None:
     gw = start_probe_gateway(RATE_LIMIT_PER_SUBJECT_PER_MINUTE=3)
     wait_for_fresh_window(60)
@@ -56,7 +54,7 @@ def test_per_subject_limit_holds_across_addresses(
 
 
 def test_token_endpoint_limit_answers_oauth_style(
-    start_probe_gateway: Callable[..., Gateway],
+    start_probe_gateway: StartGateway,
 ) -> None:
     gw = start_probe_gateway(RATE_LIMIT_PER_MINUTE=1)
     wait_for_fresh_window(60)
