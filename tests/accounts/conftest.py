@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -13,7 +12,7 @@ import pytest
 
 from tests.clients.conftest import PLANS, row, warm
 from tests.conftest import Gateway, Simulator, StartGateway, StartSimulator
-from tests.support import wait_until
+from tests.support import wait_until, write_dataset
 
 TODAY = datetime.now(ZoneInfo("America/Bogota")).date()
 
@@ -77,15 +76,8 @@ PAYMENT_METHODS = [{"id": 7, "nombre": "efectivo"}, {"id": 9, "nombre": " Nequi 
 
 
 def write_data(path: Path, **sections: Any) -> Path:
-    document = {
-        "clients": CLIENTS,
-        "plans": PLANS,
-        "invoices": INVOICES,
-        "payment_methods": PAYMENT_METHODS,
-        **sections,
-    }
-    path.write_text(json.dumps(document, ensure_ascii=False), "utf-8")
-    return path
+    methods = sections.pop("payment_methods", PAYMENT_METHODS)  # a test's own, or none
+    return write_dataset(path, CLIENTS, PLANS, INVOICES, methods, **sections)
 
 
 @pytest.fixture

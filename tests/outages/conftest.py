@@ -22,7 +22,7 @@ from starlette.routing import Route
 
 from isp_gateway.notices import subscriptions as subs
 from tests.conftest import Gateway, Simulator, StartSimulator
-from tests.support import data_file_of, run_server
+from tests.support import client_row, data_file_of, run_server
 
 TECH = {"id": 11, "nombre": "Carlos Ruiz"}
 ROUTERS = [{"id": 7, "nombre": "MK-NORTE"}, {"id": 8, "nombre": "MK-SUR"}]
@@ -40,22 +40,10 @@ ZONES_7 = [1, 3]
 
 def _client(service_id: int, estado: str, zone_id: int, router_id: int) -> dict[str, Any]:
     router = next(r for r in ROUTERS if r["id"] == router_id)
-    return {
-        "id_servicio": service_id,
-        "usuario": f"cliente{service_id}@isp",
-        "nombre": f"CLIENTE {service_id}",
-        "cedula": str(10_000_000 + service_id),
-        "telefono": f"300{service_id:07d}",
-        "direccion": "B/ CENTRO",
-        "estado": estado,
-        "estado_facturas": "Pagadas",
-        "saldo": "0.00",
-        "zona": {"id": zone_id, "nombre": f"Zona {zone_id}"},
-        "router": dict(router),
-        "tecnico": TECH,
-        "plan_internet": {"id": 1, "nombre": "PLAN 10MB"},
-        "precio_plan": "40000.00",
-    }
+    plan = {"id": 1, "nombre": "PLAN 10MB"}
+    return client_row(
+        service_id, estado, zone_id, router, TECH, plan_internet=plan, precio_plan="40000.00"
+    )
 
 
 def build_dataset() -> dict[str, Any]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import struct
 import time
 import zlib
@@ -29,7 +28,7 @@ from tests.conftest import (
     _start_simulator,
     pair_starter,
 )
-from tests.support import tool_call
+from tests.support import tool_call, write_dataset
 
 T = TypeVar("T")
 
@@ -98,14 +97,7 @@ PAYMENT_METHODS = [{"id": 7, "nombre": "efectivo"}, {"id": 9, "nombre": "Nequi"}
 @pytest.fixture(scope="session")
 def money_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("money") / "money.json"
-    document = {
-        "clients": CLIENTS,
-        "plans": PLANS,
-        "invoices": INVOICES,
-        "payment_methods": PAYMENT_METHODS,
-    }
-    path.write_text(json.dumps(document, ensure_ascii=False), "utf-8")
-    return path
+    return write_dataset(path, CLIENTS, PLANS, INVOICES, PAYMENT_METHODS)
 
 
 StartMoney = StartPair
@@ -134,6 +126,19 @@ def statement_of(service_id: int) -> dict[str, str]:
     return {**STATEMENT, "name": STATEMENT["name"].format(service_id)}
 
 
+def verify_call(service_id: int, said: dict[str, str] | None = None) -> dict[str, Any]:
+    """The MCP verify_customer call for `service_id` with what the customer `said` (the
+    crafted customer's statement by default)."""
+    said = said or statement_of(service_id)
+    return tool_call(
+        "verify_customer",
+        service_id=service_id,
+        name=said["name"],
+        address=said["address"],
+        plan_name=said["internet_plan_name"],
+    )
+
+
 def mcp_verify(
     gw: Gateway,
     service_id: int,
@@ -143,13 +148,7 @@ def mcp_verify(
     """verify_customer through /mcp (one JSON-RPC call over HTTP) with these credentials:
     its id is bound to the same caller and end user as a REST call with the same headers."""
     said = statement or statement_of(service_id)
-    call = tool_call(
-        "verify_customer",
-        service_id=service_id,
-        name=said["name"],
-        address=said["address"],
-        plan_name=said["internet_plan_name"],
-    )
+    call = verify_call(service_id, said)
     answer = gw.client.post(
         "/mcp",
         json=call,

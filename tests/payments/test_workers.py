@@ -25,9 +25,9 @@ from tests.payments.conftest import (
     report_fields,
     sim_promises,
     sim_reports,
-    statement_of,
+    verify_call,
 )
-from tests.support import serving_workers, tool_call
+from tests.support import serving_workers
 
 REDIS_DB = 2
 AT_ONCE = 8
@@ -53,14 +53,7 @@ class Served:
         return httpx.get(self.url + path, headers=headers, timeout=30, **kw)
 
     def verification_id(self, service_id: int) -> str:
-        said = statement_of(service_id)
-        call = tool_call(
-            "verify_customer",
-            service_id=service_id,
-            name=said["name"],
-            address=said["address"],
-            plan_name=said["internet_plan_name"],
-        )
+        call = verify_call(service_id)
         answer = self.post(
             "/mcp", json=call, headers={"Accept": "application/json, text/event-stream"}
         )
