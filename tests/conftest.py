@@ -297,12 +297,17 @@ REDIS_MISSING = (
 
 def start_redis_server() -> RedisServer:
     """A throwaway redis-server of the caller's own, or the test fails with one line."""
-    server = RedisServer()
+    return started(RedisServer(), REDIS_MISSING)
+
+
+def started(process: T, missing: str) -> T:
+    """`process` started (a RedisServer, a SentinelGroup), or the test fails with the one
+    line `missing` when its binary is."""
     try:
-        server.start()
+        process.start()  # type: ignore[attr-defined]
     except FileNotFoundError:
-        pytest.fail(REDIS_MISSING, pytrace=False)
-    return server
+        pytest.fail(missing, pytrace=False)
+    return process
 
 
 @pytest.fixture
@@ -329,12 +334,7 @@ SENTINEL_MISSING = (
 def start_sentinel_group(directory: Path, **options: Any) -> SentinelGroup:
     """A master, replicas and sentinels of the caller's own (SentinelGroup's options), or the
     test fails with one line naming the package."""
-    group = SentinelGroup(directory, **options)
-    try:
-        group.start()
-    except FileNotFoundError:
-        pytest.fail(SENTINEL_MISSING, pytrace=False)
-    return group
+    return started(SentinelGroup(directory, **options), SENTINEL_MISSING)
 
 
 @pytest.fixture

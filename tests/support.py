@@ -63,6 +63,44 @@ def _timed_out(
     return AssertionError(f"waited {timeout:g} s for {what}; {seen}")
 
 
+class _Poll:
+    """One wait on a condition: asks `predicate` (an error of the `ignoring` types counts as
+    a false answer), keeps its last answer, and fails the test once `timeout` has passed."""
+
+    def __init__(
+        self,
+        predicate: Callable[..., Any],
+        timeout: float,
+        message: str | Callable[[], str] | None,
+        ignoring: Errors,
+    ) -> None:
+        self.predicate, self.timeout, self.message = predicate, timeout, message
+        self.ignoring = ignoring
+        self.deadline = time.monotonic() + timeout
+        self.value: Any = None
+
+    def ask(self) -> bool:
+        try:
+            return self.answered(self.predicate(), None)
+        except self.ignoring as exc:
+            return self.answered(None, exc)
+
+    async def ask_async(self) -> bool:
+        try:
+            answer = self.predicate()
+            return self.answered(await answer if inspect.isawaitable(answer) else answer, None)
+        except self.ignoring as exc:
+            return self.answered(None, exc)
+
+    def answered(self, value: Any, error: BaseException | None) -> bool:
+        self.value = value
+        if value:
+            return True
+        if time.monotonic() >= self.deadline:
+            raise _timed_out(self.predicate, self.timeout, self.message, value, error)
+        return False
+
+
 def wait_until(
     predicate: Callable[[], T],
     *,
@@ -75,19 +113,10 @@ def wait_until(
     that answer; after `timeout` seconds, fail the test naming `message` (else the
     predicate) and its last answer. Exceptions of the `ignoring` types count as a false
     answer (e.g. a server that does not accept connections yet)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value: Any = None
-        error = None
-        try:
-            value = predicate()
-        except ignoring as exc:
-            error = exc
-        if value:
-            return value  # type: ignore[no-any-return]
-        if time.monotonic() >= deadline:
-            raise _timed_out(predicate, timeout, message, value, error)
+    poll = _Poll(predicate, timeout, message, ignoring)
+    while not poll.ask():
         time.sleep(interval)
+    return poll.value  # type: ignore[no-any-return]
 
 
 async def wait_until_async(
@@ -100,20 +129,10 @@ async def wait_until_async(
 ) -> T:
     """`wait_until` for a test on an event loop: the predicate may be a coroutine function,
     and the loop runs between polls."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value: Any = None
-        error = None
-        try:
-            answer = predicate()
-            value = await answer if inspect.isawaitable(answer) else answer
-        except ignoring as exc:
-            error = exc
-        if value:
-            return value  # type: ignore[no-any-return]
-        if time.monotonic() >= deadline:
-            raise _timed_out(predicate, timeout, message, value, error)
+    poll = _Poll(predicate, timeout, message, ignoring)
+    while not await poll.ask_async():
         await asyncio.sleep(interval)
+    return poll.value  # type: ignore[no-any-return]
 
 
 def copy_age(resource: Any) -> float | None:

@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from tests.clients.conftest import PLANS, row, warm
-from tests.conftest import Gateway, Simulator, StartGateway, StartSimulator
+from tests.conftest import Gateway, Pair, Simulator, StartGateway, StartSimulator
 from tests.support import wait_until, write_dataset
 
 TODAY = datetime.now(ZoneInfo("America/Bogota")).date()
@@ -94,7 +94,7 @@ def warm_invoices(gw: Gateway, loads: int = 1, timeout: float = 15) -> None:
     )
 
 
-StartAccounts = Callable[..., tuple[Simulator, Gateway]]
+StartAccounts = Callable[..., Pair]
 
 
 @pytest.fixture
@@ -114,7 +114,7 @@ def start_accounts(
         before_gateway: Callable[[Simulator], None] | None = None,
         reset_stats: bool = True,
         **gw_overrides: Any,
-    ) -> tuple[Simulator, Gateway]:
+    ) -> Pair:
         sim = start_simulator(**{"data_file": account_data, **(sim_overrides or {})})
         if before_gateway is not None:
             before_gateway(sim)

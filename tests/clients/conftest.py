@@ -10,7 +10,7 @@ import pytest
 
 from isp_gateway.clients.index import ClientIndex
 from isp_gateway.upstream.clients import Client
-from tests.conftest import Gateway, Simulator, StartPair, pair_starter
+from tests.conftest import Gateway, Pair, Simulator, StartPair, pair_starter
 from tests.support import wait_for_age, wait_until
 
 
@@ -125,7 +125,7 @@ start_pair = pair_starter(
 
 
 @pytest.fixture
-def pair(start_pair: StartPair) -> tuple[Simulator, Gateway]:
+def pair(start_pair: StartPair) -> Pair:
     return start_pair()
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from isp_gateway.auth.tokens import issue_token
 from tests.clients.conftest import PLANS, calls, row, warm
-from tests.conftest import USERNAME, Gateway, Simulator, StartGateway, StartSimulator
+from tests.conftest import USERNAME, Gateway, Pair, StartGateway, StartSimulator
 
 # One document held by three services (listed out of id order), one phone by two.
 SHARED = [
@@ -45,7 +45,7 @@ def shared(
     start_simulator: StartSimulator,
     start_gateway: StartGateway,
     shared_file: Path,
-) -> tuple[Simulator, Gateway]:
+) -> Pair:
     sim = start_simulator(data_file=shared_file)
     gw = start_gateway(sim.url)
     warm(gw)
@@ -61,7 +61,7 @@ def _fresh_headers(gw: Gateway) -> dict[str, str]:
 
 
 def test_edge_and_full_stack_name_the_other_services_alike(
-    shared: tuple[Simulator, Gateway],
+    shared: Pair,
 ) -> None:
     sim, gw = shared
     for path, (chosen, others) in EXPECTED.items():
@@ -81,7 +81,7 @@ def test_edge_and_full_stack_name_the_other_services_alike(
 
 
 def test_a_document_asked_in_a_loop_never_drops_a_service(
-    shared: tuple[Simulator, Gateway],
+    shared: Pair,
 ) -> None:
     _, gw = shared
     headers = _fresh_headers(gw)
@@ -93,7 +93,7 @@ def test_a_document_asked_in_a_loop_never_drops_a_service(
 
 
 def test_others_change_when_a_client_changes_document(
-    shared: tuple[Simulator, Gateway],
+    shared: Pair,
 ) -> None:
     _, gw = shared
     headers = _fresh_headers(gw)
@@ -129,7 +129,7 @@ def test_a_cold_lookup_names_the_same_others(
 QUERIES = ["ana", "rosa", "perez", "porvenir diaz", "3004445566", "12345678", "cliente", "zzzz"]
 
 
-def test_search_says_how_many_match_in_all(pair: tuple[Simulator, Gateway]) -> None:
+def test_search_says_how_many_match_in_all(pair: Pair) -> None:
     _, gw = pair
     for q in QUERIES:
         everything = gw.get("/api/v1/clients/search", params={"q": q, "limit": 200}).json()
@@ -192,7 +192,7 @@ def test_the_generated_answer_cases_name_both_services(
     assert alone["meta"] == {"other_service_ids": []}
 
 
-def test_a_search_total_follows_an_update(shared: tuple[Simulator, Gateway]) -> None:
+def test_a_search_total_follows_an_update(shared: Pair) -> None:
     _, gw = shared
 
     def meta() -> Any:

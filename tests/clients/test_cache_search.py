@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.clients.conftest import StartPair, body, calls, envelope, warm
-from tests.conftest import Gateway, Simulator, StartGateway, StartSimulator
+from tests.conftest import Gateway, Pair, StartGateway, StartSimulator
 from tests.support import wait_until
 
 
@@ -35,7 +35,7 @@ def next_answer(response: Any) -> Any:
     return response if response.status_code != 200 else None
 
 
-def test_search_accent_case_and_every_token(pair: tuple[Simulator, Gateway]) -> None:
+def test_search_accent_case_and_every_token(pair: Pair) -> None:
     sim, gw = pair
     assert ids(search(gw, "jose")) == [102, 107]  # José / JOSÉ
     assert ids(search(gw, "JOSÉ PEREZ")) == [107]
@@ -48,7 +48,7 @@ def test_search_accent_case_and_every_token(pair: tuple[Simulator, Gateway]) -> 
     assert calls(sim) == 0
 
 
-def test_search_relevance_exact_document_and_phone_first(pair: tuple[Simulator, Gateway]) -> None:
+def test_search_relevance_exact_document_and_phone_first(pair: Pair) -> None:
     _, gw = pair
     assert ids(search(gw, "111222")) == [105, 106]  # a prefix of both documents
     assert ids(search(gw, "11122244")) == [106]
@@ -62,7 +62,7 @@ def test_search_relevance_exact_document_and_phone_first(pair: tuple[Simulator, 
     assert ids(search(gw, "ab12345")) == [103]
 
 
-def test_search_limit(pair: tuple[Simulator, Gateway]) -> None:
+def test_search_limit(pair: Pair) -> None:
     _, gw = pair
     assert len(ids(search(gw, "suba"))) == 6
     assert len(ids(search(gw, "suba", limit=2))) == 2
@@ -70,7 +70,7 @@ def test_search_limit(pair: tuple[Simulator, Gateway]) -> None:
     assert too_big.status_code == 422 and body(too_big)["action"] == "validation_error"
 
 
-def test_search_nothing_found(pair: tuple[Simulator, Gateway]) -> None:
+def test_search_nothing_found(pair: Pair) -> None:
     _, gw = pair
     response = search(gw, "zzzz")
     out = envelope(response, 200)
@@ -83,7 +83,7 @@ def test_search_nothing_found(pair: tuple[Simulator, Gateway]) -> None:
 
 
 @pytest.mark.parametrize("q", [None, "", "   "])
-def test_search_without_q_is_400(pair: tuple[Simulator, Gateway], q: str | None) -> None:
+def test_search_without_q_is_400(pair: Pair, q: str | None) -> None:
     _, gw = pair
     response = search(gw, q)
     out = envelope(response, 400)

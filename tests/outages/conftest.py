@@ -120,8 +120,11 @@ class Receiver:
         return self.of(event_type)
 
 
+StartReceiver = Callable[[], Receiver]
+
+
 @pytest.fixture
-def start_receiver() -> Iterator[Callable[[], Receiver]]:
+def start_receiver() -> Iterator[StartReceiver]:
     with contextlib.ExitStack() as stack:
         made: list[Receiver] = []
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
 
 import httpx
 
@@ -14,7 +13,7 @@ from tests.outages.conftest import (
     ON_7,
     ZONES_7,
     Hooks,
-    Receiver,
+    StartReceiver,
     clear_outage,
     notice_settings,
     raise_outage,
@@ -28,7 +27,7 @@ SETTLE_SECONDS = 3.0  # longer than several sweeps and sender ticks: a second ev
 def test_a_raised_flag_gives_one_signed_started_notice_then_one_ended(
     sim: Simulator,
     start_gateway: StartGateway,
-    start_receiver: Callable[[], Receiver],
+    start_receiver: StartReceiver,
     hooks: Hooks,
 ) -> None:
     receiver = start_receiver()
@@ -92,7 +91,7 @@ def test_a_raised_flag_gives_one_signed_started_notice_then_one_ended(
 def test_a_receiver_answering_500_twice_gets_the_notice_a_third_time_with_the_same_id(
     sim: Simulator,
     start_gateway: StartGateway,
-    start_receiver: Callable[[], Receiver],
+    start_receiver: StartReceiver,
     hooks: Hooks,
 ) -> None:
     receiver = start_receiver()
@@ -116,7 +115,7 @@ def test_a_receiver_answering_500_twice_gets_the_notice_a_third_time_with_the_sa
 def test_a_hanging_receiver_delays_neither_the_api_nor_another_receiver(
     sim: Simulator,
     start_gateway: StartGateway,
-    start_receiver: Callable[[], Receiver],
+    start_receiver: StartReceiver,
     hooks: Hooks,
 ) -> None:
     slow, fast = start_receiver(), start_receiver()
@@ -143,7 +142,7 @@ def test_a_hanging_receiver_delays_neither_the_api_nor_another_receiver(
 def test_a_removed_subscription_gets_nothing_after_5_s_and_an_added_one_without_restart(
     sim: Simulator,
     start_gateway: StartGateway,
-    start_receiver: Callable[[], Receiver],
+    start_receiver: StartReceiver,
     hooks: Hooks,
 ) -> None:
     kept, removed, added = start_receiver(), start_receiver(), start_receiver()

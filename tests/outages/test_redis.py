@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -22,7 +21,7 @@ from tests.conftest import (
 from tests.outages.conftest import (
     ON_7,
     Hooks,
-    Receiver,
+    StartReceiver,
     clear_outage,
     notice_settings,
     raise_outage,
@@ -38,7 +37,7 @@ SETTLE_SECONDS = 3.0
 def test_two_workers_on_redis_give_exactly_one_event_per_flip(
     sim: Simulator,
     start_gateway: StartGateway,
-    start_receiver: Callable[[], Receiver],
+    start_receiver: StartReceiver,
     hooks: Hooks,
     shared_redis: str,
 ) -> None:
@@ -67,7 +66,7 @@ def test_two_workers_on_redis_give_exactly_one_event_per_flip(
 
 def test_serve_with_two_workers_on_redis_sends_one_notice_per_flip(
     sim: Simulator,
-    start_receiver: Callable[[], Receiver],
+    start_receiver: StartReceiver,
     hooks: Hooks,
     shared_redis: str,
     password_hash: str,
@@ -97,7 +96,7 @@ def test_serve_with_two_workers_on_redis_sends_one_notice_per_flip(
 def test_a_restart_during_an_outage_does_not_announce_it_again(
     start_simulator: StartSimulator,
     data_file: object,
-    start_receiver: Callable[[], Receiver],
+    start_receiver: StartReceiver,
     hooks: Hooks,
     shared_redis: str,
     password_hash: str,
@@ -126,7 +125,7 @@ def test_a_restart_during_an_outage_does_not_announce_it_again(
 
 def test_a_notice_queued_before_a_restart_is_delivered_after_it(
     sim: Simulator,
-    start_receiver: Callable[[], Receiver],
+    start_receiver: StartReceiver,
     hooks: Hooks,
     shared_redis: str,
     password_hash: str,
@@ -155,7 +154,7 @@ def test_a_notice_queued_before_a_restart_is_delivered_after_it(
 def test_a_notice_never_accepted_is_dropped_with_an_error_and_an_audit_event(
     sim: Simulator,
     start_gateway: StartGateway,
-    start_receiver: Callable[[], Receiver],
+    start_receiver: StartReceiver,
     hooks: Hooks,
     shared_redis: str,
     caplog: pytest.LogCaptureFixture,

@@ -22,6 +22,7 @@ from tests.accounts.conftest import warm_invoices
 from tests.clients.conftest import PLANS, row, warm
 from tests.conftest import (
     Gateway,
+    Pair,
     Simulator,
     StartPair,
     _start_gateway,
@@ -328,7 +329,7 @@ def audit_events(gw: Gateway, event: str) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def money_pair(password_hash: str, money_data: Path) -> Iterator[tuple[Simulator, Gateway]]:
+def money_pair(password_hash: str, money_data: Path) -> Iterator[Pair]:
     """One simulator and gateway for a module whose tests each use their own customers."""
     with contextlib.ExitStack() as stack:
         sim = _start_simulator(stack, data_file=money_data)

@@ -32,8 +32,11 @@ class Upstream:
         return sum(int(value or 0) for value in await self.store.get_many(keys))
 
 
+Connect = Callable[..., Upstream]
+
+
 @pytest.fixture
-async def connect(password_hash: str) -> AsyncIterator[Callable[..., Upstream]]:
+async def connect(password_hash: str) -> AsyncIterator[Connect]:
     """Build the real UpstreamGateway (pooled client, rate budget in a memory store)."""
     clients: list[Any] = []
 

@@ -5,7 +5,7 @@ typed errors, "outcome unknown", the streamed receipt and the rate budget."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
@@ -30,7 +30,7 @@ from isp_gateway.upstream.payments import (
 )
 from tests.conftest import Simulator, StartSimulator
 from tests.support import run_server
-from tests.upstream.conftest import Upstream
+from tests.upstream.conftest import Connect
 
 pytestmark = pytest.mark.anyio
 
@@ -64,7 +64,7 @@ async def chunks(data: bytes, size: int = 7000) -> AsyncIterator[bytes]:
 
 
 async def test_a_promise_is_made_once_and_reconnects(
-    start_simulator: StartSimulator, connect: Callable[..., Upstream]
+    start_simulator: StartSimulator, connect: Connect
 ) -> None:
     sim = start_simulator()
     upstream = connect(sim.url)
@@ -84,7 +84,7 @@ async def test_a_promise_is_made_once_and_reconnects(
 
 
 async def test_a_promise_without_reconnection_sends_action_0(
-    start_simulator: StartSimulator, connect: Callable[..., Upstream]
+    start_simulator: StartSimulator, connect: Connect
 ) -> None:
     sim = start_simulator()
     client, invoice_id = debtor(sim)
@@ -93,7 +93,7 @@ async def test_a_promise_without_reconnection_sends_action_0(
 
 
 async def test_a_paid_or_unknown_invoice_has_its_own_error(
-    start_simulator: StartSimulator, connect: Callable[..., Upstream]
+    start_simulator: StartSimulator, connect: Connect
 ) -> None:
     sim = start_simulator()
     gateway = connect(sim.url).gateway
@@ -109,7 +109,7 @@ async def test_a_paid_or_unknown_invoice_has_its_own_error(
 
 @pytest.mark.parametrize("invoice_id", [0, -3, True])
 async def test_a_promise_is_never_sent_without_an_invoice(
-    start_simulator: StartSimulator, connect: Callable[..., Upstream], invoice_id: Any
+    start_simulator: StartSimulator, connect: Connect, invoice_id: Any
 ) -> None:
     sim = start_simulator(clients=20)
     with pytest.raises(ValueError, match="invoice_id"):
@@ -153,7 +153,7 @@ async def write(kind: str, gateway: Any, invoice_id: int) -> None:
 @pytest.mark.parametrize(("fault", "done"), UNKNOWN_OUTCOMES)
 async def test_no_readable_answer_to_a_write_is_outcome_unknown(
     start_simulator: StartSimulator,
-    connect: Callable[..., Upstream],
+    connect: Connect,
     fault: dict[str, Any],
     done: bool,
     kind: str,
@@ -172,7 +172,7 @@ async def test_no_readable_answer_to_a_write_is_outcome_unknown(
 
 
 async def test_refusals_before_the_write_keep_their_errors(
-    start_simulator: StartSimulator, connect: Callable[..., Upstream]
+    start_simulator: StartSimulator, connect: Connect
 ) -> None:
     sim = start_simulator()
     gateway = connect(sim.url).gateway
@@ -188,7 +188,7 @@ async def test_refusals_before_the_write_keep_their_errors(
 
 
 async def test_a_refused_connection_is_known_to_have_done_nothing(
-    connect: Callable[..., Upstream],
+    connect: Connect,
 ) -> None:
     with run_server(Starlette()) as url:
         pass  # the port is closed again: connections are refused
@@ -202,7 +202,7 @@ async def test_a_refused_connection_is_known_to_have_done_nothing(
 
 
 async def test_the_writes_spend_the_interactive_budget(
-    start_simulator: StartSimulator, connect: Callable[..., Upstream]
+    start_simulator: StartSimulator, connect: Connect
 ) -> None:
     sim = start_simulator()
     upstream = connect(sim.url, UPSTREAM_RATE_PER_MINUTE=2, UPSTREAM_RATE_PER_HOUR=100)
@@ -222,7 +222,7 @@ async def test_the_writes_spend_the_interactive_budget(
 
 
 async def test_a_report_sends_the_receipt_byte_for_byte(
-    start_simulator: StartSimulator, connect: Callable[..., Upstream]
+    start_simulator: StartSimulator, connect: Connect
 ) -> None:
     sim = start_simulator()
     upstream = connect(sim.url)
@@ -253,7 +253,7 @@ async def test_a_report_sends_the_receipt_byte_for_byte(
 
 @pytest.mark.parametrize("sized", [True, False], ids=["content-length", "chunked"])
 async def test_a_streamed_receipt_arrives_whole(
-    start_simulator: StartSimulator, connect: Callable[..., Upstream], sized: bool
+    start_simulator: StartSimulator, connect: Connect, sized: bool
 ) -> None:
     sim = start_simulator()
     _, invoice_id = debtor(sim)
@@ -296,7 +296,7 @@ def recorder() -> Iterator[tuple[Recorder, str]]:
 
 
 async def test_a_sized_stream_has_a_content_length_and_an_unsized_one_is_chunked(
-    recorder: tuple[Recorder, str], connect: Callable[..., Upstream]
+    recorder: tuple[Recorder, str], connect: Connect
 ) -> None:
     script, url = recorder
     gateway = connect(url).gateway
@@ -316,7 +316,7 @@ async def test_a_sized_stream_has_a_content_length_and_an_unsized_one_is_chunked
 
 
 async def test_a_receipt_that_is_not_its_announced_size_is_cut_short(
-    start_simulator: StartSimulator, connect: Callable[..., Upstream]
+    start_simulator: StartSimulator, connect: Connect
 ) -> None:
     sim = start_simulator()
     gateway = connect(sim.url).gateway
@@ -332,7 +332,7 @@ async def test_a_receipt_that_is_not_its_announced_size_is_cut_short(
 
 
 async def test_file_names_and_media_types_are_sent_safely(
-    recorder: tuple[Recorder, str], connect: Callable[..., Upstream]
+    recorder: tuple[Recorder, str], connect: Connect
 ) -> None:
     script, url = recorder
     await payments.report_payment(
@@ -353,7 +353,7 @@ async def test_file_names_and_media_types_are_sent_safely(
 
 
 async def test_a_report_of_a_paid_or_unknown_invoice_or_bad_fields(
-    start_simulator: StartSimulator, connect: Callable[..., Upstream]
+    start_simulator: StartSimulator, connect: Connect
 ) -> None:
     sim = start_simulator()
     gateway = connect(sim.url).gateway
@@ -387,7 +387,7 @@ async def test_a_report_of_a_paid_or_unknown_invoice_or_bad_fields(
     ],
 )
 async def test_a_report_answer_without_a_task_id_is_outcome_unknown(
-    recorder: tuple[Recorder, str], connect: Callable[..., Upstream], answer: tuple[int, bytes]
+    recorder: tuple[Recorder, str], connect: Connect, answer: tuple[int, bytes]
 ) -> None:
     script, url = recorder
     script.answer = answer
@@ -398,7 +398,7 @@ async def test_a_report_answer_without_a_task_id_is_outcome_unknown(
 
 
 async def test_a_promise_answer_naming_another_invoice_is_outcome_unknown(
-    recorder: tuple[Recorder, str], connect: Callable[..., Upstream]
+    recorder: tuple[Recorder, str], connect: Connect
 ) -> None:
     script, url = recorder
     gateway = connect(url).gateway
@@ -413,7 +413,7 @@ async def test_a_promise_answer_naming_another_invoice_is_outcome_unknown(
 
 
 async def test_an_unexpected_refusal_is_a_plain_payment_rejection(
-    recorder: tuple[Recorder, str], connect: Callable[..., Upstream]
+    recorder: tuple[Recorder, str], connect: Connect
 ) -> None:
     script, url = recorder
     script.answer = (400, b'{"detail": "Servicio sin router asignado."}')

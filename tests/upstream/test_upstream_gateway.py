@@ -22,7 +22,7 @@ from isp_gateway.store import MemoryStore
 from isp_gateway.upstream.gateway import UpstreamGateway
 from tests.conftest import API_KEY, Simulator, StartSimulator
 from tests.support import run_server, wait_until_async
-from tests.upstream.conftest import ScriptedUpstream, Upstream
+from tests.upstream.conftest import Connect, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
 
@@ -30,7 +30,7 @@ Factory = Callable[..., Any]
 
 
 @pytest.fixture
-def make_gateway(connect: Callable[..., Upstream]) -> Factory:
+def make_gateway(connect: Connect) -> Factory:
     """Build the real UpstreamGateway (pooled client + budget) against a URL."""
 
     def make(url: str, **overrides: Any) -> UpstreamGateway:
