@@ -117,6 +117,12 @@ def simulator(start_simulator: StartSimulator) -> Simulator:
     return start_simulator()
 
 
+@pytest.fixture
+def sim(start_simulator: StartSimulator, request: pytest.FixtureRequest) -> Simulator:
+    """A simulator on the data file of the test's `data_file` fixture (its package's)."""
+    return start_simulator(data_file=request.getfixturevalue("data_file"))
+
+
 def gateway_settings(upstream_url: str, password_hash: str, **overrides: Any) -> Settings:
     values: dict[str, Any] = {
         "UPSTREAM_NET_KEY": API_KEY,

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -871,6 +872,22 @@ async def delete_keys(url: str, pattern: str) -> None:
             await client.delete(key)
     finally:
         await client.aclose()
+
+
+# This test process's own mark in the keys its tests write to a shared Redis database.
+RUN = uuid.uuid4().hex[:12]
+
+
+def memory_or_redis_store(db: int, keys: str) -> Any:
+    """A module's `store` fixture (`store = memory_or_redis_store(REDIS_DB, "ispgw:x:*")`):
+    its tests run on a MemoryStore, then on a RedisStore (`memory_or_redis`)."""
+
+    @pytest.fixture(params=["memory", "redis"])
+    async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
+        async with memory_or_redis(request, db, keys) as opened:
+            yield opened
+
+    return store
 
 
 @asynccontextmanager

@@ -18,6 +18,7 @@ from tests.agents.conftest import (
     call,
     customer,
     mcp_session,
+    open_ticket,
     pick_customer,
     statement,
 )
@@ -78,13 +79,7 @@ async def open_verified_ticket(
         verified = await call(
             session, "verify_customer", service_id=client["service_id"], **statement(client)
         )
-        return await call(
-            session,
-            "open_ticket",
-            verification_id=verified.data["verification_id"],
-            subject=subject,
-            description=description,
-        )
+        return await open_ticket(session, verified.data["verification_id"], subject, description)
 
 
 def test_each_tool_has_the_scope_of_the_table() -> None:
@@ -155,25 +150,18 @@ async def test_no_internet_conversation(simulator: Simulator, start_gateway: Sta
         }
         assert diagnosis.sentence
 
-        opened = await call(
+        opened = await open_ticket(
             session,
-            "open_ticket",
-            verification_id=vid,
-            subject="No Tiene Internet",
-            description="El cliente reporta que no tiene internet desde ayer.",
+            vid,
+            "No Tiene Internet",
+            "El cliente reporta que no tiene internet desde ayer.",
         )
         assert not opened.is_error, opened.texts
         assert opened.data["outcome"] == "ticket_created"
         ticket_id = opened.data["ticket"]["ticket_id"]
         assert str(ticket_id) in opened.sentence
 
-        again = await call(
-            session,
-            "open_ticket",
-            verification_id=vid,
-            subject="No Tiene Internet",
-            description="Otra vez lo mismo.",
-        )
+        again = await open_ticket(session, vid, "No Tiene Internet", "Otra vez lo mismo.")
         assert not again.is_error
         assert again.data["outcome"] == "ticket_already_open"
         assert again.data["ticket"]["ticket_id"] == ticket_id

@@ -18,7 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from isp_gateway.auth.keys import generate_key, new_entry, write_key_entries
 from isp_gateway.mcp.tools import BY_NAME, TOOLS
-from tests.agents.conftest import Result, call, customer
+from tests.agents.conftest import Result, call, customer, open_ticket
 from tests.conftest import Gateway, Simulator, StartGateway, StartSimulator
 
 pytestmark = pytest.mark.anyio
@@ -133,13 +133,7 @@ async def test_a_new_agent_with_the_documented_key(
         vid = verified.data["verification_id"]
         summary = await call(session, "customer_summary", verification_id=vid)
         assert summary.data["service_id"] == sid and str(sid) in summary.sentence
-        opened = await call(
-            session,
-            "open_ticket",
-            verification_id=vid,
-            subject="Internet Lento",
-            description="Navega muy lento desde ayer.",
-        )
+        opened = await open_ticket(session, vid, "Internet Lento", "Navega muy lento desde ayer.")
         assert not opened.is_error, opened.texts
         assert str(opened.data["ticket"]["ticket_id"]) in opened.sentence
     sentences_name_no_tool([found, verified, summary, opened])

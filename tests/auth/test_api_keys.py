@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ from isp_gateway.auth.keys import (
 from isp_gateway.kit.errors import Locked
 from isp_gateway.store import Store
 from tests.conftest import StartGateway
-from tests.support import memory_or_redis, wait_until
+from tests.support import RUN, memory_or_redis, wait_until
 
 INTERVAL = 0.05  # the ring's re-check interval in these tests
 
@@ -290,8 +289,6 @@ def test_scopes_and_the_star() -> None:
 
 
 # -- a key's own rate ------------------------------------------------------------------------
-
-RUN = uuid.uuid4().hex[:12]
 
 
 @pytest.fixture(params=["memory", "redis"])

@@ -21,7 +21,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from isp_gateway.notices import subscriptions as subs
-from tests.conftest import Gateway, Simulator, StartSimulator
+from tests.conftest import Gateway, Simulator
 from tests.support import client_row, data_file_of, run_server
 
 TECH = {"id": 11, "nombre": "Carlos Ruiz"}
@@ -61,11 +61,6 @@ def build_dataset() -> dict[str, Any]:
 @pytest.fixture
 def data_file(tmp_path: Path) -> Path:
     return data_file_of(tmp_path / "upstream-outages.json", build_dataset())
-
-
-@pytest.fixture
-def sim(start_simulator: StartSimulator, data_file: Path) -> Simulator:
-    return start_simulator(data_file=data_file)
 
 
 # -- receivers -------------------------------------------------------------------------------
@@ -195,6 +190,16 @@ def raise_outage(sim: Simulator, router_id: int, description: str = "") -> None:
 
 def clear_outage(sim: Simulator, router_id: int) -> None:
     sim.state.set_outage(router_id, False)
+
+
+def flip_twice(sim: Simulator, router_id: int, receiver: Receiver) -> None:
+    """Raise and clear the flag of `router_id` twice, each flip's notice received before
+    the next flip."""
+    for flip in range(1, 3):
+        raise_outage(sim, router_id, f"Corte {flip}")
+        receiver.wait("outage.started", flip)
+        clear_outage(sim, router_id)
+        receiver.wait("outage.ended", flip)
 
 
 def seen(gw: Gateway, timeout: float = 10.0) -> list[dict[str, Any]]:

@@ -23,6 +23,7 @@ from tests.outages.conftest import (
     Hooks,
     StartReceiver,
     clear_outage,
+    flip_twice,
     notice_settings,
     raise_outage,
     verified,
@@ -45,11 +46,7 @@ def test_two_workers_on_redis_give_exactly_one_event_per_flip(
     secret = hooks.add("bot", receiver.url)
     settings = notice_settings(hooks, REDIS_URL=shared_redis)
     workers = [watching(start_gateway(sim.url, **settings)) for _ in range(2)]
-    for flip in range(1, 3):
-        raise_outage(sim, 7, f"Corte {flip}")
-        receiver.wait("outage.started", flip)
-        clear_outage(sim, 7)
-        receiver.wait("outage.ended", flip)
+    flip_twice(sim, 7, receiver)
     time.sleep(SETTLE_SECONDS)
     started, ended = receiver.of("outage.started"), receiver.of("outage.ended")
     assert len(started) == 2 and len(ended) == 2
@@ -80,11 +77,7 @@ def test_serve_with_two_workers_on_redis_sends_one_notice_per_flip(
     env = serve_env(sim.url, password_hash, **{k: str(v) for k, v in settings.items()})
     with serving_workers(env, tmp_path, "/ready") as url:
         time.sleep(3)  # both workers have compared the catalogue
-        for flip in range(1, 3):
-            raise_outage(sim, 8, f"Corte {flip}")
-            receiver.wait("outage.started", flip)
-            clear_outage(sim, 8)
-            receiver.wait("outage.ended", flip)
+        flip_twice(sim, 8, receiver)
         time.sleep(SETTLE_SECONDS)
         metrics = httpx.get(f"{url}/metrics").text
     assert len(receiver.of("outage.started")) == 2 and len(receiver.of("outage.ended")) == 2

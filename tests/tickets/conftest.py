@@ -94,11 +94,6 @@ def data_file(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def sim(start_simulator: StartSimulator, data_file: Path) -> Simulator:
-    return start_simulator(data_file=data_file)
-
-
-@pytest.fixture
 def gw(sim: Simulator, start_gateway: StartGateway) -> Gateway:
     # A small page size: every zone count reads several pages.
     return start_gateway(sim.url, UPSTREAM_PAGE_SIZE=2)
