@@ -18,7 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from isp_gateway.auth.keys import generate_key, new_entry, write_key_entries
 from isp_gateway.mcp.tools import BY_NAME, TOOLS
-from tests.agents.conftest import Result, call, customer, open_ticket
+from tests.agents.conftest import Result, call, customer, open_ticket, statement
 from tests.conftest import Gateway, Simulator, StartGateway, StartSimulator
 
 pytestmark = pytest.mark.anyio
@@ -267,12 +267,7 @@ async def test_open_ticket_names_each_cause(
         results = []
         for client in (lone, staffed):
             verified = await call(
-                session,
-                "verify_customer",
-                service_id=client["service_id"],
-                name=client["name"],
-                address=client["address"],
-                plan_name=client["internet_plan_name"],
+                session, "verify_customer", service_id=client["service_id"], **statement(client)
             )
             results.append(verified.data["verification_id"])
         no_tech = await call(

@@ -25,7 +25,7 @@ import pytest
 import redis
 
 from isp_gateway.upstream.clients import map_clients
-from tests.clients.conftest import CLIENTS, by_doc, calls, warm
+from tests.clients.conftest import CLIENTS, StartPair, by_doc, calls, warm
 from tests.conftest import Gateway, Simulator, StartGateway, StartSimulator
 from tests.support import wait_until, wait_until_async
 
@@ -300,14 +300,8 @@ def test_an_update_landing_during_a_reload_is_kept(
     assert c.runtime.services.clients.cache.loads == 0
 
 
-def test_memory_store_an_update_landing_during_a_reload_is_kept(
-    start_simulator: StartSimulator,
-    start_gateway: StartGateway,
-    data_file: Path,
-) -> None:
-    sim = start_simulator(data_file=data_file)
-    gw = start_gateway(sim.url)
-    warm(gw)
+def test_memory_store_an_update_landing_during_a_reload_is_kept(start_pair: StartPair) -> None:
+    sim, gw = start_pair()
     cache = gw.runtime.services.clients.cache
     derives = cache.derives
     held = HeldLoads(gw)
