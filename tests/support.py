@@ -402,6 +402,14 @@ def run_server(app: ASGIApp, host: str = "127.0.0.1") -> Iterator[str]:
         thread.join(timeout=30)
 
 
+def assert_refused(response: httpx.Response, status: int, action: str, retry_after: str) -> None:
+    """`response` is a `status` refusal with this `action`, to be asked again in
+    `retry_after` seconds."""
+    assert response.status_code == status, response.text
+    assert response.json()["action"] == action
+    assert response.headers["Retry-After"] == retry_after
+
+
 def error_body(action: str, message: str, **extra: Any) -> dict[str, Any]:
     """The whole error envelope a refusal answers: `action`, `message`, and `extra` fields
     (e.g. `data`) in place of the defaults."""

@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from isp_gateway.simulator import SimulatorConfig, create_simulator_app
 from isp_gateway.tickets.calendar import add_business_days
 from tests.conftest import API_KEY, Gateway, Simulator, StartGateway
-from tests.support import run_server, wait_until
+from tests.support import assert_refused, run_server, wait_until
 from tests.tickets.conftest import post_calls, settle, ticket_body, ticket_calls
 
 MOMENT = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}$")
@@ -179,9 +179,7 @@ def test_upstream_429_on_create_is_503_with_retry_after(gw: Gateway, sim: Simula
     sim.state.faults.force_429 = True
     sim.state.faults.retry_after = 12
     response = gw.post("/api/v1/tickets", json=ticket_body())
-    assert response.status_code == 503
-    assert response.json()["action"] == "ticket_creation_failed"
-    assert response.headers["Retry-After"] == "12"
+    assert_refused(response, 503, "ticket_creation_failed", retry_after="12")
 
 
 def test_a_creation_never_waits_behind_a_paused_background_sweep(

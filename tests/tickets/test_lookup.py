@@ -11,7 +11,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from isp_gateway.simulator import SimulatorConfig, create_simulator_app
 from tests.conftest import API_KEY, Gateway, Simulator, StartGateway
-from tests.support import run_server
+from tests.support import assert_refused, run_server
 from tests.tickets.conftest import ANSWERED_TICKET, settle
 
 
@@ -142,9 +142,7 @@ def test_upstream_403_and_429(gw_now: Gateway, sim: Simulator) -> None:
     sim.state.faults.force_429 = True
     sim.state.faults.retry_after = 7
     response = gw.get("/api/v1/tickets/zone-blocked/1")
-    assert response.status_code == 503
-    assert response.json()["action"] == "upstream_rate_limited"
-    assert response.headers["Retry-After"] == "7"
+    assert_refused(response, 503, "upstream_rate_limited", retry_after="7")
 
 
 def test_a_short_sweep_of_active_tickets_is_a_502_never_a_lower_count(
