@@ -107,6 +107,18 @@ def warm(gw: Gateway, loads: int = 1, timeout: float = 10) -> None:
     wait_until(loaded, timeout=timeout, interval=0.01, message="the client cache to load")
 
 
+def adopted(gw: Gateway, timeout: float = 10) -> None:
+    """Wait until a worker holds a client list (its own load or the shared copy it took up)
+    and has no load of its own in flight."""
+    cache = gw.runtime.services.clients.cache
+
+    def holds() -> bool:
+        inflight = cache._inflight
+        return cache.local is not None and (inflight is None or inflight.done())
+
+    wait_until(holds, timeout=timeout, interval=0.01, message="the worker to hold the list")
+
+
 def wait_for_list_age(gw: Gateway, seconds: float) -> None:
     """Until the client list this worker holds is `seconds` old (from its load): its rows are
     no longer fresh (STATE_FRESH_SECONDS)."""

@@ -6,7 +6,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tests.clients.conftest import StartPair, calls, warm
+from tests.clients.conftest import StartPair, adopted, calls, warm
 from tests.clients.test_verify_update import GOOD, verify
 from tests.conftest import StartGateway, StartSimulator
 from tests.support import wait_until
@@ -70,6 +70,7 @@ def test_a_miss_is_rechecked_once_across_two_workers(
         start_gateway(sim.url, REDIS_URL=shared_redis, NEGATIVE_CACHE_SECONDS=0) for _ in range(2)
     ]
     warm(workers[0])  # the second adopts the shared copy
+    adopted(workers[1])  # and has nothing of its own in flight when the calls are counted
     assert workers[1].get("/api/v1/clients/").status_code == 200
     sim.state.reset_stats()
     paths = ["/api/v1/clients/by-document/424242", "/api/v1/clients/by-phone/3009990001"]
