@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -23,12 +23,27 @@ from isp_gateway.auth.tokens import issue_token
 from isp_gateway.kit.errors import Locked, NotFound, UpstreamRateLimited
 from isp_gateway.settings import Settings, load_settings
 from isp_gateway.simulator import SimulatorConfig, create_simulator_app
-from tests.support import RedisServer, SentinelGroup, redis_db_url, run_server
+from tests.support import (
+    RedisServer,
+    SentinelGroup,
+    emptied_redis,
+    memoize_openapi,
+    redis_db_url,
+    run_server,
+    share_default_ssl_context,
+)
 
 API_KEY = "test-upstream-key-0123456789"
 USERNAME = "bot"
 PASSWORD = "correct horse battery staple"
 JWT_SECRET = "test-secret-key-that-is-long-enough-0123456789"
+T = TypeVar("T")
+
+
+def pytest_configure() -> None:
+    # What every started gateway would otherwise build again (tests/support.py says why).
+    memoize_openapi()
+    share_default_ssl_context()
 
 
 @pytest.fixture
@@ -77,6 +92,10 @@ class Gateway:
         return self.client.put(path, headers={**self.auth, **kw.pop("headers", {})}, **kw)
 
 
+StartSimulator = Callable[..., Simulator]
+StartGateway = Callable[..., Gateway]
+
+
 def _start_simulator(stack: contextlib.ExitStack, **overrides: Any) -> Simulator:
     overrides.setdefault("api_key", API_KEY)
     overrides.setdefault("clients", 200)
@@ -87,15 +106,21 @@ def _start_simulator(stack: contextlib.ExitStack, **overrides: Any) -> Simulator
 
 
 @pytest.fixture
-def start_simulator() -> Iterator[Callable[..., Simulator]]:
+def start_simulator() -> Iterator[StartSimulator]:
     """Factory: start a simulator with SimulatorConfig overrides (api_key preset)."""
     with contextlib.ExitStack() as stack:
         yield lambda **overrides: _start_simulator(stack, **overrides)
 
 
 @pytest.fixture
-def simulator(start_simulator: Callable[..., Simulator]) -> Simulator:
+def simulator(start_simulator: StartSimulator) -> Simulator:
     return start_simulator()
+
+
+@pytest.fixture
+def sim(start_simulator: StartSimulator, request: pytest.FixtureRequest) -> Simulator:
+    """A simulator on the data file of the test's `data_file` fixture (its package's)."""
+    return start_simulator(data_file=request.getfixturevalue("data_file"))
 
 
 def gateway_settings(upstream_url: str, password_hash: str, **overrides: Any) -> Settings:
@@ -138,7 +163,7 @@ def _start_gateway(
 
 
 @pytest.fixture
-def start_gateway(password_hash: str) -> Iterator[Callable[..., Gateway]]:
+def start_gateway(password_hash: str) -> Iterator[StartGateway]:
     """Factory: run the real app (with its lifespan) against an upstream URL."""
     with contextlib.ExitStack() as stack:
 
@@ -151,8 +176,39 @@ def start_gateway(password_hash: str) -> Iterator[Callable[..., Gateway]]:
 
 
 @pytest.fixture
-def gateway(simulator: Simulator, start_gateway: Callable[..., Gateway]) -> Gateway:
+def gateway(simulator: Simulator, start_gateway: StartGateway) -> Gateway:
     return start_gateway(simulator.url)
+
+
+Pair = tuple[Simulator, Gateway]
+StartPair = Callable[..., Pair]
+
+
+def pair_starter(data: str, ready: Callable[[Gateway], None], doc: str) -> Any:
+    """A fixture (`start_pair = pair_starter("data_file", warm, "...")` in a conftest) that
+    starts a simulator on the data file the fixture named `data` gives, and a gateway on it,
+    made `ready` (e.g. its lists loaded), the simulator's call counts reset: `start(
+    sim_overrides, **gateway_settings)` returns both."""
+
+    @pytest.fixture
+    def starter(
+        start_simulator: StartSimulator,
+        start_gateway: StartGateway,
+        request: pytest.FixtureRequest,
+    ) -> StartPair:
+        data_file = request.getfixturevalue(data)
+
+        def start(sim_overrides: dict[str, Any] | None = None, **gw_overrides: Any) -> Pair:
+            sim = start_simulator(**{"data_file": data_file, **(sim_overrides or {})})
+            gw = start_gateway(sim.url, **gw_overrides)
+            ready(gw)
+            sim.state.reset_stats()
+            return sim, gw
+
+        return start
+
+    starter.__doc__ = doc
+    return starter
 
 
 @pytest.fixture(scope="module")
@@ -221,7 +277,7 @@ def add_probe_routes(app: FastAPI) -> None:
 
 
 @pytest.fixture
-def start_probe_gateway(start_gateway: Callable[..., Gateway]) -> Callable[..., Gateway]:
+def start_probe_gateway(start_gateway: StartGateway) -> StartGateway:
     """Like `start_gateway`, with the probe routes added to the real app before it runs."""
 
     def start(upstream_url: str = "http://127.0.0.1:9", **overrides: Any) -> Gateway:
@@ -247,12 +303,32 @@ REDIS_MISSING = (
 
 def start_redis_server() -> RedisServer:
     """A throwaway redis-server of the caller's own, or the test fails with one line."""
-    server = RedisServer()
+    return started(RedisServer(), REDIS_MISSING)
+
+
+def started(process: T, missing: str) -> T:
+    """`process` started (a RedisServer, a SentinelGroup), or the test fails with the one
+    line `missing` when its binary is."""
     try:
-        server.start()
+        process.start()  # type: ignore[attr-defined]
     except FileNotFoundError:
-        pytest.fail(REDIS_MISSING, pytrace=False)
-    return server
+        pytest.fail(missing, pytrace=False)
+    return process
+
+
+@pytest.fixture
+def own_redis() -> Iterator[RedisServer]:
+    """A redis-server of the test's own (to freeze, stop or lock with a password), stopped at
+    the end."""
+    yield from stopped_after(start_redis_server())
+
+
+def stopped_after(process: T) -> Iterator[T]:
+    """A fixture's body for a process of the test's own (anything with `stop()`)."""
+    try:
+        yield process
+    finally:
+        process.stop()  # type: ignore[attr-defined]
 
 
 SENTINEL_MISSING = (
@@ -264,12 +340,16 @@ SENTINEL_MISSING = (
 def start_sentinel_group(directory: Path, **options: Any) -> SentinelGroup:
     """A master, replicas and sentinels of the caller's own (SentinelGroup's options), or the
     test fails with one line naming the package."""
-    group = SentinelGroup(directory, **options)
-    try:
-        group.start()
-    except FileNotFoundError:
-        pytest.fail(SENTINEL_MISSING, pytrace=False)
-    return group
+    return started(SentinelGroup(directory, **options), SENTINEL_MISSING)
+
+
+@pytest.fixture
+def sentinel_group(tmp_path: Path) -> Iterator[SentinelGroup]:
+    """A master, a replica and three sentinels (quorum 2) of the test's own, their files in
+    `tmp_path / "redis"`, stopped at the end."""
+    directory = tmp_path / "redis"
+    directory.mkdir()
+    yield from stopped_after(start_sentinel_group(directory, replicas=1, sentinels=3, quorum=2))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -310,6 +390,16 @@ def redis_url(redis_base_url: str) -> Callable[[int], str]:
         return redis_db_url(redis_base_url, db)
 
     return url
+
+
+@pytest.fixture
+def shared_redis(redis_url: Callable[[int], str], request: pytest.FixtureRequest) -> Iterator[str]:
+    """The URL of the test module's own database (its `REDIS_DB`) of this run's Redis, which
+    the test's workers share, emptied before and after. No skip: what such a test checks
+    depends on Redis."""
+    url = redis_url(request.module.REDIS_DB)
+    with emptied_redis(url):
+        yield url
 
 
 # -- `isp-gateway serve` as a real process --------------------------------------------------

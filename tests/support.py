@@ -9,14 +9,17 @@ import asyncio
 import inspect
 import json
 import os
+import pickle
 import random
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -24,11 +27,14 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+import fastapi.applications
 import httpx
+import httpx._transports.default
 import pytest
 import redis
 import redis.asyncio as aioredis
 import uvicorn
+from fastapi.routing import APIRoute, iter_route_contexts
 from starlette.types import ASGIApp
 
 from isp_gateway.store import MemoryStore, Store
@@ -58,6 +64,44 @@ def _timed_out(
     return AssertionError(f"waited {timeout:g} s for {what}; {seen}")
 
 
+class _Poll:
+    """One wait on a condition: asks `predicate` (an error of the `ignoring` types counts as
+    a false answer), keeps its last answer, and fails the test once `timeout` has passed."""
+
+    def __init__(
+        self,
+        predicate: Callable[..., Any],
+        timeout: float,
+        message: str | Callable[[], str] | None,
+        ignoring: Errors,
+    ) -> None:
+        self.predicate, self.timeout, self.message = predicate, timeout, message
+        self.ignoring = ignoring
+        self.deadline = time.monotonic() + timeout
+        self.value: Any = None
+
+    def ask(self) -> bool:
+        try:
+            return self.answered(self.predicate(), None)
+        except self.ignoring as exc:
+            return self.answered(None, exc)
+
+    async def ask_async(self) -> bool:
+        try:
+            answer = self.predicate()
+            return self.answered(await answer if inspect.isawaitable(answer) else answer, None)
+        except self.ignoring as exc:
+            return self.answered(None, exc)
+
+    def answered(self, value: Any, error: BaseException | None) -> bool:
+        self.value = value
+        if value:
+            return True
+        if time.monotonic() >= self.deadline:
+            raise _timed_out(self.predicate, self.timeout, self.message, value, error)
+        return False
+
+
 def wait_until(
     predicate: Callable[[], T],
     *,
@@ -70,19 +114,10 @@ def wait_until(
     that answer; after `timeout` seconds, fail the test naming `message` (else the
     predicate) and its last answer. Exceptions of the `ignoring` types count as a false
     answer (e.g. a server that does not accept connections yet)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value: Any = None
-        error = None
-        try:
-            value = predicate()
-        except ignoring as exc:
-            error = exc
-        if value:
-            return value  # type: ignore[no-any-return]
-        if time.monotonic() >= deadline:
-            raise _timed_out(predicate, timeout, message, value, error)
+    poll = _Poll(predicate, timeout, message, ignoring)
+    while not poll.ask():
         time.sleep(interval)
+    return poll.value  # type: ignore[no-any-return]
 
 
 async def wait_until_async(
@@ -95,20 +130,10 @@ async def wait_until_async(
 ) -> T:
     """`wait_until` for a test on an event loop: the predicate may be a coroutine function,
     and the loop runs between polls."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value: Any = None
-        error = None
-        try:
-            answer = predicate()
-            value = await answer if inspect.isawaitable(answer) else answer
-        except ignoring as exc:
-            error = exc
-        if value:
-            return value  # type: ignore[no-any-return]
-        if time.monotonic() >= deadline:
-            raise _timed_out(predicate, timeout, message, value, error)
+    poll = _Poll(predicate, timeout, message, ignoring)
+    while not await poll.ask_async():
         await asyncio.sleep(interval)
+    return poll.value  # type: ignore[no-any-return]
 
 
 def copy_age(resource: Any) -> float | None:
@@ -137,6 +162,138 @@ def wait_for_fresh_window(length: int, margin: float = 3.0) -> None:
         timeout=margin + 1,
         message=f"a fresh {length} s window",
     )
+
+
+# -- the OpenAPI document of an app, built once a process -----------------------------------
+
+# create_app builds the app's OpenAPI document (app.py says why), about 0.3 s of the 0.35 s
+# a gateway takes to start, and the suite starts over 600. FastAPI's get_openapi is a pure
+# function of its arguments: the app's title, tags and the like, and its routes, down to
+# each route's endpoint and the callables of its dependencies (which hold whatever a route
+# could take from the settings). The test processes build it once for each distinct set of
+# arguments and hand every app its own copy (the project completes it in place).
+
+
+class _Same:
+    """A key part equal only to the very same object (which it keeps alive)."""
+
+    __slots__ = ("thing",)
+
+    def __init__(self, thing: Any) -> None:
+        self.thing = thing
+
+    def __hash__(self) -> int:
+        return id(self.thing)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and self.thing is other.thing
+
+
+def _route_key(route: Any) -> Any:
+    """What get_openapi reads of a route (a RouteContext of an APIRoute)."""
+    if not route.include_in_schema:
+        return ("hidden", route.path)
+
+    def calls(dependant: Any) -> tuple[Any, ...]:
+        nested = tuple(calls(sub) for sub in dependant.dependencies)
+        scopes = (dependant.own_oauth_scopes, dependant.parent_oauth_scopes)
+        return (_Same(dependant.call), repr(scopes), nested)
+
+    return (
+        route.path,
+        route.path_format,
+        tuple(sorted(route.methods or ())),
+        _Same(route.endpoint),
+        calls(route.dependant),
+        route.name,
+        route.unique_id,
+        route.summary,
+        route.description,
+        route.response_description,
+        route.deprecated,
+        route.operation_id,
+        repr(route.tags),
+        route.status_code,
+        repr(route.response_class),
+        repr(route.response_model),
+        repr(route.responses),
+        repr(route.openapi_extra),
+        _routes_key(route.callbacks or ()),
+    )
+
+
+def _routes_key(routes: Any) -> tuple[Any, ...]:
+    # As get_openapi walks them: the routes of the routers an app includes, each with what
+    # the include adds (a prefix, dependencies, tags); only API routes are documented.
+    return tuple(
+        _route_key(context)
+        for context in iter_route_contexts(routes)
+        if isinstance(context.original_route, APIRoute)
+    )
+
+
+def _openapi_key(kwargs: dict[str, Any]) -> Any:
+    routes = _routes_key(kwargs["routes"])
+    webhooks = _routes_key(kwargs.get("webhooks") or ())
+    rest = sorted((k, repr(v)) for k, v in kwargs.items() if k not in ("routes", "webhooks"))
+    return (routes, webhooks, tuple(rest))
+
+
+def memoize_openapi() -> None:
+    """Make FastAPI build an OpenAPI document once a test process for the same arguments
+    (see above); every call still gets a document of its own."""
+    build = fastapi.applications.get_openapi
+    if getattr(build, "memoized", False):
+        return
+    documents: dict[Any, dict[str, Any]] = {}
+
+    def get_openapi(**kwargs: Any) -> dict[str, Any]:
+        key = _openapi_key(kwargs)
+        try:
+            hash(key)
+        except TypeError:  # a dependency that cannot be a key: built each time
+            return build(**kwargs)
+        if os.environ.get("TEST_OPENAPI_VERIFY") and key in documents:
+            # TEST_OPENAPI_VERIFY=1: every reuse checked against a fresh build (the suite
+            # passed so, 2026-11).
+            assert build(**kwargs) == documents[key], "memo mismatch"
+        if key not in documents:
+            documents[key] = build(**kwargs)
+        # A deep copy (of our own document), five times faster than copy.deepcopy.
+        return pickle.loads(pickle.dumps(documents[key]))  # noqa: S301
+
+    get_openapi.memoized = True  # type: ignore[attr-defined]
+    fastapi.applications.get_openapi = get_openapi  # type: ignore[assignment]
+
+
+# -- one default TLS context a process ---------------------------------------------------
+
+# Every httpx client builds its TLS context, loading the CA bundle (certifi's), whether or
+# not it ever speaks TLS: 20 to 90 ms each, and a started gateway makes three (its upstream
+# and notice clients, the test's). The test processes give every client that asks for the
+# default context one shared default context (as httpx recommends an application does:
+# `verify=ctx`); a client given its own (a test's CA, verify=False) still builds it.
+
+
+def share_default_ssl_context() -> None:
+    build = httpx._transports.default.create_ssl_context
+    if getattr(build, "shared", False):
+        return
+    shared: dict[tuple[str | None, str | None], ssl.SSLContext] = {}
+
+    def create_ssl_context(
+        verify: Any = True, cert: Any = None, trust_env: bool = True
+    ) -> ssl.SSLContext:
+        if verify is not True or cert is not None or not trust_env:
+            return build(verify=verify, cert=cert, trust_env=trust_env)
+        # The default: certifi's bundle, else the one SSL_CERT_FILE or SSL_CERT_DIR names.
+        where = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+        if where not in shared:
+            shared[where] = build()
+        return shared[where]
+
+    create_ssl_context.shared = True  # type: ignore[attr-defined]
+    httpx._transports.default.create_ssl_context = create_ssl_context  # type: ignore[assignment]
 
 
 # -- system tools -------------------------------------------------------------------------
@@ -243,6 +400,75 @@ def run_server(app: ASGIApp, host: str = "127.0.0.1") -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+def assert_refused(response: httpx.Response, status: int, action: str, retry_after: str) -> None:
+    """`response` is a `status` refusal with this `action`, to be asked again in
+    `retry_after` seconds."""
+    assert response.status_code == status, response.text
+    assert response.json()["action"] == action
+    assert response.headers["Retry-After"] == retry_after
+
+
+def error_body(action: str, message: str, **extra: Any) -> dict[str, Any]:
+    """The whole error envelope a refusal answers: `action`, `message`, and `extra` fields
+    (e.g. `data`) in place of the defaults."""
+    return {
+        "ok": False,
+        "type": "error",
+        "action": action,
+        "data": None,
+        "message": message,
+        "meta": None,
+        **extra,
+    }
+
+
+def tool_call(tool: str, /, **arguments: Any) -> dict[str, Any]:
+    """The JSON-RPC body of one MCP `tools/call` of `tool`, as POST /mcp takes it."""
+    params = {"name": tool, "arguments": arguments}
+    return {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+
+
+def client_row(
+    service_id: int,
+    estado: str,
+    zone_id: int,
+    router: dict[str, Any],
+    technician: dict[str, Any],
+    **fields: Any,
+) -> dict[str, Any]:
+    """A client as the upstream lists it, its user, name, document and phone made from its
+    service id, in `zone_id` on `router`, nothing owed; `fields` add or replace."""
+    return {
+        "id_servicio": service_id,
+        "usuario": f"cliente{service_id}@isp",
+        "nombre": f"CLIENTE {service_id}",
+        "cedula": str(10_000_000 + service_id),
+        "telefono": f"300{service_id:07d}",
+        "direccion": "B/ CENTRO",
+        "estado": estado,
+        "estado_facturas": "Pagadas",
+        "saldo": "0.00",
+        "zona": {"id": zone_id, "nombre": f"Zona {zone_id}"},
+        "router": dict(router),
+        "tecnico": technician,
+        **fields,
+    }
+
+
+def write_dataset(
+    path: Path,
+    clients: Any,
+    plans: Any,
+    invoices: Any,
+    payment_methods: Any,
+    **sections: Any,
+) -> Path:
+    """A simulator's data file at `path` with these clients, plans, invoices and payment
+    methods (and `sections`, e.g. tickets)."""
+    document = {"clients": clients, "plans": plans, "invoices": invoices}
+    return data_file_of(path, {**document, "payment_methods": payment_methods, **sections})
 
 
 def data_file_of(path: Path, dataset: Any) -> Path:
@@ -654,6 +880,22 @@ async def delete_keys(url: str, pattern: str) -> None:
             await client.delete(key)
     finally:
         await client.aclose()
+
+
+# This test process's own mark in the keys its tests write to a shared Redis database.
+RUN = uuid.uuid4().hex[:12]
+
+
+def memory_or_redis_store(db: int, keys: str) -> Any:
+    """A module's `store` fixture (`store = memory_or_redis_store(REDIS_DB, "ispgw:x:*")`):
+    its tests run on a MemoryStore, then on a RedisStore (`memory_or_redis`)."""
+
+    @pytest.fixture(params=["memory", "redis"])
+    async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
+        async with memory_or_redis(request, db, keys) as opened:
+            yield opened
+
+    return store
 
 
 @asynccontextmanager

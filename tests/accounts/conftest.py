@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -12,8 +11,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from tests.clients.conftest import PLANS, row, warm
-from tests.conftest import Gateway, Simulator
-from tests.support import wait_until
+from tests.conftest import Gateway, Pair, Simulator, StartGateway, StartSimulator
+from tests.support import wait_until, write_dataset
 
 TODAY = datetime.now(ZoneInfo("America/Bogota")).date()
 
@@ -77,15 +76,8 @@ PAYMENT_METHODS = [{"id": 7, "nombre": "efectivo"}, {"id": 9, "nombre": " Nequi 
 
 
 def write_data(path: Path, **sections: Any) -> Path:
-    document = {
-        "clients": CLIENTS,
-        "plans": PLANS,
-        "invoices": INVOICES,
-        "payment_methods": PAYMENT_METHODS,
-        **sections,
-    }
-    path.write_text(json.dumps(document, ensure_ascii=False), "utf-8")
-    return path
+    methods = sections.pop("payment_methods", PAYMENT_METHODS)  # a test's own, or none
+    return write_dataset(path, CLIENTS, PLANS, INVOICES, methods, **sections)
 
 
 @pytest.fixture
@@ -102,13 +94,13 @@ def warm_invoices(gw: Gateway, loads: int = 1, timeout: float = 15) -> None:
     )
 
 
-StartAccounts = Callable[..., tuple[Simulator, Gateway]]
+StartAccounts = Callable[..., Pair]
 
 
 @pytest.fixture
 def start_accounts(
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
+    start_simulator: StartSimulator,
+    start_gateway: StartGateway,
     account_data: Path,
 ) -> StartAccounts:
     """A simulator on the crafted data and a gateway whose client list (and, unless told
@@ -122,7 +114,7 @@ def start_accounts(
         before_gateway: Callable[[Simulator], None] | None = None,
         reset_stats: bool = True,
         **gw_overrides: Any,
-    ) -> tuple[Simulator, Gateway]:
+    ) -> Pair:
         sim = start_simulator(**{"data_file": account_data, **(sim_overrides or {})})
         if before_gateway is not None:
             before_gateway(sim)

@@ -14,7 +14,7 @@ import redis
 from isp_gateway.upstream.clients import map_client
 from tests.accounts.conftest import SECRETS, warm_invoices
 from tests.clients.conftest import wait_for_list_age, warm
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Simulator, StartGateway, StartSimulator
 from tests.support import emptied_redis, wait_until
 
 # A database of its own; only the keys of this module's gateways live there.
@@ -27,13 +27,13 @@ class Shared(NamedTuple):
 
     sim: Simulator
     redis: redis.Redis
-    start: Callable[..., Gateway]
+    start: StartGateway
 
 
 @pytest.fixture
 def shared(
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
+    start_simulator: StartSimulator,
+    start_gateway: StartGateway,
     account_data: Path,
     redis_url: Callable[[int], str],
 ) -> Iterator[Shared]:

@@ -66,6 +66,14 @@ async def call(session: ClientSession, tool: str, **arguments: Any) -> Result:
     return Result(await session.call_tool(tool, arguments))
 
 
+async def open_ticket(
+    session: ClientSession, vid: str, subject: str, description: str, **more: Any
+) -> Result:
+    """open_ticket for the customer verification `vid` names."""
+    arguments = {"subject": subject, "description": description, **more}
+    return await call(session, "open_ticket", verification_id=vid, **arguments)
+
+
 def customer(gw: Gateway, service_id: int) -> dict[str, Any]:
     """The customer's own data as REST shows it (what the person at the keyboard knows)."""
     response = gw.get(f"/api/v1/clients/by-service-id/{service_id}")

@@ -4,7 +4,6 @@ and what the tools take from the client record (zone, technician)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -19,10 +18,12 @@ from tests.agents.conftest import (
     call,
     customer,
     mcp_session,
+    open_ticket,
     pick_customer,
     statement,
 )
-from tests.conftest import USERNAME, Gateway, Simulator
+from tests.conftest import USERNAME, Gateway, Simulator, StartGateway
+from tests.support import tool_call
 
 pytestmark = pytest.mark.anyio
 
@@ -78,13 +79,7 @@ async def open_verified_ticket(
         verified = await call(
             session, "verify_customer", service_id=client["service_id"], **statement(client)
         )
-        return await call(
-            session,
-            "open_ticket",
-            verification_id=verified.data["verification_id"],
-            subject=subject,
-            description=description,
-        )
+        return await open_ticket(session, verified.data["verification_id"], subject, description)
 
 
 def test_each_tool_has_the_scope_of_the_table() -> None:
@@ -125,9 +120,7 @@ async def test_tools_listed_with_the_order_in_their_descriptions(gateway: Gatewa
             assert "service_id" not in tool.input_schema["properties"]
 
 
-async def test_no_internet_conversation(
-    simulator: Simulator, start_gateway: Callable[..., Gateway]
-) -> None:
+async def test_no_internet_conversation(simulator: Simulator, start_gateway: StartGateway) -> None:
     """Find by phone, verify, diagnose, open a ticket: the zone and technician are the
     record's, and the same ticket again is the duplicate guard's answer."""
     gateway = start_gateway(simulator.url, MAX_ACTIVE_TICKETS_PER_ZONE=ROOMY)
@@ -157,25 +150,18 @@ async def test_no_internet_conversation(
         }
         assert diagnosis.sentence
 
-        opened = await call(
+        opened = await open_ticket(
             session,
-            "open_ticket",
-            verification_id=vid,
-            subject="No Tiene Internet",
-            description="El cliente reporta que no tiene internet desde ayer.",
+            vid,
+            "No Tiene Internet",
+            "El cliente reporta que no tiene internet desde ayer.",
         )
         assert not opened.is_error, opened.texts
         assert opened.data["outcome"] == "ticket_created"
         ticket_id = opened.data["ticket"]["ticket_id"]
         assert str(ticket_id) in opened.sentence
 
-        again = await call(
-            session,
-            "open_ticket",
-            verification_id=vid,
-            subject="No Tiene Internet",
-            description="Otra vez lo mismo.",
-        )
+        again = await open_ticket(session, vid, "No Tiene Internet", "Otra vez lo mismo.")
         assert not again.is_error
         assert again.data["outcome"] == "ticket_already_open"
         assert again.data["ticket"]["ticket_id"] == ticket_id
@@ -220,7 +206,7 @@ async def test_what_do_i_owe_conversation(gateway: Gateway) -> None:
 
 
 async def test_zone_at_its_cap_is_an_outcome_not_a_ticket(
-    simulator: Simulator, start_gateway: Callable[..., Gateway]
+    simulator: Simulator, start_gateway: StartGateway
 ) -> None:
     """The zone of the record is capped exactly as REST caps it: with a cap of one and a
     ticket of a neighbour in the same zone, the agent's ticket is refused."""
@@ -254,7 +240,7 @@ async def test_zone_at_its_cap_is_an_outcome_not_a_ticket(
 
 @pytest.mark.parametrize("default_technician", [None, 11])
 async def test_open_ticket_technician_from_record_or_default(
-    simulator: Simulator, start_gateway: Callable[..., Gateway], default_technician: int | None
+    simulator: Simulator, start_gateway: StartGateway, default_technician: int | None
 ) -> None:
     """A record with no technician: DEFAULT_TECHNICIAN_ID when set, else a tool error and
     no ticket."""
@@ -364,17 +350,12 @@ def test_only_post_is_served(gateway: Gateway) -> None:
 
 
 def test_service_rate_limits_count_mcp_calls(
-    simulator: Simulator, start_gateway: Callable[..., Gateway]
+    simulator: Simulator, start_gateway: StartGateway
 ) -> None:
     """The per-subject limit of the REST API holds on /mcp too: an agent looping over a
     tool is slowed down like a bot looping over an endpoint."""
     gw = start_gateway(simulator.url, RATE_LIMIT_PER_SUBJECT_PER_MINUTE=3)
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": "list_ticket_subjects", "arguments": {}},
-    }
+    body = tool_call("list_ticket_subjects")
     headers = {**gw.auth, "Accept": "application/json, text/event-stream"}
     statuses = [
         httpx.post(f"{gw.url}/mcp", json=body, headers=headers).status_code for _ in range(4)
@@ -383,9 +364,7 @@ def test_service_rate_limits_count_mcp_calls(
     assert statuses[3] == 429
 
 
-def test_mcp_disabled_is_not_served(
-    simulator: Simulator, start_gateway: Callable[..., Gateway]
-) -> None:
+def test_mcp_disabled_is_not_served(simulator: Simulator, start_gateway: StartGateway) -> None:
     gw = start_gateway(simulator.url, MCP_ENABLED=False)
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     response = gw.post("/mcp", json=body)
@@ -393,7 +372,7 @@ def test_mcp_disabled_is_not_served(
 
 
 async def test_open_ticket_is_counted_and_audited_like_rest(
-    simulator: Simulator, start_gateway: Callable[..., Gateway]
+    simulator: Simulator, start_gateway: StartGateway
 ) -> None:
     """The ticket service decides the outcome for both doors: an agent's ticket is one
     `ticket_create` event and one `created` in isp_gateway_tickets_total, as a REST one."""

@@ -16,7 +16,7 @@ from isp_gateway.kit.callers import Caller
 from isp_gateway.kit.verifications import VerificationRequired, Verifications
 from isp_gateway.store import MemoryStore
 from tests.agents.conftest import Result, call, customer, mcp_session, pick_customer, statement
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Simulator, StartGateway
 from tests.support import wait_until_async
 
 REDIS_DB = 7
@@ -134,9 +134,7 @@ async def test_another_end_users_id_is_refused(gateway: Gateway) -> None:
 
 
 @pytest.mark.anyio
-async def test_expired_id_is_refused(
-    simulator: Simulator, start_gateway: Callable[..., Gateway]
-) -> None:
+async def test_expired_id_is_refused(simulator: Simulator, start_gateway: StartGateway) -> None:
     gw = start_gateway(simulator.url, VERIFICATION_TTL_SECONDS=1)
     client = pick_customer(gw)
     async with mcp_session(gw) as session:
@@ -274,7 +272,7 @@ def shared_redis(redis_url: Callable[[int], str]) -> Iterator[str]:
 
 @pytest.mark.anyio
 async def test_verification_shared_by_two_gateways(
-    simulator: Simulator, start_gateway: Callable[..., Gateway], shared_redis: str
+    simulator: Simulator, start_gateway: StartGateway, shared_redis: str
 ) -> None:
     """Stateless /mcp on two workers: an id issued by one is honoured by the other, with
     the same bindings."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -25,7 +24,7 @@ from starlette.routing import Route
 from isp_gateway.auth.keys import generate_key, new_entry, write_key_entries
 from isp_gateway.mcp.auth import allows
 from isp_gateway.mcp.tools import TOOLS
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Simulator, StartGateway
 from tests.support import run_server
 
 NPX = shutil.which("npx")
@@ -63,7 +62,7 @@ def inspector(url: str, *extra: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.skipif(NPX is None, reason="npx is not installed (the MCP Inspector runs with it)")
 def test_the_inspector_lists_the_keys_tools(
-    tmp_path: Path, simulator: Simulator, start_gateway: Callable[..., Gateway]
+    tmp_path: Path, simulator: Simulator, start_gateway: StartGateway
 ) -> None:
     key = generate_key()
     path = tmp_path / "keys.json"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -18,8 +18,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from isp_gateway.auth.keys import generate_key, new_entry, write_key_entries
 from isp_gateway.mcp.tools import BY_NAME, TOOLS
-from tests.agents.conftest import Result, call, customer
-from tests.conftest import Gateway, Simulator
+from tests.agents.conftest import Result, call, customer, open_ticket, statement
+from tests.conftest import Gateway, Simulator, StartGateway, StartSimulator
 
 pytestmark = pytest.mark.anyio
 
@@ -56,7 +56,7 @@ async def session_with(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
 def keyed_gateway(
     tmp_path: Path,
     simulator: Simulator,
-    start_gateway: Callable[..., Gateway],
+    start_gateway: StartGateway,
     keys: dict[str, list[str]],
     **settings: Any,
 ) -> tuple[Gateway, dict[str, str]]:
@@ -101,7 +101,7 @@ def sentences_name_no_tool(results: list[Result]) -> None:
 
 
 async def test_a_new_agent_with_the_documented_key(
-    tmp_path: Path, simulator: Simulator, start_gateway: Callable[..., Gateway]
+    tmp_path: Path, simulator: Simulator, start_gateway: StartGateway
 ) -> None:
     """find -> verify with the price as "45.000" -> summary -> ticket, with the key the docs
     recommend (issue 28.1, .5, .7, .9): every step answers, no sentence names a tool."""
@@ -133,13 +133,7 @@ async def test_a_new_agent_with_the_documented_key(
         vid = verified.data["verification_id"]
         summary = await call(session, "customer_summary", verification_id=vid)
         assert summary.data["service_id"] == sid and str(sid) in summary.sentence
-        opened = await call(
-            session,
-            "open_ticket",
-            verification_id=vid,
-            subject="Internet Lento",
-            description="Navega muy lento desde ayer.",
-        )
+        opened = await open_ticket(session, vid, "Internet Lento", "Navega muy lento desde ayer.")
         assert not opened.is_error, opened.texts
         assert str(opened.data["ticket"]["ticket_id"]) in opened.sentence
     sentences_name_no_tool([found, verified, summary, opened])
@@ -149,7 +143,7 @@ async def test_a_new_agent_with_the_documented_key(
 
 
 async def test_a_key_without_a_scope_is_told_which(
-    tmp_path: Path, simulator: Simulator, start_gateway: Callable[..., Gateway]
+    tmp_path: Path, simulator: Simulator, start_gateway: StartGateway
 ) -> None:
     """The README's old agent key (no clients:read): find_customer is not listed, calling it
     names the scope, and the instructions do not say "Always: 1) find_customer"."""
@@ -173,7 +167,7 @@ async def test_a_key_without_a_scope_is_told_which(
 
 
 async def test_find_customer_names_every_service_of_a_document(
-    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+    start_simulator: StartSimulator, start_gateway: StartGateway
 ) -> None:
     """As REST's meta.other_service_ids (issue 28.2); a document or phone sent as a JSON
     number is found as its text (issue 28.3)."""
@@ -263,7 +257,7 @@ async def test_plans_with_prices_and_speeds_and_one_plan_by_name(gateway: Gatewa
 
 
 async def test_open_ticket_names_each_cause(
-    simulator: Simulator, start_gateway: Callable[..., Gateway]
+    simulator: Simulator, start_gateway: StartGateway
 ) -> None:
     """A record without technician (no DEFAULT_TECHNICIAN_ID), an unknown subject (with the
     closest), and a retry with the same idempotency_key (the same ticket, replayed)."""
@@ -273,12 +267,7 @@ async def test_open_ticket_names_each_cause(
         results = []
         for client in (lone, staffed):
             verified = await call(
-                session,
-                "verify_customer",
-                service_id=client["service_id"],
-                name=client["name"],
-                address=client["address"],
-                plan_name=client["internet_plan_name"],
+                session, "verify_customer", service_id=client["service_id"], **statement(client)
             )
             results.append(verified.data["verification_id"])
         no_tech = await call(

@@ -7,8 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -28,11 +27,10 @@ from isp_gateway.kit.errors import StoreUnavailable
 from isp_gateway.store import Store
 from isp_gateway.store.redis import RedisStore
 from isp_gateway.web.logs import request_id_var
-from tests.conftest import Gateway
-from tests.support import free_port, memory_or_redis
+from tests.conftest import Gateway, StartGateway
+from tests.support import RUN, free_port, memory_or_redis_store
 
 REDIS_DB = 6
-RUN = uuid.uuid4().hex[:12]
 KEY = f"{RUN}:audit"
 
 pytestmark = pytest.mark.anyio
@@ -54,10 +52,7 @@ BOT = Caller(caller="jwt:bot", end_user="chat-123", address="203.0.113.7")
 AGENT = Caller(caller="agent-key", end_user="agent-key", address="198.51.100.2")
 
 
-@pytest.fixture(params=["memory", "redis"])
-async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
-    async with memory_or_redis(request, REDIS_DB, f"ispgw:{RUN}:*") as store:
-        yield store
+store = memory_or_redis_store(REDIS_DB, f"ispgw:{RUN}:*")
 
 
 def audit_log(store: Store, max_events: int = 100_000) -> AuditLog:
@@ -322,7 +317,7 @@ def add_audit_routes(app: FastAPI) -> None:
 
 
 @pytest.fixture
-def audit_gateway(start_gateway: Callable[..., Gateway]) -> Gateway:
+def audit_gateway(start_gateway: StartGateway) -> Gateway:
     return start_gateway("http://127.0.0.1:9", prepare=add_audit_routes)
 
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +30,8 @@ from isp_gateway.auth.keys import (
 )
 from isp_gateway.kit.errors import Locked
 from isp_gateway.store import Store
-from tests.conftest import Gateway
-from tests.support import memory_or_redis, wait_until
+from tests.conftest import StartGateway
+from tests.support import RUN, memory_or_redis, wait_until
 
 INTERVAL = 0.05  # the ring's re-check interval in these tests
 
@@ -291,8 +290,6 @@ def test_scopes_and_the_star() -> None:
 
 # -- a key's own rate ------------------------------------------------------------------------
 
-RUN = uuid.uuid4().hex[:12]
-
 
 @pytest.fixture(params=["memory", "redis"])
 async def rate_store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
@@ -363,7 +360,7 @@ def add_key_probe(app: FastAPI) -> None:
 
 
 def test_keys_on_the_real_app_and_a_revocation_within_5_s(
-    tmp_path: Path, start_gateway: Callable[..., Gateway]
+    tmp_path: Path, start_gateway: StartGateway
 ) -> None:
     path = tmp_path / "keys.json"
     reader, writer = generate_key(), generate_key()

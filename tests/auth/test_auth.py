@@ -21,7 +21,7 @@ from jwt.warnings import InsecureKeyLengthWarning
 
 from isp_gateway.auth.passwords import dummy_hash
 from isp_gateway.auth.tokens import issue_token
-from tests.conftest import JWT_SECRET, PASSWORD, USERNAME, Gateway
+from tests.conftest import JWT_SECRET, PASSWORD, USERNAME, Gateway, StartGateway
 from tests.support import emptied_redis, wait_until
 
 CREDENTIALS = {"detail": "Could not validate credentials."}
@@ -29,7 +29,7 @@ WHOAMI = "/api/v1/_probe/whoami"
 TOKEN = "/api/v1/auth/token"
 REDIS_DB = 3
 
-StartProbe = Callable[..., Gateway]
+StartProbe = StartGateway
 
 
 def _b64(data: dict[str, Any]) -> str:

@@ -6,7 +6,7 @@ shared by the workers. Every request opens a new connection, so either worker ma
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,6 @@ import pytest
 from tests.conftest import Simulator, serve_env
 from tests.support import (
     base_env,
-    emptied_redis,
     run_cli,
     serving_workers,
     wait_for_fresh_window,
@@ -27,12 +26,6 @@ REDIS_DB = 7
 PLANS = "/api/v1/internet-plans/"
 # Fresh connections per check: with two workers on one socket, both answer some of them.
 TRIES = 24
-
-
-@pytest.fixture
-def shared_redis(redis_url: Callable[[int], str]) -> Iterator[str]:
-    with emptied_redis(redis_url(REDIS_DB)):
-        yield redis_url(REDIS_DB)
 
 
 def keys_cli(tmp_path: Path, *args: str) -> str:

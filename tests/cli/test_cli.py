@@ -9,34 +9,15 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import bcrypt
 import httpx
 import pytest
 
+from tests.cli.conftest import demo_banner
 from tests.conftest import API_KEY, JWT_SECRET, required_env
 from tests.support import base_env, free_port, run_cli, serve_args, wait_for, wait_until
-
-
-@pytest.fixture
-def spawned() -> Iterator[list[subprocess.Popen[str]]]:
-    """Processes a test starts; killed (each by its own pid) if the test leaves them."""
-    procs: list[subprocess.Popen[str]] = []
-    yield procs
-    for proc in procs:
-        if proc.poll() is None:
-            # SIGINT first: a SIGKILLed granian parent leaves its worker running.
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.communicate(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate(timeout=10)
-
 
 # -- check-config ---------------------------------------------------------------------------
 
@@ -159,38 +140,7 @@ def test_serve_answers_health_and_stops_on_sigint(
 def start_demo(
     tmp_path: Path, spawned: list[subprocess.Popen[str]]
 ) -> tuple[subprocess.Popen[str], list[str]]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "isp_gateway",
-            "demo",
-            "--port",
-            str(port),
-            "--clients",
-            "300",
-            "--latency",
-            "0,0",
-        ],
-        env=base_env(),
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its own process group, like a terminal session
-    )
-    spawned.append(proc)
-    assert proc.stdout is not None
-    lines: list[str] = []
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line.rstrip("\n"))
-        if "Ctrl-C" in line:
-            break
+    proc, lines, port = demo_banner(tmp_path, spawned)
     assert any("Ctrl-C" in line for line in lines), lines
     wait_for(f"http://127.0.0.1:{port}/health")
     return proc, lines

@@ -9,9 +9,7 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -20,24 +18,10 @@ import pytest
 from isp_gateway.cli.demo import gateway_overrides
 from isp_gateway.simulator.dataset import build_dataset
 from tests.agents.test_mcp_conversations import ROOMY, open_verified_ticket, ticketless_customer
+from tests.cli.conftest import demo_banner
 from tests.cli.test_cli import parse_demo
-from tests.conftest import Gateway, Simulator
-from tests.support import base_env, free_port
-
-
-@pytest.fixture
-def spawned() -> Iterator[list[subprocess.Popen[str]]]:
-    """Processes a test starts; stopped (each by its own pid) if the test leaves them."""
-    procs: list[subprocess.Popen[str]] = []
-    yield procs
-    for proc in procs:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)  # not SIGKILL: granian's worker would outlive it
-            try:
-                proc.communicate(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate(timeout=10)
+from tests.conftest import StartGateway, StartSimulator
+from tests.support import base_env
 
 
 def run_banner_line(line: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -49,30 +33,7 @@ def run_banner_line(line: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_the_banner_comes_once_the_gateway_answers(
     tmp_path: Path, spawned: list[subprocess.Popen[str]]
 ) -> None:
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "isp_gateway", "demo", "--port", str(port)),
-            *("--clients", "300", "--latency", "0,0"),
-        ],
-        env=base_env(),
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    spawned.append(proc)
-    assert proc.stdout is not None
-    lines: list[str] = []
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line.rstrip("\n"))
-        if "Ctrl-C" in line:
-            break
+    proc, lines, port = demo_banner(tmp_path, spawned)
     # At once, no retry: whatever the banner says is already true.
     health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=5)
     assert health.status_code == 200, lines
@@ -125,8 +86,8 @@ def test_the_banner_comes_once_the_gateway_answers(
 @pytest.mark.anyio
 async def test_an_agents_ticket_works_for_a_customer_without_technician(
     tmp_path: Path,
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
+    start_simulator: StartSimulator,
+    start_gateway: StartGateway,
     password_hash: str,
 ) -> None:
     sim = start_simulator(clients=300)

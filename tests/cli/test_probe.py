@@ -5,26 +5,15 @@ API keys file), one line a check, and names every failure with exit status 1. Pl
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import redis
 
 from isp_gateway.auth import keys
-from tests.conftest import Simulator, required_env, start_redis_server, start_sentinel_group
+from tests.conftest import Simulator, required_env, start_sentinel_group
 from tests.support import SENTINEL_MASTER, RedisServer, SentinelGroup, base_env, free_port, run_cli
 
 REDIS_PASSWORD = "redis-pass-0123456789"
-
-
-@pytest.fixture
-def own_redis() -> Iterator[RedisServer]:
-    server = start_redis_server()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def key_file(path: Path, names: tuple[str, ...] = ("whatsapp-bot",)) -> Path:
@@ -178,22 +167,11 @@ def test_a_redis_url_naming_a_replica(tmp_path: Path, password_hash: str) -> Non
     ) in lines
 
 
-@pytest.fixture
-def group(tmp_path: Path) -> Iterator[SentinelGroup]:
-    directory = tmp_path / "redis"
-    directory.mkdir()
-    group = start_sentinel_group(directory, replicas=1, sentinels=3, quorum=2)
-    try:
-        yield group
-    finally:
-        group.stop()
-
-
 def test_each_sentinel_is_named(
-    tmp_path: Path, password_hash: str, simulator: Simulator, group: SentinelGroup
+    tmp_path: Path, password_hash: str, simulator: Simulator, sentinel_group: SentinelGroup
 ) -> None:
     missing = free_port()  # a sentinel nobody runs
-    sentinels = f"{group.addresses},127.0.0.1:{missing}"
+    sentinels = f"{sentinel_group.addresses},127.0.0.1:{missing}"
     settings = {
         "UPSTREAM_NET_HOST": simulator.url,
         "REDIS_SENTINELS": sentinels,
@@ -201,8 +179,8 @@ def test_each_sentinel_is_named(
         "REDIS_TIMEOUT_SECONDS": "1",
     }
     status, lines, err = probe(tmp_path, password_hash, **settings)
-    master = f"127.0.0.1:{group.master.port}"
-    ours = [f"127.0.0.1:{sentinel.port}" for sentinel in group.sentinels]
+    master = f"127.0.0.1:{sentinel_group.master.port}"
+    ours = [f"127.0.0.1:{sentinel.port}" for sentinel in sentinel_group.sentinels]
     for sentinel in ours:
         assert f"ok    sentinel {sentinel}: names master 'mymaster' at {master}" in lines
     assert any(
@@ -213,8 +191,8 @@ def test_each_sentinel_is_named(
     assert err.strip() == f"isp-gateway: probe failed: sentinel 127.0.0.1:{missing}"
 
     # One of ours stops, and the master's name is mistyped: each named.
-    group.sentinels[1].stop()
-    settings["REDIS_SENTINELS"] = group.addresses
+    sentinel_group.sentinels[1].stop()
+    settings["REDIS_SENTINELS"] = sentinel_group.addresses
     settings["REDIS_SENTINEL_MASTER"] = "mymastr"
     status, lines, err = probe(tmp_path, password_hash, **settings)
     assert status == 1

@@ -19,7 +19,7 @@ import pytest
 from isp_gateway.auth.tokens import issue_token
 from isp_gateway.settings import load_settings
 from tests.conftest import PASSWORD, USERNAME, required_env
-from tests.support import base_env, free_port, wait_for, wait_until
+from tests.support import base_env, error_body, free_port, wait_for, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVERS = ["granian", "uvicorn"]
@@ -121,14 +121,7 @@ def test_unhandled_error_is_the_500_envelope(served: Served) -> None:
         headers={**served.auth, "Origin": ORIGIN, "X-Request-ID": "crash-1"},
     )
     assert response.status_code == 500
-    assert response.json() == {
-        "ok": False,
-        "type": "error",
-        "action": "error",
-        "data": None,
-        "message": "Error interno del servidor",
-        "meta": None,
-    }
+    assert response.json() == error_body("error", "Error interno del servidor")
     assert response.headers["x-request-id"] == "crash-1"
     assert response.headers["access-control-allow-origin"] == ORIGIN
 

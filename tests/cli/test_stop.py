@@ -22,11 +22,10 @@ import redis
 from isp_gateway.auth.tokens import issue_token
 from isp_gateway.serving import graceful_stop_seconds
 from isp_gateway.web.params import MAX_WAIT_SECONDS
-from tests.conftest import USERNAME, Simulator, gateway_settings, serve_env
+from tests.conftest import USERNAME, Simulator, StartSimulator, gateway_settings, serve_env
 from tests.network.test_ping_api import PING_CREATES, TASK_READS
 from tests.support import (
     data_file_of,
-    emptied_redis,
     free_port,
     serve_args,
     server_process,
@@ -40,13 +39,6 @@ REDIS_DB = 5
 # where a long poll used to hold it until the kill timeout (20 s) and die unanswered.
 ANSWERED_WITHIN = 5.0
 STOPPED_WITHIN = 10.0
-
-
-@pytest.fixture
-def shared_redis(redis_url: Callable[[int], str]) -> Iterator[str]:
-    """The workers' store (ping task records, locks), empty before and after."""
-    with emptied_redis(redis_url(REDIS_DB)):
-        yield redis_url(REDIS_DB)
 
 
 @dataclass
@@ -142,7 +134,7 @@ def test_a_stop_answers_the_long_polls_at_once(
 
 
 def test_a_stop_finishes_a_sent_creation_refuses_an_unsent_one_and_leaves_no_lock(
-    start_simulator: Callable[..., Simulator],
+    start_simulator: StartSimulator,
     password_hash: str,
     tmp_path: Path,
     shared_redis: str,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,7 @@ from isp_gateway.clients.fastpath import LookupDoor
 from isp_gateway.clients.index import ClientIndex
 from isp_gateway.upstream.clients import Client
 from isp_gateway.web.edge import Edge
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Pair, Simulator, StartPair, pair_starter
 from tests.support import wait_for_age, wait_until
 
 
@@ -121,6 +120,18 @@ def warm(gw: Gateway, loads: int = 1, timeout: float = 10) -> None:
     wait_until(loaded, timeout=timeout, interval=0.01, message="the client cache to load")
 
 
+def adopted(gw: Gateway, timeout: float = 10) -> None:
+    """Wait until a worker holds a client list (its own load or the shared copy it took up)
+    and has no load of its own in flight."""
+    cache = gw.runtime.services.clients.cache
+
+    def holds() -> bool:
+        inflight = cache._inflight
+        return cache.local is not None and (inflight is None or inflight.done())
+
+    wait_until(holds, timeout=timeout, interval=0.01, message="the worker to hold the list")
+
+
 def wait_for_list_age(gw: Gateway, seconds: float) -> None:
     """Until the client list this worker holds is `seconds` old (from its load): its rows are
     no longer fresh (STATE_FRESH_SECONDS)."""
@@ -131,31 +142,15 @@ def calls(sim: Simulator, key: str = "GET /api/clientes/") -> int:
     return int(sim.state.calls[key])
 
 
-StartPair = Callable[..., tuple[Simulator, Gateway]]
+start_pair = pair_starter(
+    "data_file",
+    warm,
+    "A simulator on the crafted data and a gateway whose cache has loaded (stats reset).",
+)
 
 
 @pytest.fixture
-def start_pair(
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
-    data_file: Path,
-) -> StartPair:
-    """A simulator on the crafted data and a gateway whose cache has loaded (stats reset)."""
-
-    def start(
-        sim_overrides: dict[str, Any] | None = None, **gw_overrides: Any
-    ) -> tuple[Simulator, Gateway]:
-        sim = start_simulator(**{"data_file": data_file, **(sim_overrides or {})})
-        gw = start_gateway(sim.url, **gw_overrides)
-        warm(gw)
-        sim.state.reset_stats()
-        return sim, gw
-
-    return start
-
-
-@pytest.fixture
-def pair(start_pair: StartPair) -> tuple[Simulator, Gateway]:
+def pair(start_pair: StartPair) -> Pair:
     return start_pair()
 
 

@@ -4,7 +4,6 @@ sharing the value, on the lookup edge and the full stack alike; search says how 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ import pytest
 
 from isp_gateway.auth.tokens import issue_token
 from tests.clients.conftest import PLANS, calls, row, warm
-from tests.conftest import USERNAME, Gateway, Simulator
+from tests.conftest import USERNAME, Gateway, Pair, StartGateway, StartSimulator
 
 # One document held by three services (listed out of id order), one phone by two.
 SHARED = [
@@ -43,10 +42,10 @@ def shared_file(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def shared(
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
+    start_simulator: StartSimulator,
+    start_gateway: StartGateway,
     shared_file: Path,
-) -> tuple[Simulator, Gateway]:
+) -> Pair:
     sim = start_simulator(data_file=shared_file)
     gw = start_gateway(sim.url)
     warm(gw)
@@ -62,7 +61,7 @@ def _fresh_headers(gw: Gateway) -> dict[str, str]:
 
 
 def test_edge_and_full_stack_name_the_other_services_alike(
-    shared: tuple[Simulator, Gateway],
+    shared: Pair,
 ) -> None:
     sim, gw = shared
     for path, (chosen, others) in EXPECTED.items():
@@ -82,7 +81,7 @@ def test_edge_and_full_stack_name_the_other_services_alike(
 
 
 def test_a_document_asked_in_a_loop_never_drops_a_service(
-    shared: tuple[Simulator, Gateway],
+    shared: Pair,
 ) -> None:
     _, gw = shared
     headers = _fresh_headers(gw)
@@ -94,7 +93,7 @@ def test_a_document_asked_in_a_loop_never_drops_a_service(
 
 
 def test_others_change_when_a_client_changes_document(
-    shared: tuple[Simulator, Gateway],
+    shared: Pair,
 ) -> None:
     _, gw = shared
     headers = _fresh_headers(gw)
@@ -109,8 +108,8 @@ def test_others_change_when_a_client_changes_document(
 
 
 def test_a_cold_lookup_names_the_same_others(
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
+    start_simulator: StartSimulator,
+    start_gateway: StartGateway,
     shared_file: Path,
 ) -> None:
     sim = start_simulator(data_file=shared_file)
@@ -130,7 +129,7 @@ def test_a_cold_lookup_names_the_same_others(
 QUERIES = ["ana", "rosa", "perez", "porvenir diaz", "3004445566", "12345678", "cliente", "zzzz"]
 
 
-def test_search_says_how_many_match_in_all(pair: tuple[Simulator, Gateway]) -> None:
+def test_search_says_how_many_match_in_all(pair: Pair) -> None:
     _, gw = pair
     for q in QUERIES:
         everything = gw.get("/api/v1/clients/search", params={"q": q, "limit": 200}).json()
@@ -144,8 +143,8 @@ def test_search_says_how_many_match_in_all(pair: tuple[Simulator, Gateway]) -> N
 
 
 def test_search_total_counts_every_match_past_the_page(
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
+    start_simulator: StartSimulator,
+    start_gateway: StartGateway,
     tmp_path: Path,
 ) -> None:
     many: list[dict[str, Any]] = [
@@ -164,7 +163,7 @@ def test_search_total_counts_every_match_past_the_page(
 
 
 def test_the_generated_answer_cases_name_both_services(
-    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+    start_simulator: StartSimulator, start_gateway: StartGateway
 ) -> None:
     """The simulator's generated data with its answer cases (the demo's): a customer with a
     second service, and a relative on another customer's phone."""
@@ -193,7 +192,7 @@ def test_the_generated_answer_cases_name_both_services(
     assert alone["meta"] == {"other_service_ids": []}
 
 
-def test_a_search_total_follows_an_update(shared: tuple[Simulator, Gateway]) -> None:
+def test_a_search_total_follows_an_update(shared: Pair) -> None:
     _, gw = shared
 
     def meta() -> Any:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 
 from tests.clients.conftest import StartPair, body, calls, envelope, warm
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Pair, StartGateway, StartSimulator
 from tests.support import wait_until
 
 
@@ -36,7 +35,7 @@ def next_answer(response: Any) -> Any:
     return response if response.status_code != 200 else None
 
 
-def test_search_accent_case_and_every_token(pair: tuple[Simulator, Gateway]) -> None:
+def test_search_accent_case_and_every_token(pair: Pair) -> None:
     sim, gw = pair
     assert ids(search(gw, "jose")) == [102, 107]  # José / JOSÉ
     assert ids(search(gw, "JOSÉ PEREZ")) == [107]
@@ -49,7 +48,7 @@ def test_search_accent_case_and_every_token(pair: tuple[Simulator, Gateway]) -> 
     assert calls(sim) == 0
 
 
-def test_search_relevance_exact_document_and_phone_first(pair: tuple[Simulator, Gateway]) -> None:
+def test_search_relevance_exact_document_and_phone_first(pair: Pair) -> None:
     _, gw = pair
     assert ids(search(gw, "111222")) == [105, 106]  # a prefix of both documents
     assert ids(search(gw, "11122244")) == [106]
@@ -63,7 +62,7 @@ def test_search_relevance_exact_document_and_phone_first(pair: tuple[Simulator, 
     assert ids(search(gw, "ab12345")) == [103]
 
 
-def test_search_limit(pair: tuple[Simulator, Gateway]) -> None:
+def test_search_limit(pair: Pair) -> None:
     _, gw = pair
     assert len(ids(search(gw, "suba"))) == 6
     assert len(ids(search(gw, "suba", limit=2))) == 2
@@ -71,7 +70,7 @@ def test_search_limit(pair: tuple[Simulator, Gateway]) -> None:
     assert too_big.status_code == 422 and body(too_big)["action"] == "validation_error"
 
 
-def test_search_nothing_found(pair: tuple[Simulator, Gateway]) -> None:
+def test_search_nothing_found(pair: Pair) -> None:
     _, gw = pair
     response = search(gw, "zzzz")
     out = envelope(response, 200)
@@ -84,7 +83,7 @@ def test_search_nothing_found(pair: tuple[Simulator, Gateway]) -> None:
 
 
 @pytest.mark.parametrize("q", [None, "", "   "])
-def test_search_without_q_is_400(pair: tuple[Simulator, Gateway], q: str | None) -> None:
+def test_search_without_q_is_400(pair: Pair, q: str | None) -> None:
     _, gw = pair
     response = search(gw, q)
     out = envelope(response, 400)
@@ -93,7 +92,7 @@ def test_search_without_q_is_400(pair: tuple[Simulator, Gateway], q: str | None)
 
 
 def test_whole_list_paged_in_parallel_and_concurrent_misses_load_once(
-    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+    start_simulator: StartSimulator, start_gateway: StartGateway
 ) -> None:
     # 230 clients, our page 50 but the upstream caps at 40: 6 pages, fetched once.
     sim = start_simulator(clients=230, max_page_size=40)
@@ -110,7 +109,7 @@ def test_whole_list_paged_in_parallel_and_concurrent_misses_load_once(
 
 
 def test_search_waits_for_the_first_load_then_never_again(
-    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+    start_simulator: StartSimulator, start_gateway: StartGateway
 ) -> None:
     sim = start_simulator()
     gw = start_gateway(sim.url)
@@ -181,8 +180,8 @@ def test_stale_copy_expires(start_pair: StartPair) -> None:
     ],
 )
 def test_list_failure(
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
+    start_simulator: StartSimulator,
+    start_gateway: StartGateway,
     faults: dict[str, Any],
     status: int,
     action: str,
@@ -261,7 +260,7 @@ def test_a_short_client_list_is_never_published(start_pair: StartPair) -> None:
 
 
 def test_a_short_client_list_on_a_cold_start_is_a_failure(
-    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+    start_simulator: StartSimulator, start_gateway: StartGateway
 ) -> None:
     sim = start_simulator()
     sim.state.faults.update(
@@ -279,8 +278,8 @@ def test_a_short_client_list_on_a_cold_start_is_a_failure(
     [{"hang_rate": 1.0, "hang_seconds": 60}, {"force_429": True, "retry_after": 30}],
 )
 def test_a_cold_list_answers_within_the_deadline(
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
+    start_simulator: StartSimulator,
+    start_gateway: StartGateway,
     faults: dict[str, Any],
 ) -> None:
     """Issue 17: a request never waits on a whole-list load it cannot finish in time (the

@@ -11,7 +11,7 @@ so either worker may answer it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from isp_gateway.auth.keys import generate_key, new_entry, write_key_entries
-from tests.conftest import Simulator, serve_env, start_redis_server
+from tests.conftest import Simulator, StartSimulator, serve_env, start_redis_server
 from tests.support import serving_workers
 
 UNKNOWN_PLAN = "/api/v1/internet-plans/524288"
@@ -52,9 +52,7 @@ class Served:
 
 
 @pytest.fixture
-def served(
-    start_simulator: Callable[..., Simulator], password_hash: str, tmp_path: Path
-) -> Iterator[Served]:
+def served(start_simulator: StartSimulator, password_hash: str, tmp_path: Path) -> Iterator[Served]:
     sim = start_simulator()
     keys = {"key-a": generate_key(), "key-b": generate_key()}
     write_key_entries(

@@ -10,13 +10,12 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import Gateway, Simulator, start_redis_server
+from tests.conftest import Gateway, Simulator, StartGateway, StartSimulator
 from tests.support import RedisServer
 
 CLIENTS = 3000
@@ -33,21 +32,12 @@ AT_ONCE = 1.5
 
 
 @pytest.fixture
-def slow_upstream(start_simulator: Callable[..., Simulator]) -> Simulator:
+def slow_upstream(start_simulator: StartSimulator) -> Simulator:
     sim = start_simulator(clients=CLIENTS)
     sim.state.faults.update(
         {"latency": PAGE_SECONDS, "scopes": {"latency": {"path_prefix": "/api/clientes/"}}}
     )
     return sim
-
-
-@pytest.fixture
-def own_redis() -> Iterator[RedisServer]:
-    server = start_redis_server()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def timed(gw: Gateway, path: str) -> tuple[httpx.Response, float]:
@@ -85,7 +75,7 @@ def wait_loaded(gw: Gateway, timeout: float = 30) -> None:
 
 def test_a_first_load_answers_loading_and_shows_its_progress(
     slow_upstream: Simulator,
-    start_gateway: Callable[..., Gateway],
+    start_gateway: StartGateway,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="isp_gateway")
@@ -118,7 +108,7 @@ def test_a_first_load_answers_loading_and_shows_its_progress(
 
 
 def test_a_worker_waiting_for_anothers_first_load_answers_loading(
-    slow_upstream: Simulator, start_gateway: Callable[..., Gateway], own_redis: RedisServer
+    slow_upstream: Simulator, start_gateway: StartGateway, own_redis: RedisServer
 ) -> None:
     """Two workers sharing a Redis: one loads, the other waits for its lock; both tell the
     progress (the one that does not load reads it from the store)."""
@@ -138,8 +128,8 @@ def test_a_worker_waiting_for_anothers_first_load_answers_loading(
 
 
 def test_a_list_of_one_page_is_waited_for_as_before(
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
+    start_simulator: StartSimulator,
+    start_gateway: StartGateway,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A first load that ends in time answers the request that waited for it, and a list of

@@ -5,16 +5,12 @@ reworded names, alternating verify and resolve, a distributed guess, two workers
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import pytest
-
 from tests.clients.conftest import StartPair
 from tests.clients.test_verify_update import GOOD
-from tests.conftest import Gateway
-from tests.support import emptied_redis
+from tests.conftest import Gateway, StartGateway
 
 REDIS_DB = 4
 JOSE = {"name": "jose perez", "address": "calle 5", "internet_plan_name": "plan 10mb"}
@@ -171,14 +167,8 @@ def test_an_unknown_service_or_ambiguity_is_no_failure(start_pair: StartPair) ->
     assert verify(gw, 101, GOOD, "alice") == VERIFIED
 
 
-@pytest.fixture
-def shared_redis(redis_url: Callable[[int], str]) -> Iterator[str]:
-    with emptied_redis(redis_url(REDIS_DB)):
-        yield redis_url(REDIS_DB)
-
-
 def test_counters_hold_across_two_workers_on_redis(
-    start_pair: StartPair, start_gateway: Callable[..., Gateway], shared_redis: str
+    start_pair: StartPair, start_gateway: StartGateway, shared_redis: str
 ) -> None:
     settings = {
         **ROOMY,

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tests.clients.conftest import StartPair, body, by_doc, calls, envelope
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Pair, Simulator
 from tests.support import wait_until
 
 SECRETS = ("cpe-secret-pw", "svc-secret-pw", "rt-pw", "AA:BB:CC:DD:EE:FF", "password")
@@ -20,7 +20,7 @@ def asked_again(gw: Gateway, sim: Simulator, path: str) -> bool:
     return calls(sim) >= 2
 
 
-def test_list_returns_only_active_clients_fully_mapped(pair: tuple[Simulator, Gateway]) -> None:
+def test_list_returns_only_active_clients_fully_mapped(pair: Pair) -> None:
     sim, gw = pair
     response = gw.get("/api/v1/clients/")
     out = envelope(response, 200)
@@ -56,7 +56,7 @@ def test_list_returns_only_active_clients_fully_mapped(pair: tuple[Simulator, Ga
     assert calls(sim) == 0  # served from the warm cache
 
 
-def test_mapping_quirks(pair: tuple[Simulator, Gateway]) -> None:
+def test_mapping_quirks(pair: Pair) -> None:
     _, gw = pair
     maria = body(gw.get("/api/v1/clients/by-service-id/102"))["data"]
     assert maria["cut_off_date"] == "2026-04-07"
@@ -84,7 +84,7 @@ def test_cut_off_date_variants(start_pair: StartPair, style: str) -> None:
     )
 
 
-def test_by_document(pair: tuple[Simulator, Gateway]) -> None:
+def test_by_document(pair: Pair) -> None:
     sim, gw = pair
     response = gw.get("/api/v1/clients/by-document/12345678")
     out = envelope(response, 200)
@@ -95,7 +95,7 @@ def test_by_document(pair: tuple[Simulator, Gateway]) -> None:
 
 
 @pytest.mark.parametrize("document", ["12.345.678", "12-345", "ab", "x" * 21, "12%20345"])
-def test_invalid_document_is_400(pair: tuple[Simulator, Gateway], document: str) -> None:
+def test_invalid_document_is_400(pair: Pair, document: str) -> None:
     sim, gw = pair
     response = gw.get(f"/api/v1/clients/by-document/{document}")
     out = envelope(response, 400)
@@ -109,7 +109,7 @@ def test_invalid_document_is_400(pair: tuple[Simulator, Gateway], document: str)
 
 
 def test_unknown_document_asks_upstream_once_then_remembers(
-    pair: tuple[Simulator, Gateway],
+    pair: Pair,
 ) -> None:
     sim, gw = pair
     for _ in range(3):
@@ -137,7 +137,7 @@ def test_negative_cache_expires(start_pair: StartPair) -> None:
 
 
 def test_new_customer_found_upstream_then_served_from_index(
-    pair: tuple[Simulator, Gateway],
+    pair: Pair,
 ) -> None:
     sim, gw = pair
     # The upstream learns a document the cached list does not have yet.
@@ -157,7 +157,7 @@ def test_new_customer_found_upstream_then_served_from_index(
     assert calls(sim) == 1
 
 
-def test_concurrent_misses_make_one_upstream_query(pair: tuple[Simulator, Gateway]) -> None:
+def test_concurrent_misses_make_one_upstream_query(pair: Pair) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     sim, gw = pair
@@ -192,7 +192,7 @@ def test_shared_document_same_answer_cold_and_warm(
     assert cold == warmed == 202  # the active one
 
 
-def test_lookup_never_says_not_found_when_upstream_fails(pair: tuple[Simulator, Gateway]) -> None:
+def test_lookup_never_says_not_found_when_upstream_fails(pair: Pair) -> None:
     sim, gw = pair
     sim.state.faults.update({"error_rate": 1.0})
     response = gw.get("/api/v1/clients/by-document/424242")
@@ -230,7 +230,7 @@ def test_lookup_miss_upstream_failure_modes(
     assert "test-upstream-key" not in response.text
 
 
-def test_by_phone(pair: tuple[Simulator, Gateway]) -> None:
+def test_by_phone(pair: Pair) -> None:
     sim, gw = pair
     cases = {
         "3001234567": 101,
@@ -260,7 +260,7 @@ def test_by_phone_with_one_number_per_field_variant(start_pair: StartPair) -> No
     assert gw.get("/api/v1/clients/by-phone/3109876543").status_code == 404
 
 
-def test_by_service_id(pair: tuple[Simulator, Gateway]) -> None:
+def test_by_service_id(pair: Pair) -> None:
     sim, gw = pair
     out = body(gw.get("/api/v1/clients/by-service-id/106"))
     assert out["action"] == "client_found" and out["data"]["name"] == "ROSA DIAZ"
@@ -284,7 +284,7 @@ def test_cold_lookup_asks_upstream_directly(
     assert body(response)["data"]["service_id"] == 101
 
 
-def test_requires_token(pair: tuple[Simulator, Gateway]) -> None:
+def test_requires_token(pair: Pair) -> None:
     _, gw = pair
     response = gw.client.get("/api/v1/clients/by-service-id/101")
     assert response.status_code == 401

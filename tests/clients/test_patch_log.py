@@ -25,8 +25,8 @@ import pytest
 import redis
 
 from isp_gateway.upstream.clients import map_clients
-from tests.clients.conftest import CLIENTS, by_doc, calls, warm
-from tests.conftest import Gateway, Simulator
+from tests.clients.conftest import CLIENTS, StartPair, by_doc, calls, warm
+from tests.conftest import Gateway, Simulator, StartGateway, StartSimulator
 from tests.support import wait_until, wait_until_async
 
 REDIS_DB = 15
@@ -110,8 +110,8 @@ Workers = tuple[Simulator, Gateway, Gateway]
 
 @pytest.fixture
 def workers(
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
+    start_simulator: StartSimulator,
+    start_gateway: StartGateway,
     data_file: Path,
     redis_db: redis.Redis,
     db_url: str,
@@ -194,8 +194,8 @@ def test_a_reload_starts_an_empty_log_whose_list_holds_the_updates(
 
 
 def test_a_new_customer_found_on_one_worker_is_patched_into_the_other(
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
+    start_simulator: StartSimulator,
+    start_gateway: StartGateway,
     data_file: Path,
     redis_db: redis.Redis,
     db_url: str,
@@ -268,7 +268,7 @@ class HeldLoads:
 
 def test_an_update_landing_during_a_reload_is_kept(
     workers: Workers,
-    start_gateway: Callable[..., Gateway],
+    start_gateway: StartGateway,
     redis_db: redis.Redis,
     db_url: str,
 ) -> None:
@@ -300,14 +300,8 @@ def test_an_update_landing_during_a_reload_is_kept(
     assert c.runtime.services.clients.cache.loads == 0
 
 
-def test_memory_store_an_update_landing_during_a_reload_is_kept(
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
-    data_file: Path,
-) -> None:
-    sim = start_simulator(data_file=data_file)
-    gw = start_gateway(sim.url)
-    warm(gw)
+def test_memory_store_an_update_landing_during_a_reload_is_kept(start_pair: StartPair) -> None:
+    sim, gw = start_pair()
     cache = gw.runtime.services.clients.cache
     derives = cache.derives
     held = HeldLoads(gw)

@@ -16,7 +16,7 @@ from isp_gateway.kit.errors import UpstreamRateLimited
 from isp_gateway.store.redis import PREFIX, RedisStore
 from isp_gateway.upstream.budget import RateBudget
 from tests.clients.conftest import warm
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Simulator, StartGateway, StartSimulator
 from tests.support import emptied_redis, wait_until
 
 REDIS_DB = 9
@@ -41,8 +41,8 @@ def upstream_calls(sim: Simulator) -> int:
 
 
 def test_a_new_worker_adopts_the_lists_in_redis_without_the_upstream(
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
+    start_simulator: StartSimulator,
+    start_gateway: StartGateway,
     own_keys: redis.Redis,
     db_url: str,
 ) -> None:
@@ -86,8 +86,8 @@ def test_a_new_worker_adopts_the_lists_in_redis_without_the_upstream(
 
 
 def test_a_paused_refresh_on_one_worker_leaves_interactive_calls_to_another(
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
+    start_simulator: StartSimulator,
+    start_gateway: StartGateway,
     own_keys: redis.Redis,
     db_url: str,
 ) -> None:

@@ -10,7 +10,7 @@ import pytest
 from starlette.routing import Route
 
 from isp_gateway.web.methods import MethodGuard
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Pair
 
 BAD_IDS = ["-241", "0", "0000000000", "12345678901", "1e3", "abc", "3.0", "+5", "٣"]
 
@@ -42,7 +42,7 @@ def body_for(path: str) -> dict[str, Any]:
     return BODIES.get(tail, BODIES[""])
 
 
-def test_every_service_id_route_refuses_a_bad_id(pair: tuple[Simulator, Gateway]) -> None:
+def test_every_service_id_route_refuses_a_bad_id(pair: Pair) -> None:
     sim, gw = pair
     routes = service_id_routes(gw)
     # The walk sees the routes the contract names (and any added later).
@@ -69,7 +69,7 @@ def test_every_service_id_route_refuses_a_bad_id(pair: tuple[Simulator, Gateway]
 
 
 @pytest.mark.parametrize("good", ["101", " 101", "0000000101"])
-def test_a_good_id_still_answers(pair: tuple[Simulator, Gateway], good: str) -> None:
+def test_a_good_id_still_answers(pair: Pair, good: str) -> None:
     _, gw = pair
     response = gw.get(f"/api/v1/clients/by-service-id/{good}")
     assert response.status_code == 200, response.text

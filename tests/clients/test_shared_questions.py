@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import PASSWORD, USERNAME, Simulator, serve_env
+from tests.conftest import PASSWORD, USERNAME, Simulator, StartSimulator, serve_env
 from tests.support import data_file_of, emptied_redis, serving_workers
 from tests.tickets.conftest import TECH, build_dataset
 
@@ -38,7 +38,7 @@ CONCURRENT = 10
 
 @pytest.fixture
 def served(
-    start_simulator: Callable[..., Simulator],
+    start_simulator: StartSimulator,
     password_hash: str,
     tmp_path: Path,
     redis_url: Callable[[int], str],

@@ -6,14 +6,13 @@ stored."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 
 import pytest
 
 from isp_gateway.clients.phones import replace_first_phone
 from isp_gateway.simulator.dataset import two_number_service
 from tests.clients.conftest import calls, warm
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Pair, Simulator, StartGateway, StartSimulator
 
 PATCH = "PATCH /api/clientes/{id}/perfil/"
 
@@ -39,9 +38,7 @@ def stored(sim: Simulator, service_id: int) -> str:
         "300/123 4567",
     ],
 )
-def test_a_phone_with_anything_else_is_refused_and_nothing_sent(
-    pair: tuple[Simulator, Gateway], phone: str
-) -> None:
+def test_a_phone_with_anything_else_is_refused_and_nothing_sent(pair: Pair, phone: str) -> None:
     sim, gw = pair
     before = stored(sim, 101)
     response = gw.put("/api/v1/clients/101", json={"phone": phone, "document": "A1234567"})
@@ -65,7 +62,7 @@ def test_a_phone_with_anything_else_is_refused_and_nothing_sent(
     ],
 )
 def test_the_new_number_replaces_only_the_first(
-    pair: tuple[Simulator, Gateway], service_id: int, phone: str, expected: str
+    pair: Pair, service_id: int, phone: str, expected: str
 ) -> None:
     sim, gw = pair
     response = gw.put(f"/api/v1/clients/{service_id}", json={"phone": phone})
@@ -79,7 +76,7 @@ def test_the_new_number_replaces_only_the_first(
             assert found.json()["data"]["service_id"] == service_id
 
 
-def test_a_loop_of_updates_never_wipes_the_second_line(pair: tuple[Simulator, Gateway]) -> None:
+def test_a_loop_of_updates_never_wipes_the_second_line(pair: Pair) -> None:
     sim, gw = pair
     for number in ("3201111111", "3202222222", "3201111111", "3109876543", "3203333333"):
         assert gw.put("/api/v1/clients/101", json={"phone": number}).status_code == 200
@@ -90,7 +87,7 @@ def test_a_loop_of_updates_never_wipes_the_second_line(pair: tuple[Simulator, Ga
     assert stored(sim, 101) == "3202222222,3109876543"
 
 
-def test_the_field_is_read_fresh_not_from_the_cache(pair: tuple[Simulator, Gateway]) -> None:
+def test_the_field_is_read_fresh_not_from_the_cache(pair: Pair) -> None:
     """A number added upstream after the cache loaded is kept too."""
     sim, gw = pair
     # Changed upstream (as the simulator applies a write) after the cache loaded.
@@ -99,7 +96,7 @@ def test_the_field_is_read_fresh_not_from_the_cache(pair: tuple[Simulator, Gatew
     assert stored(sim, 105) == "3205550000,3117778899"
 
 
-def test_an_unknown_service_sends_no_write(pair: tuple[Simulator, Gateway]) -> None:
+def test_an_unknown_service_sends_no_write(pair: Pair) -> None:
     sim, gw = pair
     response = gw.put("/api/v1/clients/4040", json={"phone": "3209998877"})
     assert response.status_code == 404
@@ -108,7 +105,7 @@ def test_an_unknown_service_sends_no_write(pair: tuple[Simulator, Gateway]) -> N
 
 
 def test_the_built_in_dataset_s_two_number_service(
-    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+    start_simulator: StartSimulator, start_gateway: StartGateway
 ) -> None:
     sim = start_simulator()
     row = two_number_service(sim.state.dataset)
@@ -145,7 +142,7 @@ def test_replace_first_phone_rules() -> None:
     ],
 )
 def test_the_schema_s_phone_pattern_refuses_what_the_update_refuses(
-    pair: tuple[Simulator, Gateway], phone: str, accepted: bool
+    pair: Pair, phone: str, accepted: bool
 ) -> None:
     """The fuzzer's find (issue 17): a phone the schema allowed (7 digits, `00` first) was
     answered 400 invalid_phone, as storing it drops the 00. The document's pattern and the
@@ -161,7 +158,7 @@ def test_the_schema_s_phone_pattern_refuses_what_the_update_refuses(
         assert calls(sim, PATCH) == 0
 
 
-def test_the_update_patterns_sit_on_the_string_branch(pair: tuple[Simulator, Gateway]) -> None:
+def test_the_update_patterns_sit_on_the_string_branch(pair: Pair) -> None:
     """The fuzzer's find (issue 17, seed 1): a pattern beside `anyOf` made the generator draw
     values of any type for PUT and throw nearly all away (a failed health check, no PUT
     fuzzed). Each optional field's pattern is on its string branch, none beside it."""

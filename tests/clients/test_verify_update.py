@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tests.clients.conftest import StartPair, body, calls, envelope
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Pair
 
 GOOD = {
     "name": "Juan Perez",
@@ -21,7 +21,7 @@ def verify(gw: Gateway, service_id: int, payload: dict[str, Any]) -> Any:
     return gw.post(f"/api/v1/clients/{service_id}/verify", json=payload)
 
 
-def test_verify_success(pair: tuple[Simulator, Gateway]) -> None:
+def test_verify_success(pair: Pair) -> None:
     _, gw = pair
     response = verify(gw, 101, GOOD)
     out = envelope(response, 200)
@@ -48,7 +48,7 @@ def test_verify_success(pair: tuple[Simulator, Gateway]) -> None:
         ("internet_plan_price", 40001.5),  # outside ±1.0
     ],
 )
-def test_verify_mismatch(pair: tuple[Simulator, Gateway], field: str, value: Any) -> None:
+def test_verify_mismatch(pair: Pair, field: str, value: Any) -> None:
     _, gw = pair
     response = verify(gw, 101, {**GOOD, field: value})
     out = envelope(response, 200)
@@ -63,7 +63,7 @@ def test_verify_mismatch(pair: tuple[Simulator, Gateway], field: str, value: Any
     }
 
 
-def test_verify_matching_rules(pair: tuple[Simulator, Gateway]) -> None:
+def test_verify_matching_rules(pair: Pair) -> None:
     _, gw = pair
     ok = {
         "name": "JOSÉ  pérez",
@@ -77,7 +77,7 @@ def test_verify_matching_rules(pair: tuple[Simulator, Gateway]) -> None:
 
 
 def test_verify_needs_three_fields_before_any_upstream_call(
-    pair: tuple[Simulator, Gateway],
+    pair: Pair,
 ) -> None:
     sim, gw = pair
     for payload in (
@@ -98,14 +98,14 @@ def test_verify_needs_three_fields_before_any_upstream_call(
     assert calls(sim) == 0
 
 
-def test_verify_unknown_client_is_404(pair: tuple[Simulator, Gateway]) -> None:
+def test_verify_unknown_client_is_404(pair: Pair) -> None:
     _, gw = pair
     response = verify(gw, 4040, GOOD)
     out = envelope(response, 404)
     assert (out["ok"], out["action"], out["data"]) == (False, "client_not_found", None)
 
 
-def test_verify_bad_body_is_422(pair: tuple[Simulator, Gateway]) -> None:
+def test_verify_bad_body_is_422(pair: Pair) -> None:
     _, gw = pair
     response = verify(gw, 101, {**GOOD, "internet_plan_price": "cheap"})
     assert response.status_code == 422
@@ -144,7 +144,7 @@ def test_verify_success_resets_the_failures(start_pair: StartPair) -> None:
     assert verify(gw, 101, GOOD).status_code == 200
 
 
-def test_verify_price_from_plans_when_record_has_none(pair: tuple[Simulator, Gateway]) -> None:
+def test_verify_price_from_plans_when_record_has_none(pair: Pair) -> None:
     # Needs PlanService.price_for (plans issue): ANA's record has precio_plan "".
     _, gw = pair
     payload = {"name": "Ana Torres", "address": "Santa Rosa", "internet_plan_price": 35000}
@@ -159,7 +159,7 @@ def resolve(gw: Gateway, payload: dict[str, Any]) -> Any:
     return gw.post("/api/v1/clients/resolve", json=payload)
 
 
-def test_resolve_success(pair: tuple[Simulator, Gateway]) -> None:
+def test_resolve_success(pair: Pair) -> None:
     sim, gw = pair
     response = resolve(gw, GOOD)
     out = envelope(response, 200)
@@ -168,7 +168,7 @@ def test_resolve_success(pair: tuple[Simulator, Gateway]) -> None:
     assert calls(sim) == 0
 
 
-def test_resolve_by_address_when_no_name(pair: tuple[Simulator, Gateway]) -> None:
+def test_resolve_by_address_when_no_name(pair: Pair) -> None:
     _, gw = pair
     payload = {"address": "Barrio Los Pinos", "internet_plan_name": "PLAN 10MB",
                "internet_plan_price": 40000}  # fmt: skip
@@ -176,7 +176,7 @@ def test_resolve_by_address_when_no_name(pair: tuple[Simulator, Gateway]) -> Non
     assert out["action"] == "client_verified" and out["data"]["service_id"] == 102
 
 
-def test_resolve_ambiguous_is_409(pair: tuple[Simulator, Gateway]) -> None:
+def test_resolve_ambiguous_is_409(pair: Pair) -> None:
     _, gw = pair
     payload = {"name": "Rosa Diaz", "address": "El Porvenir", "internet_plan_name": "plan 10mb"}
     response = resolve(gw, payload)
@@ -184,7 +184,7 @@ def test_resolve_ambiguous_is_409(pair: tuple[Simulator, Gateway]) -> None:
     assert (out["ok"], out["action"], out["data"]) == (False, "client_ambiguous", None)
 
 
-def test_resolve_no_candidate_and_no_full_match(pair: tuple[Simulator, Gateway]) -> None:
+def test_resolve_no_candidate_and_no_full_match(pair: Pair) -> None:
     _, gw = pair
     none = resolve(gw, {**GOOD, "name": "Pedro Picapiedra"})
     assert none.status_code == 404 and body(none)["action"] == "client_not_found"
@@ -214,7 +214,7 @@ def test_resolve_failures_are_throttled_per_end_user(start_pair: StartPair) -> N
 # -- update ---------------------------------------------------------------------------
 
 
-def test_update_patches_upstream_and_cache(pair: tuple[Simulator, Gateway]) -> None:
+def test_update_patches_upstream_and_cache(pair: Pair) -> None:
     sim, gw = pair
     response = gw.put(
         "/api/v1/clients/101", json={"document": "A9988776", "phone": "+57 311 222 3344"}
@@ -239,14 +239,14 @@ def test_update_patches_upstream_and_cache(pair: tuple[Simulator, Gateway]) -> N
     assert calls(sim) == 1  # only the (now remembered) miss for the old document
 
 
-def test_update_only_one_field(pair: tuple[Simulator, Gateway]) -> None:
+def test_update_only_one_field(pair: Pair) -> None:
     _sim, gw = pair
     assert gw.put("/api/v1/clients/102", json={"phone": "3000000001"}).status_code == 200
     found = body(gw.get("/api/v1/clients/by-service-id/102"))["data"]
     assert (found["document"], found["phone"]) == ("87654321", "3000000001")
 
 
-def test_update_clears_a_remembered_miss(pair: tuple[Simulator, Gateway]) -> None:
+def test_update_clears_a_remembered_miss(pair: Pair) -> None:
     _, gw = pair
     assert gw.get("/api/v1/clients/by-document/55554444").status_code == 404
     assert gw.put("/api/v1/clients/105", json={"document": "55554444"}).status_code == 200
@@ -263,9 +263,7 @@ def test_update_clears_a_remembered_miss(pair: tuple[Simulator, Gateway]) -> Non
         ({"phone": "12-34"}, "invalid_phone"),
     ],
 )
-def test_update_invalid_is_400(
-    pair: tuple[Simulator, Gateway], payload: dict[str, Any], action: str
-) -> None:
+def test_update_invalid_is_400(pair: Pair, payload: dict[str, Any], action: str) -> None:
     sim, gw = pair
     response = gw.put("/api/v1/clients/101", json=payload)
     assert response.status_code == 400
@@ -273,7 +271,7 @@ def test_update_invalid_is_400(
     assert calls(sim, "PATCH /api/clientes/{id}/perfil/") == 0
 
 
-def test_update_unknown_client_is_404(pair: tuple[Simulator, Gateway]) -> None:
+def test_update_unknown_client_is_404(pair: Pair) -> None:
     _, gw = pair
     response = gw.put("/api/v1/clients/4040", json={"document": "12345"})
     assert response.status_code == 404 and body(response)["action"] == "client_not_found"
@@ -330,7 +328,7 @@ def test_price_comes_from_the_record_when_filled(start_pair: StartPair) -> None:
     assert calls(sim, DETAIL) == 0
 
 
-def test_price_from_the_plan_detail_once(pair: tuple[Simulator, Gateway]) -> None:
+def test_price_from_the_plan_detail_once(pair: Pair) -> None:
     sim, gw = pair
     assert body(verify(gw, 103, ANA))["action"] == "client_verified"
     wrong = body(verify(gw, 103, {**ANA, "internet_plan_price": 30000}))
@@ -365,7 +363,7 @@ def test_price_source_failure_is_not_a_mismatch(
 
 
 def test_update_with_our_key_refused_is_502_unable_to_fetch(
-    pair: tuple[Simulator, Gateway],
+    pair: Pair,
 ) -> None:
     sim, gw = pair
     sim.state.faults.update({"force_403": True, "method": "PATCH"})
@@ -388,7 +386,7 @@ def test_unknown_service_is_not_a_failed_guess(start_pair: StartPair) -> None:
     assert body(verify(gw, 101, GOOD))["action"] == "client_verified"
 
 
-def test_wrong_json_types_are_422(pair: tuple[Simulator, Gateway]) -> None:
+def test_wrong_json_types_are_422(pair: Pair) -> None:
     sim, gw = pair
     # A price may be a text (kit/prices.py: "40000" is read as 40000), but not a boolean.
     for payload in ({**GOOD, "internet_plan_price": True}, {**GOOD, "name": 12345}):

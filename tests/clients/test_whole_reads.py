@@ -12,7 +12,7 @@ import pytest
 
 from tests.clients.conftest import StartPair, calls, row
 from tests.clients.test_verify_update import verify
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Simulator, StartGateway, StartSimulator
 
 NEW = 108  # a customer added upstream after the gateway cached its list
 NEW_ROW = row(
@@ -72,8 +72,8 @@ def test_a_short_read_is_never_not_found(start_pair: StartPair, name: str) -> No
 
 
 def test_a_short_read_before_the_first_load_is_never_not_found(
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
+    start_simulator: StartSimulator,
+    start_gateway: StartGateway,
     data_file: Any,
 ) -> None:
     """No list loaded at all (every load is short too): the lookups ask the value itself."""

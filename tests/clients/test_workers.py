@@ -3,30 +3,20 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import pytest
-
-from tests.clients.conftest import StartPair, calls, warm
+from tests.clients.conftest import StartPair, adopted, calls, warm
 from tests.clients.test_verify_update import GOOD, verify
-from tests.conftest import Gateway, Simulator
-from tests.support import emptied_redis, wait_until
+from tests.conftest import StartGateway, StartSimulator
+from tests.support import wait_until
 
 REDIS_DB = 14
 
 
-@pytest.fixture
-def shared_redis(redis_url: Callable[[int], str]) -> Iterator[str]:
-    # No skip: a missing Redis must fail this test, since the guarantee depends on it.
-    with emptied_redis(redis_url(REDIS_DB)):
-        yield redis_url(REDIS_DB)
-
-
 def test_workers_refresh_the_shared_list_once_per_period(
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
+    start_simulator: StartSimulator,
+    start_gateway: StartGateway,
     data_file: Path,
     shared_redis: str,
 ) -> None:
@@ -68,8 +58,8 @@ def test_parallel_guesses_cannot_outrun_the_verify_lock(
 
 
 def test_a_miss_is_rechecked_once_across_two_workers(
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
+    start_simulator: StartSimulator,
+    start_gateway: StartGateway,
     data_file: Path,
     shared_redis: str,
 ) -> None:
@@ -80,6 +70,7 @@ def test_a_miss_is_rechecked_once_across_two_workers(
         start_gateway(sim.url, REDIS_URL=shared_redis, NEGATIVE_CACHE_SECONDS=0) for _ in range(2)
     ]
     warm(workers[0])  # the second adopts the shared copy
+    adopted(workers[1])  # and has nothing of its own in flight when the calls are counted
     assert workers[1].get("/api/v1/clients/").status_code == 200
     sim.state.reset_stats()
     paths = ["/api/v1/clients/by-document/424242", "/api/v1/clients/by-phone/3009990001"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import string
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,7 @@ import pytest
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.messages import CATALOGUE, Language
 from isp_gateway.mcp.tools import TOOLS
-from tests.conftest import Gateway, Simulator, module_pair_fixtures
+from tests.conftest import Gateway, Simulator, StartGateway, module_pair_fixtures
 
 simulator, gateway = module_pair_fixtures()
 
@@ -71,7 +71,7 @@ def _example_message(document: dict[str, Any], path: str, status: str, action: s
 
 
 def test_in_english_too(
-    gateway: Gateway, simulator: Simulator, start_gateway: Callable[..., Gateway]
+    gateway: Gateway, simulator: Simulator, start_gateway: StartGateway
 ) -> None:
     """MESSAGES_LANGUAGE=en: the same actions, the examples' messages in English, the
     spec's quoted texts as quoted in both."""

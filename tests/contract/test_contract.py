@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -14,7 +14,7 @@ import pytest
 from fastapi import APIRouter, FastAPI
 
 from isp_gateway.tickets.subjects import SubjectCatalogue
-from tests.conftest import Gateway, Simulator, module_pair_fixtures
+from tests.conftest import Gateway, Simulator, StartGateway, module_pair_fixtures
 
 REF = "#/components/schemas/"
 
@@ -320,7 +320,7 @@ def _two_routers_one_path(app: FastAPI) -> None:
 
 
 def test_allow_lists_the_methods_of_every_route_of_the_path(
-    simulator: Simulator, start_gateway: Callable[..., Gateway]
+    simulator: Simulator, start_gateway: StartGateway
 ) -> None:
     gateway = start_gateway(simulator.url, prepare=_two_routers_one_path)
     response = gateway.client.patch("/api/v1/_shared")
@@ -334,7 +334,7 @@ LIMIT = 2048
 
 
 @pytest.fixture
-def small_limit(simulator: Simulator, start_gateway: Callable[..., Gateway]) -> Gateway:
+def small_limit(simulator: Simulator, start_gateway: StartGateway) -> Gateway:
     return start_gateway(simulator.url, MAX_BODY_BYTES=LIMIT)
 
 

@@ -18,6 +18,7 @@ import jsonschema
 import pytest
 
 from tests.conftest import Gateway, module_pair_fixtures
+from tests.support import error_body
 
 simulator, gateway = module_pair_fixtures()
 
@@ -88,8 +89,7 @@ def test_every_answer_has_a_whole_example_per_action(gateway: Gateway) -> None:
     hit = found["200"]["content"]["application/json"]["examples"]["client_found"]["value"]
     assert hit["data"]["service_id"] == 101 and hit["meta"] == {"other_service_ids": [2285]}
     miss = found["404"]["content"]["application/json"]["examples"]["client_not_found"]["value"]
-    assert miss == {"ok": False, "type": "error", "action": "client_not_found", "data": None,
-                    "message": "Client not found", "meta": None}  # fmt: skip
+    assert miss == error_body("client_not_found", "Client not found")
 
 
 def test_ids_bodies_and_operation_names(gateway: Gateway) -> None:

@@ -4,12 +4,11 @@ quoted in both; figures (the zone cap's counts) formatted into the sentence."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Simulator, StartGateway
 
 EXPECTED: dict[str, dict[str, str]] = {
     "es": {
@@ -49,7 +48,7 @@ def fill_the_zone(gw: Gateway) -> tuple[dict[str, Any], int]:
 
 @pytest.mark.parametrize("language", ["es", "en"])
 def test_messages_in_the_deployments_language(
-    simulator: Simulator, start_gateway: Callable[..., Gateway], language: str
+    simulator: Simulator, start_gateway: StartGateway, language: str
 ) -> None:
     gw = start_gateway(simulator.url, MESSAGES_LANGUAGE=language, MAX_ACTIVE_TICKETS_PER_ZONE=1)
     want = EXPECTED[language]

@@ -26,14 +26,13 @@ import re
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 
 from isp_gateway.settings import Settings
 from isp_gateway.web.params import MAX_WAIT_SECONDS
-from tests.conftest import PASSWORD, USERNAME, Gateway, Simulator
+from tests.conftest import PASSWORD, USERNAME, StartGateway, StartSimulator
 
 # ST_SEED / ST_MAX_EXAMPLES override both for a local dig (the suite uses the defaults).
 SEED = int(os.environ.get("ST_SEED", "20261123"))
@@ -129,8 +128,8 @@ def _junk_writes(
 
 
 def test_openapi_contract_holds_under_schemathesis(
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
+    start_simulator: StartSimulator,
+    start_gateway: StartGateway,
     tmp_path: Path,
 ) -> None:
     # Like the demo's (`isp-gateway demo` runs `simulator --clients 2000 --seed 1

@@ -21,7 +21,13 @@ from granian.http import HTTP1Settings
 
 from isp_gateway.settings import Settings
 from isp_gateway.web.params import MAX_WAIT_SECONDS
-from tests.conftest import PASSWORD, USERNAME, Gateway, Simulator, serve_env, start_redis_server
+from tests.conftest import (
+    PASSWORD,
+    USERNAME,
+    Pair,
+    serve_env,
+    start_redis_server,
+)
 from tests.deploy.conftest import DEPLOY, MONITOR, Edge, needs_edge, run_edge
 from tests.support import wait_until
 from tests.web.test_logs import WRONG_PASSWORD, pick_client
@@ -37,7 +43,7 @@ LIMIT = Settings.model_fields["MAX_BODY_BYTES"].default
 
 @pytest.fixture(scope="module")
 def edge(
-    module_pair: tuple[Simulator, Gateway],
+    module_pair: Pair,
     password_hash: str,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Edge]:
@@ -52,7 +58,7 @@ def edge(
 
 
 @pytest.fixture(scope="module")
-def document(module_pair: tuple[Simulator, Gateway]) -> str:
+def document(module_pair: Pair) -> str:
     return pick_client(module_pair[0])[0]
 
 

@@ -10,7 +10,6 @@ import ssl
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -20,21 +19,10 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from tests.deploy.conftest import MONITOR, run_nginx
-from tests.support import free_port, run_server
+from tests.support import error_body, free_port, run_server
 
 OUTSIDER = "127.0.0.3"
 HTML = "<html"
-
-
-def envelope(action: str, message: str) -> dict[str, Any]:
-    return {
-        "ok": False,
-        "type": "error",
-        "action": action,
-        "data": None,
-        "message": message,
-        "meta": None,
-    }
 
 
 def client(url: str, tls: ssl.SSLContext, source: str = MONITOR) -> httpx.Client:
@@ -46,7 +34,7 @@ def assert_json(response: httpx.Response, status: int, action: str, message: str
     assert response.status_code == status, response.text
     assert response.headers["content-type"] == "application/json"
     assert HTML not in response.text
-    assert response.json() == envelope(action, message)
+    assert response.json() == error_body(action, message)
     assert response.headers["strict-transport-security"].startswith("max-age=")
 
 
@@ -107,7 +95,7 @@ def test_a_replica_too_slow_is_a_504_in_the_envelope(tmp_path: Path) -> None:
 def test_a_replicas_own_error_passes_as_it_is(tmp_path: Path, status: int) -> None:
     """The gateway's 502 (the ISP backend), 503 (its Redis) or 504 are its own answers, with
     its own action: nginx's pages are for nginx's errors only."""
-    body = envelope("upstream_unavailable", "The ISP backend is not available right now")
+    body = error_body("upstream_unavailable", "The ISP backend is not available right now")
 
     async def failing(request: Request) -> JSONResponse:
         return JSONResponse(body, status_code=status, headers={"X-Request-ID": "own-1"})

@@ -18,7 +18,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -26,11 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from isp_gateway.auth.tokens import issue_token
 from isp_gateway.simulator import SimulatorConfig, create_simulator_app
-from tests.conftest import API_KEY, USERNAME, gateway_settings, serve_env, start_sentinel_group
+from tests.conftest import API_KEY, USERNAME, gateway_settings, serve_env
 from tests.deploy.conftest import Replica, needs_edge, run_edge
 from tests.support import SENTINEL_MASTER, SentinelGroup, run_server, wait_until
 from tests.tickets.conftest import ZONE_SERVICES, AfterTicketPost, build_dataset, ticket_body
@@ -66,18 +65,6 @@ class Timeline:
     ready: list[tuple[float, int, int, str]] = field(default_factory=list)
     # (time, status, seconds) of every lookup
     lookups: list[tuple[float, int, float]] = field(default_factory=list)
-
-
-@pytest.fixture
-def group(tmp_path: Path) -> Iterator[SentinelGroup]:
-    directory = tmp_path / "redis"
-    directory.mkdir()
-    # No skip: a missing redis-server fails with one line naming the package.
-    group = start_sentinel_group(directory, replicas=1, sentinels=3, quorum=2)
-    try:
-        yield group
-    finally:
-        group.stop()
 
 
 def kill_master(group: SentinelGroup, timeline: Timeline) -> Callable[[], None]:
@@ -159,7 +146,7 @@ def active_in_zone(state: Any, zone: int) -> int:
 
 @needs_edge
 def test_a_sentinel_failover_under_load(
-    group: SentinelGroup, tmp_path: Path, password_hash: str
+    sentinel_group: SentinelGroup, tmp_path: Path, password_hash: str
 ) -> None:
     timeline = Timeline()
     data = tmp_path / "upstream.json"
@@ -167,8 +154,8 @@ def test_a_sentinel_failover_under_load(
     app = create_simulator_app(SimulatorConfig(api_key=API_KEY, data_file=data))
     # The second ticket POST: the first ticket is made and recorded, the second is made
     # upstream and the master dies before any replica has recorded it.
-    upstream = AfterTicketPost(app, hook=kill_master(group, timeline), nth=2)
-    old_port = group.master.port
+    upstream = AfterTicketPost(app, hook=kill_master(sentinel_group, timeline), nth=2)
+    old_port = sentinel_group.master.port
     directory = tmp_path / "edge"
     directory.mkdir()
     with ExitStack() as stack:
@@ -176,7 +163,7 @@ def test_a_sentinel_failover_under_load(
         env = serve_env(
             url,
             password_hash,
-            REDIS_SENTINELS=group.addresses,
+            REDIS_SENTINELS=sentinel_group.addresses,
             REDIS_SENTINEL_MASTER=SENTINEL_MASTER,
             MAX_ACTIVE_TICKETS_PER_ZONE=str(CAP),
         )
@@ -198,7 +185,7 @@ def test_a_sentinel_failover_under_load(
             bots = [pool.submit(create, api, n) for n in range(len(BOTS))]
             try:
                 assert timeline.killed.wait(FAILOVER_DEADLINE), "the second ticket never came"
-                new_port = group.wait_for_new_master(old_port, FAILOVER_DEADLINE)
+                new_port = sentinel_group.wait_for_new_master(old_port, FAILOVER_DEADLINE)
                 timeline.promoted_at = time.monotonic()
                 answers = [bot.result(timeout=FAILOVER_DEADLINE + 60) for bot in bots]
 
@@ -224,7 +211,7 @@ def test_a_sentinel_failover_under_load(
         # The bots' requests went through nginx, to both replicas.
         replicas = {replica.url.removeprefix("http://") for replica in edge.replicas}
         assert replicas <= set(edge.upstreams())
-    assert new_port == group.replicas[0].port
+    assert new_port == sentinel_group.replicas[0].port
 
     # Nothing created twice: two tickets for two free slots, each the answer of one bot
     # (the second one through the repeat of the request whose master died).

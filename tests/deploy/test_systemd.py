@@ -33,15 +33,15 @@ from tests.support import free_port, needs, server_process, tool_or_skip, wait_r
 MAX_EXPOSURE = 20
 
 
-def service_settings() -> dict[str, list[str]]:
-    """The [Service] section's keys and their values (a key may be given several times)."""
-    section = ""
+def unit_settings(section: str) -> dict[str, list[str]]:
+    """The keys of a section of the unit and their values."""
+    current = ""
     values: dict[str, list[str]] = {}
     for line in (DEPLOY / UNIT).read_text().splitlines():
         line = line.strip()
         if line.startswith("["):
-            section = line
-        elif section == "[Service]" and "=" in line and not line.startswith("#"):
+            current = line
+        elif current == section and "=" in line and not line.startswith("#"):
             key, _, value = line.partition("=")
             values.setdefault(key, []).append(value)
     return values
@@ -76,7 +76,7 @@ def test_the_unit_verifies(tmp_path: Path) -> None:
 def test_the_unit_is_hardened() -> None:
     result = analyze("security", "--offline=yes", f"--threshold={MAX_EXPOSURE}", str(DEPLOY / UNIT))
     assert result.returncode == 0, result.stdout[-1500:] + result.stderr
-    service = service_settings()
+    service = unit_settings("[Service]")
     assert service["User"] == ["isp-gateway"]
     for setting in ("NoNewPrivileges", "PrivateTmp", "ProtectHome", "RestrictSUIDSGID"):
         assert service[setting] == ["yes"], setting
@@ -85,7 +85,7 @@ def test_the_unit_is_hardened() -> None:
 
 
 def test_the_unit_runs_and_stops_the_gateway_as_it_expects() -> None:
-    service = service_settings()
+    service = unit_settings("[Service]")
     assert service["EnvironmentFile"] == ["/etc/isp-gateway/env"]
     (command,) = service["ExecStart"]
     assert command.startswith(f"{SHIPPED_BINARY} serve ")
@@ -100,20 +100,6 @@ def test_the_unit_runs_and_stops_the_gateway_as_it_expects() -> None:
     window = graceful_stop_seconds(Settings.model_fields["UPSTREAM_TIMEOUT_SECONDS"].default)
     (stop,) = service["TimeoutStopSec"]
     assert int(stop) > window + 5
-
-
-def unit_settings(section: str) -> dict[str, list[str]]:
-    """The keys of a section of the unit and their values."""
-    current = ""
-    values: dict[str, list[str]] = {}
-    for line in (DEPLOY / UNIT).read_text().splitlines():
-        line = line.strip()
-        if line.startswith("["):
-            current = line
-        elif current == section and "=" in line and not line.startswith("#"):
-            key, _, value = line.partition("=")
-            values.setdefault(key, []).append(value)
-    return values
 
 
 def test_the_unit_needs_the_network_and_no_local_redis() -> None:
@@ -132,7 +118,7 @@ def test_the_unit_listens_where_its_environment_file_says(
 ) -> None:
     """Issue 28: the unit hard-coded `--host 127.0.0.1`; behind an nginx on another host the
     gateway listens on its private address, ISP_GATEWAY_HOST in /etc/isp-gateway/env."""
-    (command,) = service_settings()["ExecStart"]
+    (command,) = unit_settings("[Service]")["ExecStart"]
     assert "--host" not in command.split()
     assert "--port %i" in command
     port = free_port()

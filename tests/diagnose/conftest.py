@@ -3,17 +3,15 @@ service states, pending invoices and tickets, and a helper that waits for warm c
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import Gateway, Simulator
-from tests.support import data_file_of, wait_for_age, wait_until
+from tests.conftest import Gateway, Simulator, StartGateway, StartSimulator
+from tests.outages.conftest import ROUTERS, TECH
+from tests.support import client_row, data_file_of, wait_for_age, wait_until
 
-TECH = {"id": 11, "nombre": "Carlos Ruiz"}
-ROUTERS = [{"id": 7, "nombre": "MK-NORTE"}, {"id": 8, "nombre": "MK-SUR"}]
 # service id → (estado, zone id, router id). Router ids differ from zone ids on purpose.
 CLIENTS = {
     101: ("Activo", 1, 7),
@@ -30,21 +28,16 @@ PAID_UP = {106}
 def _client(service_id: int, estado: str, zone_id: int, router_id: int) -> dict[str, Any]:
     router = next(r for r in ROUTERS if r["id"] == router_id)
     owes = estado == "Suspendido" and service_id not in PAID_UP
-    return {
-        "id_servicio": service_id,
-        "usuario": f"cliente{service_id}@isp",
-        "nombre": f"CLIENTE {service_id}",
-        "cedula": str(10_000_000 + service_id),
-        "telefono": f"300{service_id:07d}",
-        "direccion": "B/ CENTRO",
-        "estado": estado,
-        "estado_facturas": "Vencidas" if owes else "Pagadas",
-        "saldo": "60000.00" if owes else "0.00",
-        "zona": {"id": zone_id, "nombre": f"Zona {zone_id}"},
-        "router": dict(router),
-        "ip": f"172.16.0.{service_id - 100}",
-        "tecnico": TECH,
-    }
+    return client_row(
+        service_id,
+        estado,
+        zone_id,
+        router,
+        TECH,
+        estado_facturas="Vencidas" if owes else "Pagadas",
+        saldo="60000.00" if owes else "0.00",
+        ip=f"172.16.0.{service_id - 100}",
+    )
 
 
 def _ticket(ticket_id: int, service_id: int, estado: int, subject: str, created: str) -> Any:
@@ -119,12 +112,12 @@ def data_file(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def sim(start_simulator: Callable[..., Simulator], data_file: Path) -> Simulator:
+def sim(start_simulator: StartSimulator, data_file: Path) -> Simulator:
     return start_simulator(data_file=data_file, ping_duration=0.2)
 
 
 @pytest.fixture
-def gw(sim: Simulator, start_gateway: Callable[..., Gateway]) -> Gateway:
+def gw(sim: Simulator, start_gateway: StartGateway) -> Gateway:
     return start_gateway(sim.url, **GATEWAY_SETTINGS)
 
 
@@ -147,7 +140,7 @@ def warm(gw: Gateway, sim: Simulator) -> None:
 
 
 @pytest.fixture
-def gw_outage_checks_fail(sim: Simulator, start_gateway: Callable[..., Gateway]) -> Gateway:
+def gw_outage_checks_fail(sim: Simulator, start_gateway: StartGateway) -> Gateway:
     """A warm gateway whose outage checks now fail: the routers' endpoint answers errors and
     the checks cached at the warm-up have expired (OUTAGE_CACHE_SECONDS=1)."""
     gw = start_gateway(sim.url, OUTAGE_CACHE_SECONDS=1, UPSTREAM_TIMEOUT_SECONDS=1.0)

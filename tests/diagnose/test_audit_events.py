@@ -6,10 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
 from typing import Any
 
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Simulator, StartGateway
 from tests.diagnose.conftest import GATEWAY_SETTINGS, warm
 
 END_USER = "chat-7f3a9c"
@@ -94,7 +93,7 @@ def test_a_failed_upstream_check_is_audited_with_the_error(gw_outage_checks_fail
     assert events(gw, "ping") == []
 
 
-def test_audit_off_records_nothing(sim: Simulator, start_gateway: Callable[..., Gateway]) -> None:
+def test_audit_off_records_nothing(sim: Simulator, start_gateway: StartGateway) -> None:
     gw = start_gateway(sim.url, AUDIT_ENABLED=False, **GATEWAY_SETTINGS)
     warm(gw, sim)
     assert diagnose(gw, 103).json()["action"] == "service_cancelled"

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Simulator, StartGateway
 from tests.diagnose.conftest import upstream_calls, warm
 
 
@@ -43,7 +41,7 @@ def test_the_upstreams_client_filter_is_not_trusted(gw: Gateway, sim: Simulator)
 
 
 def test_technician_falls_back_to_email_tecnico(
-    sim: Simulator, start_gateway: Callable[..., Gateway]
+    sim: Simulator, start_gateway: StartGateway
 ) -> None:
     sim.state.set_ticket_technician("email")
     gw = start_gateway(sim.url)
@@ -79,7 +77,7 @@ def test_a_created_ticket_is_listed_at_once_without_a_list_read(
     assert upstream_calls(sim) == {}
 
 
-def test_upstream_down_with_nothing_cached_is_502(start_gateway: Callable[..., Gateway]) -> None:
+def test_upstream_down_with_nothing_cached_is_502(start_gateway: StartGateway) -> None:
     gw = start_gateway("http://127.0.0.1:9", UPSTREAM_TIMEOUT_SECONDS=1.0)
     response = gw.get("/api/v1/clients/101/tickets")
     assert response.status_code == 502

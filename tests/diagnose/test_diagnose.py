@@ -3,12 +3,10 @@ upstream calls on warm caches, shared pings, fresh outage flags and states, fail
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import httpx
 
 from tests.clients.conftest import wait_for_list_age
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Simulator, StartGateway, StartSimulator
 from tests.diagnose.conftest import GATEWAY_SETTINGS, PING_CALLS, upstream_calls, warm
 from tests.support import copy_age, wait_until
 
@@ -121,7 +119,7 @@ def test_only_a_suspended_answer_carries_a_next_step(gw: Gateway, sim: Simulator
 
 
 def test_a_suspension_lifted_upstream_is_confirmed_before_it_is_said(
-    sim: Simulator, start_gateway: Callable[..., Gateway]
+    sim: Simulator, start_gateway: StartGateway
 ) -> None:
     gw = start_gateway(sim.url, **{**GATEWAY_SETTINGS, "STATE_FRESH_SECONDS": 1})
     warm(gw, sim)
@@ -136,7 +134,7 @@ def test_a_suspension_lifted_upstream_is_confirmed_before_it_is_said(
 
 
 def test_an_outage_on_the_clients_router_is_said_with_its_description(
-    sim: Simulator, start_gateway: Callable[..., Gateway]
+    sim: Simulator, start_gateway: StartGateway
 ) -> None:
     sim.state.set_outage(8, True, "Corte de fibra")
     gw = start_gateway(sim.url, **GATEWAY_SETTINGS)
@@ -151,7 +149,7 @@ def test_an_outage_on_the_clients_router_is_said_with_its_description(
 
 
 def test_the_outage_flag_is_never_older_than_its_lifetime(
-    sim: Simulator, start_gateway: Callable[..., Gateway]
+    sim: Simulator, start_gateway: StartGateway
 ) -> None:
     gw = start_gateway(sim.url, **{**GATEWAY_SETTINGS, "OUTAGE_CACHE_SECONDS": 1})
     warm(gw, sim)
@@ -188,7 +186,7 @@ def test_an_outage_check_that_fails_is_502_never_a_guess(
 
 
 def test_a_debt_check_that_fails_is_502_never_a_guess(
-    sim: Simulator, start_gateway: Callable[..., Gateway]
+    sim: Simulator, start_gateway: StartGateway
 ) -> None:
     # The pending-invoice list never loads.
     sim.state.faults.update({"error_rate": 1.0, "path_prefix": "/api/facturas/"})
@@ -201,7 +199,7 @@ def test_a_debt_check_that_fails_is_502_never_a_guess(
 
 
 def test_rows_without_a_router_ask_the_one_client_endpoint_once(
-    sim: Simulator, start_gateway: Callable[..., Gateway]
+    sim: Simulator, start_gateway: StartGateway
 ) -> None:
     # An account whose client rows carry no `router`: the one-client endpoint names it.
     sim.state.set_client_router("absent")
@@ -245,7 +243,7 @@ def test_diagnose_needs_a_token(gw: Gateway) -> None:
 
 
 def test_the_generated_suspended_customer_owing_nothing_is_told_to_reconnect(
-    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+    start_simulator: StartSimulator, start_gateway: StartGateway
 ) -> None:
     sim = start_simulator(clients=40, answer_cases=True)
     paid_up = sim.state.dataset.clients[-1]

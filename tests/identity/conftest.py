@@ -15,7 +15,7 @@ import pytest
 
 from isp_gateway.auth.keys import generate_key, new_entry, write_key_entries
 from tests.clients.conftest import data_file, start_pair
-from tests.conftest import PASSWORD, USERNAME, Simulator, serve_env
+from tests.conftest import PASSWORD, USERNAME, StartSimulator, serve_env
 from tests.support import emptied_redis, serving_workers
 
 # The crafted data and the in-process pair of tests/clients, for the rules that need no
@@ -64,7 +64,7 @@ ServeWorkers = Callable[..., Served]
 
 @pytest.fixture
 def serve_workers(
-    start_simulator: Callable[..., Simulator],
+    start_simulator: StartSimulator,
     data_file: Path,
     password_hash: str,
     tmp_path: Path,

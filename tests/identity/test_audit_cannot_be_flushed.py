@@ -11,8 +11,7 @@ import asyncio
 import json
 import logging
 import time
-import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -24,11 +23,11 @@ from isp_gateway.kit.callers import Caller, set_current_caller
 from isp_gateway.store import Store
 from tests.agents.conftest import call, mcp_session_at
 from tests.identity.conftest import Served, ServeWorkers
-from tests.support import memory_or_redis
+from tests.support import RUN, memory_or_redis_store
 
 REDIS_DB = 2
 CAP = 100  # AUDIT_MAX_EVENTS' least value: thousands of refusals are many times that
-ROUNDS = 300  # per thread, 8 threads, 3 kinds of refusal: 7,200 refused requests
+ROUNDS = 100  # per thread, 8 threads, 3 kinds of refusal: 2,400 refused requests, 24 times CAP
 THREADS = 8
 STATEMENT = {"name": "Juan Perez", "address": "Vereda el Rosal", "plan_name": "plan 10mb"}
 
@@ -141,15 +140,11 @@ async def test_mcp_reads_name_their_customer_and_a_catalogue_loop_evicts_none(
 
 # -- the counted stream itself, on the memory store and on Redis -----------------------------
 
-RUN = uuid.uuid4().hex[:12]
 KEY = f"{RUN}:audit"
 BOT = Caller("jwt:bot", "chat-1", "203.0.113.7")
 
 
-@pytest.fixture(params=["memory", "redis"])
-async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
-    async with memory_or_redis(request, REDIS_DB, f"ispgw:{RUN}:*") as store:
-        yield store
+store = memory_or_redis_store(REDIS_DB, f"ispgw:{RUN}:*")
 
 
 async def as_bot(work: Callable[[], Any], who: Caller = BOT) -> Any:

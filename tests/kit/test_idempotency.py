@@ -5,8 +5,6 @@ not final, one request per key at a time. (POST /tickets through it: tests/ticke
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -14,18 +12,14 @@ from isp_gateway.kit.errors import Conflict, UpstreamUnavailable
 from isp_gateway.kit.idempotency import Answer, Idempotency, KeyInProgress, KeyReused, fingerprint
 from isp_gateway.store import Store
 from isp_gateway.web.envelope import success
-from tests.support import memory_or_redis
+from tests.support import RUN, error_body, memory_or_redis_store
 
 REDIS_DB = 9
-RUN = uuid.uuid4().hex[:12]
 
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(params=["memory", "redis"])
-async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
-    async with memory_or_redis(request, REDIS_DB, f"*{RUN}*") as store:
-        yield store
+store = memory_or_redis_store(REDIS_DB, f"*{RUN}*")
 
 
 def helper(store: Store, wait: float = 0.3) -> Idempotency:
@@ -93,14 +87,7 @@ async def test_final_refusals_are_replayed_other_errors_are_tried_again(store: S
     idem, work = helper(store), Counter()
     first = await idem.run("k1", "fp", work.refused, final=(Conflict,))
     assert first.status_code == 409
-    assert first.body == {
-        "ok": False,
-        "type": "error",
-        "action": "thing_exists",
-        "data": {"n": 1},
-        "message": "already done",
-        "meta": None,
-    }
+    assert first.body == error_body("thing_exists", "already done", data={"n": 1})
     replay = await idem.run("k1", "fp", work.ok, final=(Conflict,))
     assert (replay.status_code, replay.body) == (409, first.body)
     assert work.calls == 1

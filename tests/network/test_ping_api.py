@@ -12,7 +12,14 @@ import pytest
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from isp_gateway.simulator import SimulatorConfig, create_simulator_app
-from tests.conftest import API_KEY, Gateway, Simulator, module_pair_fixtures
+from tests.conftest import (
+    API_KEY,
+    Gateway,
+    Simulator,
+    StartGateway,
+    StartSimulator,
+    module_pair_fixtures,
+)
 from tests.support import run_server, wait_until
 
 TASK_READS = "GET /api/tasks/{id}/"
@@ -71,9 +78,7 @@ StartPing = Callable[..., tuple[Simulator, Gateway, str]]
 
 
 @pytest.fixture
-def ping_task(
-    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
-) -> StartPing:
+def ping_task(start_simulator: StartSimulator, start_gateway: StartGateway) -> StartPing:
     """`ping_task(duration, **settings)`: a simulator whose pings take `duration` seconds, a
     gateway with `settings`, and the task id of a ping it created."""
 
@@ -86,7 +91,7 @@ def ping_task(
 
 
 @pytest.fixture
-def fast(start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]) -> Any:
+def fast(start_simulator: StartSimulator, start_gateway: StartGateway) -> Any:
     """A simulator whose pings take 0.3 s and a gateway that may poll every 0.1 s."""
     sim = start_simulator(ping_duration=0.3)
     gw = start_gateway(sim.url, PING_POLL_INTERVAL_SECONDS=0.1, PING_COALESCE_SECONDS=10)
@@ -167,7 +172,7 @@ def test_unknown_service_is_404_client_not_found(gateway: Gateway, simulator: Si
 
 
 def test_upstream_404_alone_means_unknown_service(
-    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+    start_simulator: StartSimulator, start_gateway: StartGateway
 ) -> None:
     sim = start_simulator()
     # The clients source cannot answer: the ping request goes ahead and the upstream decides.
@@ -253,7 +258,7 @@ def test_polls_fan_in_to_one_upstream_read_per_interval(ping_task: StartPing) ->
 
 
 def test_creates_for_one_service_within_the_window_share_one_task(
-    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+    start_simulator: StartSimulator, start_gateway: StartGateway
 ) -> None:
     sim = start_simulator(ping_duration=0.3)
     gw = start_gateway(sim.url, PING_POLL_INTERVAL_SECONDS=0.1, PING_COALESCE_SECONDS=1.0)
@@ -364,7 +369,7 @@ class RefusePings:
         await send({"type": "http.response.body", "body": body})
 
 
-def test_create_refused_with_field_errors_or_403(start_gateway: Callable[..., Gateway]) -> None:
+def test_create_refused_with_field_errors_or_403(start_gateway: StartGateway) -> None:
     app = create_simulator_app(SimulatorConfig(api_key=API_KEY, clients=20))
     with run_server(RefusePings(app)) as url:
         gw = start_gateway(url)

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import redis
 
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, StartGateway, StartSimulator
 from tests.network.test_ping_api import PING_CREATES, TASK_READS, create, poll, service_ids
 
 REDIS_DB = 13
@@ -39,8 +39,8 @@ def made_keys(db_url: str) -> Iterator[list[str]]:
 def test_workers_share_tasks_and_fan_in(
     db_url: str,
     made_keys: list[str],
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
+    start_simulator: StartSimulator,
+    start_gateway: StartGateway,
 ) -> None:
     sim = start_simulator(ping_duration=1.5)
     interval = 0.5

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from isp_gateway.observability.http import MetricsMiddleware
 from tests.clients.test_verify_update import GOOD
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Simulator, StartGateway, StartSimulator
 from tests.support import wait_for_age, wait_until
 from tests.tickets.conftest import build_dataset, ticket_body
 
@@ -75,7 +74,7 @@ def test_requests_are_labelled_by_route_template_fast_path_included(gateway: Gat
 
 
 def test_upstream_calls_by_endpoint_template_and_outcome(
-    simulator: Simulator, start_gateway: Callable[..., Gateway]
+    simulator: Simulator, start_gateway: StartGateway
 ) -> None:
     gw = start_gateway(simulator.url)
     documents(gw, 1)  # waits for the first load
@@ -125,7 +124,7 @@ def test_upstream_calls_by_endpoint_template_and_outcome(
 
 
 def test_budget_gauges_read_the_shared_counters(
-    simulator: Simulator, start_gateway: Callable[..., Gateway]
+    simulator: Simulator, start_gateway: StartGateway
 ) -> None:
     gw = start_gateway(simulator.url, UPSTREAM_RATE_PER_MINUTE=5000, UPSTREAM_RATE_PER_HOUR=90000)
     documents(gw, 1)
@@ -141,7 +140,7 @@ def test_budget_gauges_read_the_shared_counters(
 
 
 def test_cache_age_and_stale_copies_served(
-    simulator: Simulator, start_gateway: Callable[..., Gateway]
+    simulator: Simulator, start_gateway: StartGateway
 ) -> None:
     gw = start_gateway(simulator.url, CLIENT_CACHE_SECONDS=1)
     doc = documents(gw, 1)[0]
@@ -198,14 +197,14 @@ def test_every_list_kept_warm_reports_its_age_and_planned_refresh(gateway: Gatew
 
 
 @pytest.fixture
-def ticket_sim(tmp_path: Path, start_simulator: Callable[..., Simulator]) -> Simulator:
+def ticket_sim(tmp_path: Path, start_simulator: StartSimulator) -> Simulator:
     path = tmp_path / "upstream.json"
     path.write_text(json.dumps(build_dataset(), ensure_ascii=False), "utf-8")
     return start_simulator(data_file=path)
 
 
 def test_ticket_outcomes_by_the_answers_action(
-    ticket_sim: Simulator, start_gateway: Callable[..., Gateway]
+    ticket_sim: Simulator, start_gateway: StartGateway
 ) -> None:
     gw = start_gateway(ticket_sim.url)
     key = {"Idempotency-Key": "metrics-test-key-1"}
@@ -232,7 +231,7 @@ def test_ticket_outcomes_by_the_answers_action(
     assert ("isp_gateway_tickets_total", frozenset({("outcome", "duplicate")})) in samples
 
 
-def test_throttles_by_kind(simulator: Simulator, start_gateway: Callable[..., Gateway]) -> None:
+def test_throttles_by_kind(simulator: Simulator, start_gateway: StartGateway) -> None:
     gw = start_gateway(simulator.url, LOGIN_MAX_FAILURES=1, VERIFY_MAX_FAILURES=1)
     form = {"username": "bot", "password": "wrong password"}
     assert gw.client.post("/api/v1/auth/token", data=form).status_code == 401
@@ -265,7 +264,7 @@ def test_throttles_by_kind(simulator: Simulator, start_gateway: Callable[..., Ga
 
 
 def test_metrics_disabled_means_no_route_and_no_middleware(
-    simulator: Simulator, start_gateway: Callable[..., Gateway]
+    simulator: Simulator, start_gateway: StartGateway
 ) -> None:
     gw = start_gateway(simulator.url, METRICS_ENABLED=False)
     assert gw.client.get("/health").status_code == 200

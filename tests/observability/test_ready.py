@@ -8,7 +8,6 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,22 +15,13 @@ import httpx
 import pytest
 
 from isp_gateway.auth.keys import generate_key, new_entry, write_key_entries
-from tests.conftest import PASSWORD, USERNAME, Gateway, Simulator, start_redis_server
+from tests.conftest import PASSWORD, USERNAME, Gateway, Simulator, StartGateway, StartSimulator
 from tests.support import RedisServer, free_port, wait_until
 from tests.tickets.conftest import build_dataset, post_calls, ticket_body
 
 
 @pytest.fixture
-def own_redis() -> Iterator[RedisServer]:
-    server = start_redis_server()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def ticket_sim(tmp_path: Path, start_simulator: Callable[..., Simulator]) -> Simulator:
+def ticket_sim(tmp_path: Path, start_simulator: StartSimulator) -> Simulator:
     path = tmp_path / "upstream.json"
     path.write_text(json.dumps(build_dataset(), ensure_ascii=False), "utf-8")
     return start_simulator(data_file=path)
@@ -66,7 +56,7 @@ def login(gw: Gateway) -> httpx.Response:
 
 
 def test_ready_follows_the_store_through_an_outage(
-    own_redis: RedisServer, ticket_sim: Simulator, start_gateway: Callable[..., Gateway]
+    own_redis: RedisServer, ticket_sim: Simulator, start_gateway: StartGateway
 ) -> None:
     gw = start_gateway(ticket_sim.url, REDIS_URL=own_redis.url + "/0")
     body = wait_ready(gw, 200)
@@ -109,7 +99,7 @@ def test_ready_follows_the_store_through_an_outage(
     assert created.status_code == 201
 
 
-def test_not_ready_until_the_client_list_has_loaded(start_gateway: Callable[..., Gateway]) -> None:
+def test_not_ready_until_the_client_list_has_loaded(start_gateway: StartGateway) -> None:
     # An upstream nobody listens on: the list cannot load.
     gw = start_gateway(f"http://127.0.0.1:{free_port()}")
     response = gw.client.get("/ready")
@@ -123,7 +113,7 @@ def test_not_ready_until_the_client_list_has_loaded(start_gateway: Callable[...,
 
 
 def test_not_ready_while_the_upstream_refuses_our_key(
-    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+    start_simulator: StartSimulator, start_gateway: StartGateway
 ) -> None:
     """Issue 17: with the backend refusing our key, /ready named only `clients: not_loaded`."""
     sim = start_simulator()
@@ -139,7 +129,7 @@ def test_not_ready_while_the_upstream_refuses_our_key(
 
 
 def test_a_key_refused_after_start_fails_ready_until_accepted_again(
-    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+    start_simulator: StartSimulator, start_gateway: StartGateway
 ) -> None:
     sim = start_simulator()
     gw = start_gateway(sim.url)
@@ -154,7 +144,7 @@ def test_a_key_refused_after_start_fails_ready_until_accepted_again(
 
 
 def test_a_frozen_redis_answers_503_on_time(
-    own_redis: RedisServer, ticket_sim: Simulator, start_gateway: Callable[..., Gateway]
+    own_redis: RedisServer, ticket_sim: Simulator, start_gateway: StartGateway
 ) -> None:
     """Issue 17: a frozen (not dead) Redis held requests for 40 s and more: the client had no
     timeout. Now each store command waits REDIS_TIMEOUT_SECONDS and the request answers 503
@@ -209,7 +199,7 @@ def test_a_frozen_redis_answers_503_on_time(
 
 def test_ready_says_when_the_key_file_cannot_be_read(
     simulator: Simulator,
-    start_gateway: Callable[..., Gateway],
+    start_gateway: StartGateway,
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -22,7 +22,7 @@ from starlette.routing import Route
 
 from isp_gateway.notices import subscriptions as subs
 from tests.conftest import Gateway, Simulator
-from tests.support import data_file_of, run_server
+from tests.support import client_row, data_file_of, run_server
 
 TECH = {"id": 11, "nombre": "Carlos Ruiz"}
 ROUTERS = [{"id": 7, "nombre": "MK-NORTE"}, {"id": 8, "nombre": "MK-SUR"}]
@@ -40,22 +40,10 @@ ZONES_7 = [1, 3]
 
 def _client(service_id: int, estado: str, zone_id: int, router_id: int) -> dict[str, Any]:
     router = next(r for r in ROUTERS if r["id"] == router_id)
-    return {
-        "id_servicio": service_id,
-        "usuario": f"cliente{service_id}@isp",
-        "nombre": f"CLIENTE {service_id}",
-        "cedula": str(10_000_000 + service_id),
-        "telefono": f"300{service_id:07d}",
-        "direccion": "B/ CENTRO",
-        "estado": estado,
-        "estado_facturas": "Pagadas",
-        "saldo": "0.00",
-        "zona": {"id": zone_id, "nombre": f"Zona {zone_id}"},
-        "router": dict(router),
-        "tecnico": TECH,
-        "plan_internet": {"id": 1, "nombre": "PLAN 10MB"},
-        "precio_plan": "40000.00",
-    }
+    plan = {"id": 1, "nombre": "PLAN 10MB"}
+    return client_row(
+        service_id, estado, zone_id, router, TECH, plan_internet=plan, precio_plan="40000.00"
+    )
 
 
 def build_dataset() -> dict[str, Any]:
@@ -73,11 +61,6 @@ def build_dataset() -> dict[str, Any]:
 @pytest.fixture
 def data_file(tmp_path: Path) -> Path:
     return data_file_of(tmp_path / "upstream-outages.json", build_dataset())
-
-
-@pytest.fixture
-def sim(start_simulator: Callable[..., Simulator], data_file: Path) -> Simulator:
-    return start_simulator(data_file=data_file)
 
 
 # -- receivers -------------------------------------------------------------------------------
@@ -132,8 +115,11 @@ class Receiver:
         return self.of(event_type)
 
 
+StartReceiver = Callable[[], Receiver]
+
+
 @pytest.fixture
-def start_receiver() -> Iterator[Callable[[], Receiver]]:
+def start_receiver() -> Iterator[StartReceiver]:
     with contextlib.ExitStack() as stack:
         made: list[Receiver] = []
 
@@ -204,6 +190,16 @@ def raise_outage(sim: Simulator, router_id: int, description: str = "") -> None:
 
 def clear_outage(sim: Simulator, router_id: int) -> None:
     sim.state.set_outage(router_id, False)
+
+
+def flip_twice(sim: Simulator, router_id: int, receiver: Receiver) -> None:
+    """Raise and clear the flag of `router_id` twice, each flip's notice received before
+    the next flip."""
+    for flip in range(1, 3):
+        raise_outage(sim, router_id, f"Corte {flip}")
+        receiver.wait("outage.started", flip)
+        clear_outage(sim, router_id)
+        receiver.wait("outage.ended", flip)
 
 
 def seen(gw: Gateway, timeout: float = 10.0) -> list[dict[str, Any]]:

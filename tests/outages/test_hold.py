@@ -5,14 +5,13 @@ REST and MCP alike. `GET /api/v1/outages` and MCP `current_outages` read the sam
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.agents.conftest import call, customer, mcp_session, statement
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Simulator, StartGateway
 from tests.outages.conftest import ZONES_7, raise_outage, seen, watching
 
 pytestmark = pytest.mark.anyio
@@ -28,13 +27,13 @@ def posts(sim: Simulator) -> int:
     return sum(n for name, n in sim.state.calls.items() if name.startswith("POST /api/tickets"))
 
 
-def held_gateway(sim: Simulator, start_gateway: Callable[..., Gateway], **more: Any) -> Gateway:
+def held_gateway(sim: Simulator, start_gateway: StartGateway, **more: Any) -> Gateway:
     return watching(start_gateway(sim.url, OUTAGE_CACHE_SECONDS=1, OUTAGE_TICKETS="hold", **more))
 
 
 @pytest.mark.parametrize("client_router", ["object", "absent"])
 def test_a_ticket_under_an_outage_is_held_and_nothing_is_sent(
-    sim: Simulator, start_gateway: Callable[..., Gateway], client_router: str
+    sim: Simulator, start_gateway: StartGateway, client_router: str
 ) -> None:
     # Absent: the rows name no router; the service's router comes from the one-client read.
     sim.state.set_client_router(client_router)
@@ -63,7 +62,7 @@ def test_a_ticket_under_an_outage_is_held_and_nothing_is_sent(
 
 
 def test_without_hold_the_spec_opens_the_ticket_during_an_outage(
-    sim: Simulator, start_gateway: Callable[..., Gateway]
+    sim: Simulator, start_gateway: StartGateway
 ) -> None:
     gw = watching(start_gateway(sim.url, OUTAGE_CACHE_SECONDS=1))
     raise_outage(sim, 7)
@@ -72,7 +71,7 @@ def test_without_hold_the_spec_opens_the_ticket_during_an_outage(
 
 
 async def test_mcp_open_ticket_is_held_and_current_outages_says_so(
-    sim: Simulator, start_gateway: Callable[..., Gateway]
+    sim: Simulator, start_gateway: StartGateway
 ) -> None:
     gw = held_gateway(sim, start_gateway)
     async with mcp_session(gw) as session:
@@ -104,7 +103,7 @@ async def test_mcp_open_ticket_is_held_and_current_outages_says_so(
 
 
 def test_outages_answers_502_when_the_catalogue_cannot_be_read(
-    sim: Simulator, start_gateway: Callable[..., Gateway]
+    sim: Simulator, start_gateway: StartGateway
 ) -> None:
     gw = watching(start_gateway(sim.url, OUTAGE_CACHE_SECONDS=1, UPSTREAM_TIMEOUT_SECONDS=1.0))
     sim.state.faults.update({"error_rate": 1.0, "path_prefix": "/api/router/"})

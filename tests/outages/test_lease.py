@@ -4,22 +4,18 @@ stops renewing; the same in memory and in Redis."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 
 from isp_gateway.store import Store
-from tests.support import memory_or_redis
+from tests.support import memory_or_redis_store
 
 pytestmark = pytest.mark.anyio
 
 REDIS_DB = 1
 
 
-@pytest.fixture(params=["memory", "redis"])
-async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
-    async with memory_or_redis(request, REDIS_DB, "ispgw:test-lease:*") as opened:
-        yield opened
+store = memory_or_redis_store(REDIS_DB, "ispgw:test-lease:*")
 
 
 async def test_one_holder_renews_others_wait_until_it_stops(store: Store) -> None:

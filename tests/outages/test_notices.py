@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
 
 import httpx
 
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Simulator, StartGateway
 from tests.outages.conftest import (
     ON_7,
     ZONES_7,
     Hooks,
-    Receiver,
+    StartReceiver,
     clear_outage,
     notice_settings,
     raise_outage,
@@ -27,8 +26,8 @@ SETTLE_SECONDS = 3.0  # longer than several sweeps and sender ticks: a second ev
 
 def test_a_raised_flag_gives_one_signed_started_notice_then_one_ended(
     sim: Simulator,
-    start_gateway: Callable[..., Gateway],
-    start_receiver: Callable[[], Receiver],
+    start_gateway: StartGateway,
+    start_receiver: StartReceiver,
     hooks: Hooks,
 ) -> None:
     receiver = start_receiver()
@@ -91,8 +90,8 @@ def test_a_raised_flag_gives_one_signed_started_notice_then_one_ended(
 
 def test_a_receiver_answering_500_twice_gets_the_notice_a_third_time_with_the_same_id(
     sim: Simulator,
-    start_gateway: Callable[..., Gateway],
-    start_receiver: Callable[[], Receiver],
+    start_gateway: StartGateway,
+    start_receiver: StartReceiver,
     hooks: Hooks,
 ) -> None:
     receiver = start_receiver()
@@ -115,8 +114,8 @@ def test_a_receiver_answering_500_twice_gets_the_notice_a_third_time_with_the_sa
 
 def test_a_hanging_receiver_delays_neither_the_api_nor_another_receiver(
     sim: Simulator,
-    start_gateway: Callable[..., Gateway],
-    start_receiver: Callable[[], Receiver],
+    start_gateway: StartGateway,
+    start_receiver: StartReceiver,
     hooks: Hooks,
 ) -> None:
     slow, fast = start_receiver(), start_receiver()
@@ -142,8 +141,8 @@ def test_a_hanging_receiver_delays_neither_the_api_nor_another_receiver(
 
 def test_a_removed_subscription_gets_nothing_after_5_s_and_an_added_one_without_restart(
     sim: Simulator,
-    start_gateway: Callable[..., Gateway],
-    start_receiver: Callable[[], Receiver],
+    start_gateway: StartGateway,
+    start_receiver: StartReceiver,
     hooks: Hooks,
 ) -> None:
     kept, removed, added = start_receiver(), start_receiver(), start_receiver()

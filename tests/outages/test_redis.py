@@ -6,40 +6,39 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.conftest import Gateway, Simulator, _start_gateway, serve_env
+from tests.conftest import (
+    Simulator,
+    StartGateway,
+    StartSimulator,
+    _start_gateway,
+    serve_env,
+)
 from tests.outages.conftest import (
     ON_7,
     Hooks,
-    Receiver,
+    StartReceiver,
     clear_outage,
+    flip_twice,
     notice_settings,
     raise_outage,
     verified,
     watching,
 )
-from tests.support import emptied_redis, serving_workers
+from tests.support import serving_workers
 
 REDIS_DB = 1
 SETTLE_SECONDS = 3.0
 
 
-@pytest.fixture
-def shared_redis(redis_url: Callable[[int], str]) -> Iterator[str]:
-    # No skip: what these tests check depends on Redis.
-    with emptied_redis(redis_url(REDIS_DB)):
-        yield redis_url(REDIS_DB)
-
-
 def test_two_workers_on_redis_give_exactly_one_event_per_flip(
     sim: Simulator,
-    start_gateway: Callable[..., Gateway],
-    start_receiver: Callable[[], Receiver],
+    start_gateway: StartGateway,
+    start_receiver: StartReceiver,
     hooks: Hooks,
     shared_redis: str,
 ) -> None:
@@ -47,11 +46,7 @@ def test_two_workers_on_redis_give_exactly_one_event_per_flip(
     secret = hooks.add("bot", receiver.url)
     settings = notice_settings(hooks, REDIS_URL=shared_redis)
     workers = [watching(start_gateway(sim.url, **settings)) for _ in range(2)]
-    for flip in range(1, 3):
-        raise_outage(sim, 7, f"Corte {flip}")
-        receiver.wait("outage.started", flip)
-        clear_outage(sim, 7)
-        receiver.wait("outage.ended", flip)
+    flip_twice(sim, 7, receiver)
     time.sleep(SETTLE_SECONDS)
     started, ended = receiver.of("outage.started"), receiver.of("outage.ended")
     assert len(started) == 2 and len(ended) == 2
@@ -68,7 +63,7 @@ def test_two_workers_on_redis_give_exactly_one_event_per_flip(
 
 def test_serve_with_two_workers_on_redis_sends_one_notice_per_flip(
     sim: Simulator,
-    start_receiver: Callable[[], Receiver],
+    start_receiver: StartReceiver,
     hooks: Hooks,
     shared_redis: str,
     password_hash: str,
@@ -82,11 +77,7 @@ def test_serve_with_two_workers_on_redis_sends_one_notice_per_flip(
     env = serve_env(sim.url, password_hash, **{k: str(v) for k, v in settings.items()})
     with serving_workers(env, tmp_path, "/ready") as url:
         time.sleep(3)  # both workers have compared the catalogue
-        for flip in range(1, 3):
-            raise_outage(sim, 8, f"Corte {flip}")
-            receiver.wait("outage.started", flip)
-            clear_outage(sim, 8)
-            receiver.wait("outage.ended", flip)
+        flip_twice(sim, 8, receiver)
         time.sleep(SETTLE_SECONDS)
         metrics = httpx.get(f"{url}/metrics").text
     assert len(receiver.of("outage.started")) == 2 and len(receiver.of("outage.ended")) == 2
@@ -96,9 +87,9 @@ def test_serve_with_two_workers_on_redis_sends_one_notice_per_flip(
 
 
 def test_a_restart_during_an_outage_does_not_announce_it_again(
-    start_simulator: Callable[..., Simulator],
+    start_simulator: StartSimulator,
     data_file: object,
-    start_receiver: Callable[[], Receiver],
+    start_receiver: StartReceiver,
     hooks: Hooks,
     shared_redis: str,
     password_hash: str,
@@ -127,7 +118,7 @@ def test_a_restart_during_an_outage_does_not_announce_it_again(
 
 def test_a_notice_queued_before_a_restart_is_delivered_after_it(
     sim: Simulator,
-    start_receiver: Callable[[], Receiver],
+    start_receiver: StartReceiver,
     hooks: Hooks,
     shared_redis: str,
     password_hash: str,
@@ -155,8 +146,8 @@ def test_a_notice_queued_before_a_restart_is_delivered_after_it(
 
 def test_a_notice_never_accepted_is_dropped_with_an_error_and_an_audit_event(
     sim: Simulator,
-    start_gateway: Callable[..., Gateway],
-    start_receiver: Callable[[], Receiver],
+    start_gateway: StartGateway,
+    start_receiver: StartReceiver,
     hooks: Hooks,
     shared_redis: str,
     caplog: pytest.LogCaptureFixture,

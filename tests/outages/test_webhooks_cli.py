@@ -9,7 +9,6 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import pytest
 from isp_gateway.cli import main
 from isp_gateway.notices import subscriptions as subs
 from isp_gateway.notices.signing import body_text, signed_headers
-from tests.outages.conftest import Receiver, verified
+from tests.outages.conftest import StartReceiver, verified
 from tests.support import free_port
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "webhook_receiver.py"
@@ -102,7 +101,7 @@ def test_webhooks_test_prints_the_receivers_answer(
     hooks_file: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
-    start_receiver: Callable[[], Receiver],
+    start_receiver: StartReceiver,
 ) -> None:
     monkeypatch.setenv("WEBHOOKS_ALLOW_HTTP", "true")
     receiver = start_receiver()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import struct
 import time
 import zlib
@@ -21,7 +20,16 @@ import pytest
 
 from tests.accounts.conftest import warm_invoices
 from tests.clients.conftest import PLANS, row, warm
-from tests.conftest import Gateway, Simulator, _start_gateway, _start_simulator
+from tests.conftest import (
+    Gateway,
+    Pair,
+    Simulator,
+    StartPair,
+    _start_gateway,
+    _start_simulator,
+    pair_starter,
+)
+from tests.support import tool_call, write_dataset
 
 T = TypeVar("T")
 
@@ -90,41 +98,23 @@ PAYMENT_METHODS = [{"id": 7, "nombre": "efectivo"}, {"id": 9, "nombre": "Nequi"}
 @pytest.fixture(scope="session")
 def money_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("money") / "money.json"
-    document = {
-        "clients": CLIENTS,
-        "plans": PLANS,
-        "invoices": INVOICES,
-        "payment_methods": PAYMENT_METHODS,
-    }
-    path.write_text(json.dumps(document, ensure_ascii=False), "utf-8")
-    return path
+    return write_dataset(path, CLIENTS, PLANS, INVOICES, PAYMENT_METHODS)
 
 
-StartMoney = Callable[..., tuple[Simulator, Gateway]]
-
-
-@pytest.fixture
-def start_money(
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
-    money_data: Path,
-) -> StartMoney:
-    """A simulator on the crafted data and a gateway whose client and invoice lists have
-    loaded; call counts reset."""
-
-    def start(sim_overrides: dict[str, Any] | None = None, **gw: Any) -> tuple[Simulator, Gateway]:
-        sim = start_simulator(**{"data_file": money_data, **(sim_overrides or {})})
-        gateway = start_gateway(sim.url, **gw)
-        ready(gateway)
-        sim.state.reset_stats()
-        return sim, gateway
-
-    return start
+StartMoney = StartPair
 
 
 def ready(gw: Gateway) -> None:
     warm(gw)
     warm_invoices(gw)
+
+
+start_money = pair_starter(
+    "money_data",
+    ready,
+    """A simulator on the crafted data and a gateway whose client and invoice lists have
+    loaded; call counts reset.""",
+)
 
 
 # -- verification ids ---------------------------------------------------------------------------
@@ -137,6 +127,19 @@ def statement_of(service_id: int) -> dict[str, str]:
     return {**STATEMENT, "name": STATEMENT["name"].format(service_id)}
 
 
+def verify_call(service_id: int, said: dict[str, str] | None = None) -> dict[str, Any]:
+    """The MCP verify_customer call for `service_id` with what the customer `said` (the
+    crafted customer's statement by default)."""
+    said = said or statement_of(service_id)
+    return tool_call(
+        "verify_customer",
+        service_id=service_id,
+        name=said["name"],
+        address=said["address"],
+        plan_name=said["internet_plan_name"],
+    )
+
+
 def mcp_verify(
     gw: Gateway,
     service_id: int,
@@ -146,20 +149,7 @@ def mcp_verify(
     """verify_customer through /mcp (one JSON-RPC call over HTTP) with these credentials:
     its id is bound to the same caller and end user as a REST call with the same headers."""
     said = statement or statement_of(service_id)
-    call = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {
-            "name": "verify_customer",
-            "arguments": {
-                "service_id": service_id,
-                "name": said["name"],
-                "address": said["address"],
-                "plan_name": said["internet_plan_name"],
-            },
-        },
-    }
+    call = verify_call(service_id, said)
     answer = gw.client.post(
         "/mcp",
         json=call,
@@ -195,6 +185,13 @@ def verification_id(
 # -- the two routes ---------------------------------------------------------------------------
 
 
+def money_headers(vid: str | None, key: str | None, end_user: str | None) -> dict[str, str]:
+    """A money route's headers: the verification id, the Idempotency-Key and the end user,
+    each when given."""
+    named = {VERIFICATION: vid, "Idempotency-Key": key, "X-End-User-Id": end_user}
+    return {name: value for name, value in named.items() if value is not None}
+
+
 def promise(
     gw: Gateway,
     service_id: int,
@@ -205,13 +202,7 @@ def promise(
     end_user: str | None = None,
     **body: Any,
 ) -> httpx.Response:
-    headers = {}
-    if vid is not None:
-        headers[VERIFICATION] = vid
-    if key is not None:
-        headers["Idempotency-Key"] = key
-    if end_user is not None:
-        headers["X-End-User-Id"] = end_user
+    headers = money_headers(vid, key, end_user)
     return gw.post(
         PROMISE.format(service_id), json={"until": until or day(3), **body}, headers=headers
     )
@@ -245,13 +236,7 @@ def report(
     **fields: Any,
 ) -> httpx.Response:
     """A multipart report (the text fields as parts, and the receipt's when given)."""
-    headers = {}
-    if vid is not None:
-        headers[VERIFICATION] = vid
-    if key is not None:
-        headers["Idempotency-Key"] = key
-    if end_user is not None:
-        headers["X-End-User-Id"] = end_user
+    headers = money_headers(vid, key, end_user)
     parts: list[tuple[str, Any]] = [
         (name, (None, value)) for name, value in report_fields(**fields).items()
     ]
@@ -344,7 +329,7 @@ def audit_events(gw: Gateway, event: str) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def money_pair(password_hash: str, money_data: Path) -> Iterator[tuple[Simulator, Gateway]]:
+def money_pair(password_hash: str, money_data: Path) -> Iterator[Pair]:
     """One simulator and gateway for a module whose tests each use their own customers."""
     with contextlib.ExitStack() as stack:
         sim = _start_simulator(stack, data_file=money_data)

@@ -5,17 +5,16 @@ other and report."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 
 from isp_gateway.cli.demo import _demo_data_lines
-from tests.conftest import Gateway, Simulator
+from tests.conftest import StartGateway, StartSimulator
 from tests.payments.conftest import day, pdf_file, ready, report_fields, verification_id
 
 DEMO_CLIENTS, DEMO_SEED = 2000, 1
 
 
 def test_the_banner_names_two_debtors_whose_flows_work(
-    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+    start_simulator: StartSimulator, start_gateway: StartGateway
 ) -> None:
     banner = "\n".join(_demo_data_lines(DEMO_CLIENTS, DEMO_SEED))
     promised = re.search(r"POST /api/v1/clients/(\d+)/payment-promise", banner)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from isp_gateway.payments.ledger import MADE, Promise
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Pair, Simulator
 from tests.payments.conftest import (
     ACTIVE_DEBTOR,
     CANCELLED,
@@ -31,7 +31,7 @@ from tests.payments.conftest import (
 
 
 @pytest.fixture(scope="module")
-def pair(money_pair: tuple[Simulator, Gateway]) -> tuple[Simulator, Gateway]:
+def pair(money_pair: Pair) -> Pair:
     return money_pair
 
 
@@ -67,7 +67,7 @@ def made(invoice_id: int, until: int, created: int) -> Promise:
 
 
 def test_a_promise_reactivates_the_service_and_the_account_shows_it(
-    pair: tuple[Simulator, Gateway],
+    pair: Pair,
 ) -> None:
     sim, gw = pair
     sid = DEBTORS[0]
@@ -112,7 +112,7 @@ def test_a_promise_reactivates_the_service_and_the_account_shows_it(
     assert event["details"]["invoice_id"] == oldest_invoice(sid)
 
 
-def test_a_named_invoice_and_an_active_service(pair: tuple[Simulator, Gateway]) -> None:
+def test_a_named_invoice_and_an_active_service(pair: Pair) -> None:
     _sim, gw = pair
     sid = DEBTORS[1]
     answer = promise(gw, sid, verification_id(gw, sid), day(5), invoice_id=newer_invoice(sid))
@@ -134,7 +134,7 @@ def test_a_named_invoice_and_an_active_service(pair: tuple[Simulator, Gateway]) 
     "until",
     [day(0), day(-1), day(6), day(400), "2026/11/28", "28-11-2026", "2026-02-30", 20261128, None],
 )
-def test_rule_1_the_date_window(pair: tuple[Simulator, Gateway], until: Any) -> None:
+def test_rule_1_the_date_window(pair: Pair, until: Any) -> None:
     sim, gw = pair
     sid = DEBTORS[2]
     vid = verification_id(gw, sid)
@@ -148,7 +148,7 @@ def test_rule_1_the_date_window(pair: tuple[Simulator, Gateway], until: Any) -> 
     assert promises_of(sim, sid) == []
 
 
-def test_rule_1_comes_before_the_service_is_read(pair: tuple[Simulator, Gateway]) -> None:
+def test_rule_1_comes_before_the_service_is_read(pair: Pair) -> None:
     sim, gw = pair
     vid = verification_id(gw, CANCELLED)
     sim.state.reset_stats()
@@ -156,7 +156,7 @@ def test_rule_1_comes_before_the_service_is_read(pair: tuple[Simulator, Gateway]
     assert sim.state.stats()["total"] == 0
 
 
-def test_rule_2_a_cancelled_service(pair: tuple[Simulator, Gateway]) -> None:
+def test_rule_2_a_cancelled_service(pair: Pair) -> None:
     sim, gw = pair
     body = refused(
         promise(gw, CANCELLED, verification_id(gw, CANCELLED)), 409, "promise_not_allowed"
@@ -179,7 +179,7 @@ def test_rule_2_a_service_gone_upstream_since_it_was_verified(
     assert sim_promises(sim) == []
 
 
-def test_rule_3_nothing_owed_and_an_invoice_not_pending(pair: tuple[Simulator, Gateway]) -> None:
+def test_rule_3_nothing_owed_and_an_invoice_not_pending(pair: Pair) -> None:
     sim, gw = pair
     body = refused(
         promise(gw, OWES_NOTHING, verification_id(gw, OWES_NOTHING)), 409, "promise_not_allowed"
@@ -196,7 +196,7 @@ def test_rule_3_nothing_owed_and_an_invoice_not_pending(pair: tuple[Simulator, G
     assert promises_of(sim, sid) == []
 
 
-def test_rule_4_one_active_promise(pair: tuple[Simulator, Gateway]) -> None:
+def test_rule_4_one_active_promise(pair: Pair) -> None:
     sim, gw = pair
     sid = DEBTORS[6]
     vid = verification_id(gw, sid)
@@ -216,7 +216,7 @@ def test_rule_4_one_active_promise(pair: tuple[Simulator, Gateway]) -> None:
 
 
 def test_rule_5_a_broken_promise_bars_new_ones_for_the_cooldown(
-    pair: tuple[Simulator, Gateway],
+    pair: Pair,
 ) -> None:
     sim, gw = pair
     sid = DEBTORS[7]
@@ -234,7 +234,7 @@ def test_rule_5_a_broken_promise_bars_new_ones_for_the_cooldown(
 
 
 def test_rule_5_a_broken_promise_past_its_cooldown_no_longer_counts(
-    pair: tuple[Simulator, Gateway],
+    pair: Pair,
 ) -> None:
     _sim, gw = pair
     sid = DEBTORS[8]
@@ -246,7 +246,7 @@ def test_rule_5_a_broken_promise_past_its_cooldown_no_longer_counts(
     assert promise(gw, sid, verification_id(gw, sid)).status_code == 201
 
 
-def test_rule_5_at_most_two_promises_in_any_90_days(pair: tuple[Simulator, Gateway]) -> None:
+def test_rule_5_at_most_two_promises_in_any_90_days(pair: Pair) -> None:
     sim, gw = pair
     sid = DEBTORS[10]
     # Two kept promises (their invoices paid since) in the last 90 days.
@@ -267,7 +267,7 @@ def test_rule_5_at_most_two_promises_in_any_90_days(pair: tuple[Simulator, Gatew
 
 
 def test_diagnose_offers_a_promise_only_while_one_is_allowed(
-    pair: tuple[Simulator, Gateway],
+    pair: Pair,
 ) -> None:
     _, gw = pair
     sid = DEBTORS[12]
@@ -283,7 +283,7 @@ def test_diagnose_offers_a_promise_only_while_one_is_allowed(
     assert diagnosed["data"]["promise"] == {"until": day(3), "invoice_id": oldest_invoice(sid)}
 
 
-def test_an_invoice_paid_meanwhile_upstream(pair: tuple[Simulator, Gateway]) -> None:
+def test_an_invoice_paid_meanwhile_upstream(pair: Pair) -> None:
     sim, gw = pair
     sid = DEBTORS[13]
     vid = verification_id(gw, sid)
@@ -298,7 +298,7 @@ def test_an_invoice_paid_meanwhile_upstream(pair: tuple[Simulator, Gateway]) -> 
 
 
 def test_a_replay_with_the_same_key_makes_one_upstream_call(
-    pair: tuple[Simulator, Gateway],
+    pair: Pair,
 ) -> None:
     sim, gw = pair
     sid = DEBTORS[14]
@@ -322,7 +322,7 @@ def test_a_replay_with_the_same_key_makes_one_upstream_call(
     assert [e["outcome"] for e in created] == ["created", "refused"]
 
 
-def test_every_outcome_is_audited_with_its_reason(pair: tuple[Simulator, Gateway]) -> None:
+def test_every_outcome_is_audited_with_its_reason(pair: Pair) -> None:
     _, gw = pair
     first, other, broken, busy = DEBTORS[15:19]
     seed(gw, broken, made(oldest_invoice(broken), until=-2, created=-5))

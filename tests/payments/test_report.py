@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Pair, Simulator
 from tests.payments.conftest import (
     CANCELLED,
     DEBTORS,
@@ -37,7 +37,7 @@ WEBP = b"RIFF\x24\x08\x00\x00WEBPVP8 " + bytes(range(256)) * 8
 
 
 @pytest.fixture(scope="module")
-def pair(money_pair: tuple[Simulator, Gateway]) -> tuple[Simulator, Gateway]:
+def pair(money_pair: Pair) -> Pair:
     return money_pair
 
 
@@ -59,7 +59,7 @@ def answered(answer: Any, status: int, action: str, kind: str = "error") -> dict
     ids=["png", "pdf"],
 )
 def test_a_receipt_reaches_staff_byte_for_byte(
-    pair: tuple[Simulator, Gateway], index: int, receipt: bytes, media_type: str, kind: str
+    pair: Pair, index: int, receipt: bytes, media_type: str, kind: str
 ) -> None:
     sim, gw = pair
     sid = DEBTORS[index]
@@ -87,7 +87,7 @@ def test_a_receipt_reaches_staff_byte_for_byte(
 
 
 def test_the_type_is_read_from_the_content_never_the_name(
-    pair: tuple[Simulator, Gateway],
+    pair: Pair,
 ) -> None:
     sim, gw = pair
     sid = DEBTORS[2]
@@ -120,7 +120,7 @@ def test_the_type_is_read_from_the_content_never_the_name(
     ]
 
 
-def test_the_same_reference_twice_is_a_duplicate(pair: tuple[Simulator, Gateway]) -> None:
+def test_the_same_reference_twice_is_a_duplicate(pair: Pair) -> None:
     sim, gw = pair
     sid = DEBTORS[3]
     vid = verification_id(gw, sid)
@@ -158,7 +158,7 @@ def test_the_same_reference_twice_is_a_duplicate(pair: tuple[Simulator, Gateway]
     assert outcomes == ["received", "duplicate", "duplicate", "duplicate", "received"]
 
 
-def test_the_rules_before_anything_is_sent(pair: tuple[Simulator, Gateway]) -> None:
+def test_the_rules_before_anything_is_sent(pair: Pair) -> None:
     sim, gw = pair
     nothing = report(
         gw, OWES_NOTHING, verification_id(gw, OWES_NOTHING), ("r.png", PNG, "image/png")
@@ -205,7 +205,7 @@ def test_the_rules_before_anything_is_sent(pair: tuple[Simulator, Gateway]) -> N
     assert reports_of(sim, sid) == []
 
 
-def test_a_cancelled_customer_may_still_report_a_payment(pair: tuple[Simulator, Gateway]) -> None:
+def test_a_cancelled_customer_may_still_report_a_payment(pair: Pair) -> None:
     sim, gw = pair
     answer = report(
         gw, CANCELLED, verification_id(gw, CANCELLED), ("r.pdf", PDF, "application/pdf")
@@ -214,7 +214,7 @@ def test_a_cancelled_customer_may_still_report_a_payment(pair: tuple[Simulator, 
     assert len(reports_of(sim, CANCELLED)) == 1
 
 
-def test_a_replay_with_the_same_key_files_one_report(pair: tuple[Simulator, Gateway]) -> None:
+def test_a_replay_with_the_same_key_files_one_report(pair: Pair) -> None:
     sim, gw = pair
     sid = DEBTORS[7]
     vid = verification_id(gw, sid)
@@ -230,7 +230,7 @@ def test_a_replay_with_the_same_key_files_one_report(pair: tuple[Simulator, Gate
 
 
 def test_the_reference_is_masked_and_no_receipt_is_logged(
-    pair: tuple[Simulator, Gateway], caplog: pytest.LogCaptureFixture
+    pair: Pair, caplog: pytest.LogCaptureFixture
 ) -> None:
     _sim, gw = pair
     sid = DEBTORS[8]
@@ -292,7 +292,7 @@ def test_a_backend_that_fails(start_money: StartMoney) -> None:
     assert outcomes == ["failed", "failed", "received", "failed", "received"]
 
 
-def test_at_most_five_reports_a_day_for_one_service(pair: tuple[Simulator, Gateway]) -> None:
+def test_at_most_five_reports_a_day_for_one_service(pair: Pair) -> None:
     sim, gw = pair
     sid = DEBTORS[11]
     vid = verification_id(gw, sid)

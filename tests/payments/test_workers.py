@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import PASSWORD, USERNAME, Simulator, serve_env
+from tests.conftest import PASSWORD, USERNAME, Simulator, StartSimulator, serve_env
 from tests.payments.conftest import (
     DEBTORS,
     PROMISE,
@@ -25,17 +25,12 @@ from tests.payments.conftest import (
     report_fields,
     sim_promises,
     sim_reports,
+    verify_call,
 )
-from tests.support import emptied_redis, serving_workers
+from tests.support import serving_workers
 
 REDIS_DB = 2
 AT_ONCE = 8
-
-
-@pytest.fixture
-def shared_redis(redis_url: Callable[[int], str]) -> Iterator[str]:
-    with emptied_redis(redis_url(REDIS_DB)):
-        yield redis_url(REDIS_DB)
 
 
 class Served:
@@ -58,20 +53,7 @@ class Served:
         return httpx.get(self.url + path, headers=headers, timeout=30, **kw)
 
     def verification_id(self, service_id: int) -> str:
-        call = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "tools/call",
-            "params": {
-                "name": "verify_customer",
-                "arguments": {
-                    "service_id": service_id,
-                    "name": f"CLIENTE {service_id}",
-                    "address": "CALLE 1 # 2-3",
-                    "plan_name": "PLAN 10MB",
-                },
-            },
-        }
+        call = verify_call(service_id)
         answer = self.post(
             "/mcp", json=call, headers={"Accept": "application/json, text/event-stream"}
         )
@@ -81,7 +63,7 @@ class Served:
 
 @pytest.fixture
 def serve(
-    start_simulator: Callable[..., Simulator],
+    start_simulator: StartSimulator,
     money_data: Path,
     password_hash: str,
     tmp_path: Path,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ import pytest
 
 from isp_gateway.app import create_app
 from isp_gateway.kit.errors import UpstreamUnavailable
-from tests.conftest import Gateway, Simulator, gateway_settings
+from tests.conftest import Gateway, Simulator, StartGateway, StartSimulator, gateway_settings
 from tests.support import wait_for_age, wait_until
 
 LIST = "GET /api/plan-internet/"
@@ -53,8 +52,8 @@ def test_list_is_protected(gateway: Gateway) -> None:
 
 def test_no_plans_is_internet_plan_not_found(
     tmp_path: Path,
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
+    start_simulator: StartSimulator,
+    start_gateway: StartGateway,
 ) -> None:
     sim = start_simulator(data_file=data_file(tmp_path, []))
     gw = start_gateway(sim.url)
@@ -109,8 +108,8 @@ def test_unknown_plan_is_404(gateway: Gateway) -> None:
 
 def test_speeds_and_prices_as_numbers(
     tmp_path: Path,
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
+    start_simulator: StartSimulator,
+    start_gateway: StartGateway,
 ) -> None:
     plans = [
         {"id": 1, "nombre": "A", "tipo": "PPPOE", "precio": "40000.00", "bajada": "20",
@@ -127,7 +126,7 @@ def test_speeds_and_prices_as_numbers(
 
 
 def test_list_and_details_are_cached_single_flight(
-    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+    start_simulator: StartSimulator, start_gateway: StartGateway
 ) -> None:
     sim = start_simulator()
     sim.state.faults.update({"latency": 0.3})  # slow upstream: requests overlap the load
@@ -145,7 +144,7 @@ def test_list_and_details_are_cached_single_flight(
 
 
 def test_refresh_ahead_keeps_the_list_fresh(
-    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+    start_simulator: StartSimulator, start_gateway: StartGateway
 ) -> None:
     sim = start_simulator()
     gw = start_gateway(sim.url, PLAN_CACHE_SECONDS=1)
@@ -166,9 +165,7 @@ def test_refresh_ahead_keeps_the_list_fresh(
     assert sim.state.calls[LIST] >= 2
 
 
-def test_stale_if_error(
-    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
-) -> None:
+def test_stale_if_error(start_simulator: StartSimulator, start_gateway: StartGateway) -> None:
     sim = start_simulator()
     # The failing refresh retries its page in the background, 2, 4 and 8 s apart by default;
     # short waits let it see the upstream back sooner, and the outcome is the same.
@@ -195,7 +192,7 @@ def test_stale_if_error(
 
 
 def test_upstream_failure_without_a_copy_is_502(
-    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+    start_simulator: StartSimulator, start_gateway: StartGateway
 ) -> None:
     sim = start_simulator()
     sim.state.faults.update({"error_rate": 1.0, "path_prefix": "/api/plan-internet/"})
@@ -216,7 +213,7 @@ def test_upstream_failure_without_a_copy_is_502(
 
 
 def test_a_new_plan_is_found_on_a_miss(
-    start_simulator: Callable[..., Simulator], start_gateway: Callable[..., Gateway]
+    start_simulator: StartSimulator, start_gateway: StartGateway
 ) -> None:
     sim = start_simulator()
     gw = start_gateway(sim.url, NEGATIVE_CACHE_SECONDS=0)
@@ -258,8 +255,8 @@ async def test_price_for(simulator: Simulator, password_hash: str) -> None:
     ],
 )
 def test_an_unknown_plan_id_answers_within_the_deadline(
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
+    start_simulator: StartSimulator,
+    start_gateway: StartGateway,
     faults: dict[str, Any],
     status: int,
     action: str,

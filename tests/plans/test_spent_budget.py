@@ -10,11 +10,10 @@ answer. Now it learns from the budget that the load is held, and answers at once
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 import httpx
 
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Simulator, StartGateway
 
 UNKNOWN_PLAN = "/api/v1/internet-plans/524288"
 
@@ -38,7 +37,7 @@ def assert_rate_limited(answer: httpx.Response) -> None:
 
 
 def test_an_unknown_plan_with_the_budget_spent_is_503_at_once(
-    simulator: Simulator, start_gateway: Callable[..., Gateway]
+    simulator: Simulator, start_gateway: StartGateway
 ) -> None:
     gw = start_gateway(
         simulator.url,

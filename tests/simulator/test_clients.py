@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from isp_gateway.simulator import Variants
-from tests.conftest import Gateway, Simulator
+from tests.conftest import StartGateway, StartSimulator
 from tests.simulator.conftest import SimServer, StartSim
 
 
@@ -313,8 +312,8 @@ def test_money_variant_strings_or_numbers(server: SimServer) -> None:
 
 @pytest.mark.parametrize("money", ["string", "number"])
 def test_gateway_reads_money_either_way(
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
+    start_simulator: StartSimulator,
+    start_gateway: StartGateway,
     money: str,
 ) -> None:
     sim = start_simulator(variants=Variants(money=money, precio_plan="real"))

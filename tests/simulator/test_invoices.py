@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import pytest
 
 from isp_gateway.simulator import build_dataset, dump_dataset, load_dataset
 from isp_gateway.simulator.dataset import INVOICE_STATES, DataFileError
-from tests.conftest import API_KEY, Simulator
+from tests.conftest import API_KEY, Simulator, StartSimulator
 
 AUTH = {"Authorization": f"Api-Key {API_KEY}"}
 
@@ -22,7 +21,7 @@ def _get(sim: Simulator, path: str, **params: object) -> httpx.Response:
 
 
 def test_invoice_list_filters_by_numeric_estado_only(
-    start_simulator: Callable[..., Simulator],
+    start_simulator: StartSimulator,
 ) -> None:
     sim = start_simulator(clients=300)
     everything = _get(sim, "/api/facturas/", limit=5000).json()
@@ -39,7 +38,7 @@ def test_invoice_list_filters_by_numeric_estado_only(
 
 
 def test_invoice_rows_mix_number_and_string_totals(
-    start_simulator: Callable[..., Simulator],
+    start_simulator: StartSimulator,
 ) -> None:
     sim = start_simulator(clients=300)
     rows = _get(sim, "/api/facturas/", estado=1, limit=5000).json()["results"]
@@ -54,7 +53,7 @@ def test_invoice_rows_mix_number_and_string_totals(
     assert {type(row["total"]) for row in rows} == {float}
 
 
-def test_invoice_detail_has_a_text_estado(start_simulator: Callable[..., Simulator]) -> None:
+def test_invoice_detail_has_a_text_estado(start_simulator: StartSimulator) -> None:
     sim = start_simulator(clients=100)
     invoice = sim.state.dataset.invoices[0]
     detail = _get(sim, f"/api/facturas/{invoice['id_factura']}/").json()
@@ -67,7 +66,7 @@ def test_invoice_detail_has_a_text_estado(start_simulator: Callable[..., Simulat
     assert (missing.status_code, missing.json()) == (404, {"detail": "No encontrado."})
 
 
-def test_payment_methods_are_paginated(start_simulator: Callable[..., Simulator]) -> None:
+def test_payment_methods_are_paginated(start_simulator: StartSimulator) -> None:
     sim = start_simulator(clients=50)
     body = _get(sim, "/api/formas-de-pago/").json()
     assert body["count"] == len(body["results"]) == 4
@@ -106,7 +105,7 @@ def test_private_fields_did_not_change_the_rest_of_the_data() -> None:
     assert (clients[0]["cedula"], clients[-1]["cedula"]) == ("8392492", "944283854")
 
 
-def test_a_fault_can_hit_later_pages_only(start_simulator: Callable[..., Simulator]) -> None:
+def test_a_fault_can_hit_later_pages_only(start_simulator: StartSimulator) -> None:
     sim = start_simulator(clients=50)
     sim.state.faults.update(
         {

@@ -9,35 +9,25 @@ import json
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
-import pytest
 
 from isp_gateway.auth import keys
-from tests.conftest import Gateway, Simulator, start_redis_server
-from tests.support import RedisServer
+from tests.conftest import StartGateway, StartSimulator
+from tests.support import RedisServer, tool_call
 from tests.tickets.conftest import build_dataset, ticket_body
 
 TIMEOUT = 1.0
 BOUND = TIMEOUT + 0.5
 
 
-@pytest.fixture
-def own_redis() -> Iterator[RedisServer]:
-    server = start_redis_server()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 def test_a_frozen_redis_costs_a_request_one_timeout(
     own_redis: RedisServer,
     tmp_path: Path,
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
+    start_simulator: StartSimulator,
+    start_gateway: StartGateway,
 ) -> None:
     path = tmp_path / "upstream.json"
     path.write_text(json.dumps(build_dataset(), ensure_ascii=False), "utf-8")
@@ -58,12 +48,7 @@ def test_a_frozen_redis_costs_a_request_one_timeout(
         "Accept": "application/json, text/event-stream",
         "Content-Type": "application/json",
     }
-    call = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": "find_customer", "arguments": {"service_id": 999999}},
-    }
+    call = tool_call("find_customer", service_id=999999)
     calls: dict[str, Callable[[], httpx.Response]] = {
         "lookup miss": lambda: gw.get("/api/v1/clients/by-service-id/999999"),
         "list": lambda: gw.get("/api/v1/clients/"),

@@ -14,7 +14,6 @@ import os
 import random
 import signal
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from isp_gateway.store import LockTimeout, Store
 from isp_gateway.store.redis import DEFAULT_TIMEOUT_SECONDS, RedisStore, SentinelMaster
 from tests.conftest import start_redis_server, start_sentinel_group
 from tests.support import (
+    RUN,
     SENTINEL_MASTER,
     SentinelGroup,
     delete_keys,
@@ -38,7 +38,6 @@ from tests.support import (
 )
 
 REDIS_DB = 11
-RUN = uuid.uuid4().hex[:12]
 
 
 def k(name: str) -> str:

@@ -7,36 +7,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 import redis
 
 from isp_gateway.kit.errors import StoreUnavailable
 from isp_gateway.store.redis import RedisStore, SentinelMaster
-from tests.conftest import Gateway, Simulator, start_redis_server, start_sentinel_group
+from tests.conftest import Gateway, Simulator, StartGateway
 from tests.support import SENTINEL_MASTER, RedisServer, SentinelGroup
 
 PASSWORD = "store-pass-0123456789"
-
-
-@pytest.fixture
-def own_redis() -> Iterator[RedisServer]:
-    server = start_redis_server()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def group(tmp_path: Path) -> Iterator[SentinelGroup]:
-    group = start_sentinel_group(tmp_path, replicas=1, sentinels=3, quorum=2)
-    try:
-        yield group
-    finally:
-        group.stop()
 
 
 def store_lines(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str]]:
@@ -57,7 +38,7 @@ def started_with(
 
 
 def test_the_memory_store_is_named_at_start(
-    caplog: pytest.LogCaptureFixture, simulator: Simulator, start_gateway: Callable[..., Gateway]
+    caplog: pytest.LogCaptureFixture, simulator: Simulator, start_gateway: StartGateway
 ) -> None:
     assert started_with(caplog, lambda: start_gateway(simulator.url)) == [
         ("INFO", "store: memory, this process only (REDIS_URL or REDIS_SENTINELS share it)")
@@ -67,7 +48,7 @@ def test_the_memory_store_is_named_at_start(
 def test_a_redis_url_is_named_without_its_password(
     caplog: pytest.LogCaptureFixture,
     simulator: Simulator,
-    start_gateway: Callable[..., Gateway],
+    start_gateway: StartGateway,
     own_redis: RedisServer,
 ) -> None:
     with redis.Redis(port=own_redis.port) as client:
@@ -81,16 +62,19 @@ def test_a_redis_url_is_named_without_its_password(
 def test_a_sentinel_master_is_named_with_its_address(
     caplog: pytest.LogCaptureFixture,
     simulator: Simulator,
-    start_gateway: Callable[..., Gateway],
-    group: SentinelGroup,
+    start_gateway: StartGateway,
+    sentinel_group: SentinelGroup,
 ) -> None:
-    settings = {"REDIS_SENTINELS": group.addresses, "REDIS_SENTINEL_MASTER": SENTINEL_MASTER}
+    settings = {
+        "REDIS_SENTINELS": sentinel_group.addresses,
+        "REDIS_SENTINEL_MASTER": SENTINEL_MASTER,
+    }
     lines = started_with(caplog, lambda: start_gateway(simulator.url, **settings))
     assert lines == [
         (
             "INFO",
-            f"store: Redis Sentinel master 'mymaster' at 127.0.0.1:{group.master.port} "
-            f"(sentinels {group.addresses})",
+            f"store: Redis Sentinel master 'mymaster' at 127.0.0.1:{sentinel_group.master.port} "
+            f"(sentinels {sentinel_group.addresses})",
         )
     ]
 
@@ -129,17 +113,17 @@ async def test_a_lost_store_and_its_return_are_logged_once_each(
 
 @pytest.mark.anyio
 async def test_a_sentinel_failover_is_logged_with_the_new_address(
-    caplog: pytest.LogCaptureFixture, group: SentinelGroup
+    caplog: pytest.LogCaptureFixture, sentinel_group: SentinelGroup
 ) -> None:
     caplog.set_level(logging.INFO, logger="isp_gateway")
-    sentinels = tuple(("127.0.0.1", sentinel.port) for sentinel in group.sentinels)
+    sentinels = tuple(("127.0.0.1", sentinel.port) for sentinel in sentinel_group.sentinels)
     store = RedisStore(timeout=1, sentinel=SentinelMaster(sentinels, SENTINEL_MASTER))
-    old = group.master.port
+    old = sentinel_group.master.port
     try:
         await store.set("issue28:k", 1)
         assert f"master 'mymaster' at 127.0.0.1:{old} " in store.describe()
-        assert group.master.process is not None
-        group.master.process.kill()
+        assert sentinel_group.master.process is not None
+        sentinel_group.master.process.kill()
         deadline = time.monotonic() + 30
         failures = 0
         while True:  # requests go on through the failover
@@ -149,7 +133,7 @@ async def test_a_sentinel_failover_is_logged_with_the_new_address(
             except StoreUnavailable:
                 failures += 1
             assert time.monotonic() < deadline, "no failover"
-        new = group.master_port()
+        new = sentinel_group.master_port()
         assert failures > 1 and new != old
         for _ in range(5):
             await store.get("issue28:k")

@@ -3,23 +3,15 @@ newest first, paging back with `before`, the cap, copies not references."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator
-
 import pytest
 
 from isp_gateway.store import MemoryStore, Store
-from tests.support import memory_or_redis
-
-RUN = uuid.uuid4().hex[:12]
+from tests.support import RUN, memory_or_redis_store
 
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(params=["memory", "redis"])
-async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
-    async with memory_or_redis(request, 6, f"ispgw:{RUN}:*") as store:
-        yield store
+store = memory_or_redis_store(6, f"ispgw:{RUN}:*")
 
 
 async def test_an_empty_log(store: Store) -> None:

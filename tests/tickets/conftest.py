@@ -15,7 +15,7 @@ import pytest
 import redis
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Simulator, StartGateway, StartSimulator
 from tests.support import data_file_of, wait_until
 
 TECH = {"id": 11, "nombre": "Carlos Ruiz"}
@@ -94,18 +94,13 @@ def data_file(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def sim(start_simulator: Callable[..., Simulator], data_file: Path) -> Simulator:
-    return start_simulator(data_file=data_file)
-
-
-@pytest.fixture
-def gw(sim: Simulator, start_gateway: Callable[..., Gateway]) -> Gateway:
+def gw(sim: Simulator, start_gateway: StartGateway) -> Gateway:
     # A small page size: every zone count reads several pages.
     return start_gateway(sim.url, UPSTREAM_PAGE_SIZE=2)
 
 
 @pytest.fixture
-def gw_now(sim: Simulator, start_gateway: Callable[..., Gateway]) -> Gateway:
+def gw_now(sim: Simulator, start_gateway: StartGateway) -> Gateway:
     """A gateway whose zone counts re-read the upstream at once (a shared sweep of active
     tickets at most a millisecond old instead of ZONE_SWEEP_FRESH_SECONDS): for tests about
     a count that follows the upstream's own changes, not about the sweep's age."""
@@ -285,13 +280,11 @@ def run(redis_url: Callable[[int], str]) -> Iterator[Run]:
 
 
 @pytest.fixture
-def run_sim(run: Run, tmp_path: Path, start_simulator: Callable[..., Simulator]) -> Simulator:
+def run_sim(run: Run, tmp_path: Path, start_simulator: StartSimulator) -> Simulator:
     return start_simulator(data_file=data_file_of(tmp_path / "upstream-run.json", run.dataset()))
 
 
 @pytest.fixture
-def run_workers(
-    run: Run, run_sim: Simulator, start_gateway: Callable[..., Gateway]
-) -> list[Gateway]:
+def run_workers(run: Run, run_sim: Simulator, start_gateway: StartGateway) -> list[Gateway]:
     """Two gateway workers on the run's simulator, sharing the run's Redis."""
     return [start_gateway(run_sim.url, REDIS_URL=run.redis_url) for _ in range(2)]

@@ -20,8 +20,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from isp_gateway.simulator import SimulatorConfig, create_simulator_app
 from isp_gateway.tickets.calendar import add_business_days
-from tests.conftest import API_KEY, Gateway, Simulator
-from tests.support import run_server, wait_until
+from tests.conftest import API_KEY, Gateway, Simulator, StartGateway
+from tests.support import assert_refused, run_server, wait_until
 from tests.tickets.conftest import post_calls, settle, ticket_body, ticket_calls
 
 MOMENT = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}$")
@@ -179,13 +179,11 @@ def test_upstream_429_on_create_is_503_with_retry_after(gw: Gateway, sim: Simula
     sim.state.faults.force_429 = True
     sim.state.faults.retry_after = 12
     response = gw.post("/api/v1/tickets", json=ticket_body())
-    assert response.status_code == 503
-    assert response.json()["action"] == "ticket_creation_failed"
-    assert response.headers["Retry-After"] == "12"
+    assert_refused(response, 503, "ticket_creation_failed", retry_after="12")
 
 
 def test_a_creation_never_waits_behind_a_paused_background_sweep(
-    sim: Simulator, start_gateway: Callable[..., Gateway]
+    sim: Simulator, start_gateway: StartGateway
 ) -> None:
     # The active-ticket sweep refreshes every 0.8 s; once the backend answers 429 its
     # background refresh waits and retries. The creation's own fresh count is interactive:
@@ -212,7 +210,7 @@ def test_a_creation_never_waits_behind_a_paused_background_sweep(
 
 
 def test_upstream_down_is_502_ticket_creation_failed(
-    start_gateway: Callable[..., Gateway],
+    start_gateway: StartGateway,
 ) -> None:
     gw = start_gateway("http://127.0.0.1:9", UPSTREAM_TIMEOUT_SECONDS=1.0)
     response = gw.post("/api/v1/tickets", json=ticket_body())
@@ -256,7 +254,7 @@ def hang_ticket_posts(sim: Simulator, seconds: float) -> None:
 
 
 def test_a_post_that_timed_out_is_never_posted_twice(
-    sim: Simulator, start_gateway: Callable[..., Gateway]
+    sim: Simulator, start_gateway: StartGateway
 ) -> None:
     gw = start_gateway(sim.url, UPSTREAM_TIMEOUT_SECONDS=0.5)
     hang_ticket_posts(sim, 5.0)
@@ -323,7 +321,7 @@ def form_fields(content_type: str, body: bytes) -> dict[str, str]:
 
 
 def test_the_upstream_receives_one_multipart_form_with_every_field(
-    data_file: Path, start_gateway: Callable[..., Gateway]
+    data_file: Path, start_gateway: StartGateway
 ) -> None:
     app = create_simulator_app(SimulatorConfig(api_key=API_KEY, data_file=data_file))
     capture = CapturePosts(app)
@@ -355,7 +353,7 @@ def test_the_upstream_receives_one_multipart_form_with_every_field(
 
 
 def test_a_busy_zone_answers_503_within_the_wait(
-    sim: Simulator, start_gateway: Callable[..., Gateway]
+    sim: Simulator, start_gateway: StartGateway
 ) -> None:
     # The first creation holds zone 3's lock while its POST hangs up to the 7 s timeout;
     # a second creation for the zone waits 5 s at most, then answers 503 zone_busy.
@@ -388,7 +386,7 @@ def held_zone_lock(redis_url: Callable[[int], str], seconds: float) -> str:
 
 
 def test_a_wait_for_the_zone_ends_within_the_deadline(
-    sim: Simulator, start_gateway: Callable[..., Gateway], redis_url: Callable[[int], str]
+    sim: Simulator, start_gateway: StartGateway, redis_url: Callable[[int], str]
 ) -> None:
     """CALLERS.md 2, every answer within UPSTREAM_TIMEOUT_SECONDS + 2 s: the zone wait (5 s)
     was longer than a 2 s timeout allows."""
@@ -403,7 +401,7 @@ def test_a_wait_for_the_zone_ends_within_the_deadline(
 
 
 def test_a_post_gets_only_the_time_the_zone_wait_left(
-    sim: Simulator, start_gateway: Callable[..., Gateway], redis_url: Callable[[int], str]
+    sim: Simulator, start_gateway: StartGateway, redis_url: Callable[[int], str]
 ) -> None:
     """After 4 s waiting for the zone, a hanging POST had its whole 6 s timeout again: the
     answer came after 10 s, past the 8 s a bot is promised."""
@@ -420,7 +418,7 @@ def test_a_post_gets_only_the_time_the_zone_wait_left(
 
 
 def test_the_document_names_every_reason_of_a_creations_503(
-    sim: Simulator, start_gateway: Callable[..., Gateway]
+    sim: Simulator, start_gateway: StartGateway
 ) -> None:
     """A bot builder reads from /openapi.json why a creation was refused with nothing made."""
     gw = start_gateway(sim.url)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Simulator, StartGateway
 from tests.tickets.conftest import post_calls, ticket_body
 
 
@@ -65,7 +64,7 @@ def test_the_zone_cap_answers_before_the_guard(gw: Gateway, sim: Simulator) -> N
     assert response.json()["action"] == "zone_ticket_limit_reached"
 
 
-def test_the_guard_can_be_turned_off(sim: Simulator, start_gateway: Callable[..., Gateway]) -> None:
+def test_the_guard_can_be_turned_off(sim: Simulator, start_gateway: StartGateway) -> None:
     gw = start_gateway(sim.url, DUPLICATE_TICKET_GUARD=False)
     for _ in range(2):
         response = gw.post("/api/v1/tickets", json=ticket_body(zone_id=3, service_id=301))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from isp_gateway.simulator import SimulatorConfig, create_simulator_app
-from tests.conftest import API_KEY, Gateway, Simulator, start_redis_server
+from tests.conftest import API_KEY, Gateway, Simulator, StartGateway, start_redis_server
 from tests.support import run_server
 from tests.tickets.conftest import AfterTicketPost, LossyUpstream, post_calls, ticket_body
 
@@ -104,7 +104,7 @@ def lossy(data_file: Path) -> Iterator[tuple[LossyUpstream, str]]:
 @pytest.mark.parametrize("headers", [KEY, {}])
 def test_a_lost_answer_is_reconciled_not_duplicated(
     lossy: tuple[LossyUpstream, str],
-    start_gateway: Callable[..., Gateway],
+    start_gateway: StartGateway,
     hang: float,
     headers: dict[str, str],
 ) -> None:
@@ -153,7 +153,7 @@ def test_an_idempotency_key_longer_than_255_is_422(gw: Gateway) -> None:
 
 
 def test_a_ticket_made_while_the_store_went_away_is_counted_and_not_made_again(
-    data_file: Path, start_gateway: Callable[..., Gateway]
+    data_file: Path, start_gateway: StartGateway
 ) -> None:
     """The store stops answering right after the upstream created the ticket, before the
     service recorded it (503). Zone 1 had one free slot, now taken: another request in the

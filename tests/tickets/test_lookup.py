@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +10,8 @@ import pytest
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from isp_gateway.simulator import SimulatorConfig, create_simulator_app
-from tests.conftest import API_KEY, Gateway, Simulator
-from tests.support import run_server
+from tests.conftest import API_KEY, Gateway, Simulator, StartGateway
+from tests.support import assert_refused, run_server
 from tests.tickets.conftest import ANSWERED_TICKET, settle
 
 
@@ -56,9 +55,7 @@ def test_a_filter_the_upstream_ignores_still_counts_active_tickets_only(
         sim.state.filter_tickets = original
 
 
-def test_active_states_and_cap_are_settings(
-    sim: Simulator, start_gateway: Callable[..., Gateway]
-) -> None:
+def test_active_states_and_cap_are_settings(sim: Simulator, start_gateway: StartGateway) -> None:
     gw = start_gateway(sim.url, ACTIVE_TICKET_STATES="1,2", MAX_ACTIVE_TICKETS_PER_ZONE=4)
     data = gw.get("/api/v1/tickets/zone-blocked/2").json()["data"]
     assert data == {"zone_id": 2, "is_blocked": True, "active_tickets": 4, "max_tickets": 4}
@@ -123,7 +120,7 @@ def test_non_numeric_ticket_id_is_a_validation_error(gw: Gateway) -> None:
 
 
 def test_upstream_down_is_502_never_not_found(
-    start_gateway: Callable[..., Gateway],
+    start_gateway: StartGateway,
 ) -> None:
     gw = start_gateway("http://127.0.0.1:9", UPSTREAM_TIMEOUT_SECONDS=1.0)
     for path in ("/api/v1/tickets/5001", "/api/v1/tickets/zone-blocked/1"):
@@ -145,9 +142,7 @@ def test_upstream_403_and_429(gw_now: Gateway, sim: Simulator) -> None:
     sim.state.faults.force_429 = True
     sim.state.faults.retry_after = 7
     response = gw.get("/api/v1/tickets/zone-blocked/1")
-    assert response.status_code == 503
-    assert response.json()["action"] == "upstream_rate_limited"
-    assert response.headers["Retry-After"] == "7"
+    assert_refused(response, 503, "upstream_rate_limited", retry_after="7")
 
 
 def test_a_short_sweep_of_active_tickets_is_a_502_never_a_lower_count(
@@ -188,7 +183,7 @@ class NotATicket:
 
 @pytest.mark.parametrize("body", [{}, [], {"detail": "ok"}, {"id_ticket": "n/a"}])
 def test_a_200_that_is_not_a_ticket_is_502_never_not_found(
-    data_file: Path, start_gateway: Callable[..., Gateway], body: Any
+    data_file: Path, start_gateway: StartGateway, body: Any
 ) -> None:
     app = create_simulator_app(SimulatorConfig(api_key=API_KEY, data_file=data_file))
     with run_server(NotATicket(app, body)) as url:

@@ -3,13 +3,12 @@ read, the client's list and the duplicate guard's 409 agree, as local times in T
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Simulator, StartSimulator
 from tests.tickets.conftest import ticket_body
 
 
@@ -51,7 +50,7 @@ def test_one_ticket_shows_the_same_local_times_in_every_answer(
 
 
 def test_the_simulator_writes_ticket_times_in_its_account_zone(
-    start_simulator: Callable[..., Simulator], data_file: Path
+    start_simulator: StartSimulator, data_file: Path
 ) -> None:
     tokyo = start_simulator(data_file=data_file, timezone="Asia/Tokyo")
     ticket, errors = tokyo.state.create_ticket(

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Simulator, StartGateway
 from tests.tickets.conftest import Run, post_calls, ticket_body, wait_for_sweep
 
 
 def test_two_workers_sharing_redis_create_one_ticket_for_one_slot(
-    run: Run, run_sim: Simulator, start_gateway: Callable[..., Gateway]
+    run: Run, run_sim: Simulator, start_gateway: StartGateway
 ) -> None:
     # The 20 creations queue on the zone's lock; each waits max(5 s, UPSTREAM_TIMEOUT_SECONDS
     # / 2) before answering 503 zone_busy. On a starved machine 20 holders took over 5 s (one

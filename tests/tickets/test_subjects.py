@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from isp_gateway.settings import ConfigurationError
 from isp_gateway.tickets.subjects import SubjectCatalogue
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Simulator, StartGateway
 from tests.tickets.conftest import post_calls, settle, ticket_body, ticket_calls
 
 
@@ -55,7 +54,7 @@ def test_a_near_miss_is_refused_with_the_catalogue_spelling(gw: Gateway, sim: Si
 
 
 def test_operator_file_replaces_the_catalogue(
-    tmp_path: Path, sim: Simulator, start_gateway: Callable[..., Gateway]
+    tmp_path: Path, sim: Simulator, start_gateway: StartGateway
 ) -> None:
     path = tmp_path / "subjects.json"
     path.write_text(json.dumps({"2": ["Internet Lento"], "4": ["Troncal Dañado"]}), "utf-8")

@@ -4,13 +4,12 @@ in one process and on two workers sharing a real Redis."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Simulator, StartGateway, StartSimulator
 from tests.tickets.conftest import Run, build_dataset, post_calls, ticket_body
 
 ZONELESS = 901
@@ -54,7 +53,7 @@ def test_ten_creations_naming_ten_zones_open_one_ticket(gw: Gateway, sim: Simula
     assert len(sim.state.created_tickets) == 1
 
 
-def _zoneless_sim(tmp_path: Path, start_simulator: Callable[..., Simulator]) -> Simulator:
+def _zoneless_sim(tmp_path: Path, start_simulator: StartSimulator) -> Simulator:
     data = build_dataset()
     client = dict(data["clients"][0], id_servicio=ZONELESS, nombre="SIN ZONA")
     client["zona"] = None
@@ -66,8 +65,8 @@ def _zoneless_sim(tmp_path: Path, start_simulator: Callable[..., Simulator]) -> 
 
 def test_a_record_with_no_zone_uses_the_body_zone_and_keeps_one_ticket(
     tmp_path: Path,
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
+    start_simulator: StartSimulator,
+    start_gateway: StartGateway,
 ) -> None:
     sim = _zoneless_sim(tmp_path, start_simulator)
     gw = start_gateway(sim.url)

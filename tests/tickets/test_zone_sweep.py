@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Simulator, StartGateway
 from tests.tickets.conftest import Run, settle, ticket_body
 
 
@@ -27,7 +26,7 @@ def hammer(workers: list[Gateway], zones: list[int], calls: int = 100) -> float:
 
 
 def test_a_loop_of_zone_checks_costs_one_sweep_per_five_seconds(
-    sim: Simulator, start_gateway: Callable[..., Gateway]
+    sim: Simulator, start_gateway: StartGateway
 ) -> None:
     gw = start_gateway(sim.url)
     settle(gw, sim)

@@ -6,10 +6,9 @@ every zone count read from a fresh sweep of the backend."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Gateway, Simulator, StartGateway, StartSimulator
 from tests.support import data_file_of
 from tests.tickets.conftest import TECH, Run, ticket_body
 
@@ -19,8 +18,8 @@ ZONELESS = list(range(9001, 9008))  # seven services whose records name no zone
 def _zoneless_workers(
     run: Run,
     tmp_path: Path,
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
+    start_simulator: StartSimulator,
+    start_gateway: StartGateway,
 ) -> tuple[Simulator, list[Gateway]]:
     data = run.dataset()
     for service_id in ZONELESS:
@@ -47,8 +46,8 @@ def _zoneless_workers(
 def test_zoneless_tickets_stay_counted_in_the_zone_they_named(
     run: Run,
     tmp_path: Path,
-    start_simulator: Callable[..., Simulator],
-    start_gateway: Callable[..., Gateway],
+    start_simulator: StartSimulator,
+    start_gateway: StartGateway,
 ) -> None:
     sim, workers = _zoneless_workers(run, tmp_path, start_simulator, start_gateway)
     zone = run.zone(3)  # no active ticket; the cap is 3

@@ -1,13 +1,58 @@
-"""Fixtures for the upstream tests: a scripted upstream for shapes the simulator never
-produces, and gateway settings against it."""
+"""Fixtures for the upstream tests: the real UpstreamGateway against a URL, a scripted
+upstream for shapes the simulator never produces, and gateway settings against it."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
+import pytest
+
 from isp_gateway.settings import Settings
+from isp_gateway.store import MemoryStore
+from isp_gateway.upstream.budget import RateBudget
+from isp_gateway.upstream.gateway import UpstreamGateway, build_http_client
 from tests.conftest import gateway_settings
+
+
+@dataclass
+class Upstream:
+    gateway: UpstreamGateway
+    store: MemoryStore
+
+    async def spent(self, interactive: bool = True) -> int:
+        """Units of the minute's budget taken in the last minute (one per call sent), all
+        or only the interactive ones (the sums the budget itself checks)."""
+        now = int(time.time() // 6)  # a minute is counted in ten buckets
+        suffix = ":i" if interactive else ""
+        keys = [f"budget:60:{bucket}{suffix}" for bucket in range(now - 10, now + 1)]
+        return sum(int(value or 0) for value in await self.store.get_many(keys))
+
+
+Connect = Callable[..., Upstream]
+
+
+@pytest.fixture
+async def connect(password_hash: str) -> AsyncIterator[Connect]:
+    """Build the real UpstreamGateway (pooled client, rate budget in a memory store)."""
+    clients: list[Any] = []
+
+    def make(url: str, **overrides: Any) -> Upstream:
+        settings = gateway_settings(url, password_hash, **overrides)
+        http = build_http_client(settings)
+        clients.append(http)
+        store = MemoryStore()
+        budget = RateBudget(
+            store, settings.UPSTREAM_RATE_PER_MINUTE, settings.UPSTREAM_RATE_PER_HOUR
+        )
+        return Upstream(UpstreamGateway(settings, http, budget), store)
+
+    yield make
+    for http in clients:
+        await http.aclose()
 
 
 class ScriptedUpstream:

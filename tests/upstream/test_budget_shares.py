@@ -6,7 +6,6 @@ concurrent takes (two workers on one Redis) never overshoot."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -15,17 +14,14 @@ from isp_gateway.kit.callers import Caller, set_current_caller
 from isp_gateway.kit.errors import UpstreamRateLimited
 from isp_gateway.store import MemoryStore, Store
 from isp_gateway.upstream.budget import RateBudget
-from tests.support import memory_or_redis
+from tests.support import memory_or_redis_store
 
 pytestmark = pytest.mark.anyio
 
 REDIS_DB = 1
 
 
-@pytest.fixture(params=["memory", "redis"])
-async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
-    async with memory_or_redis(request, REDIS_DB, "ispgw:budget:*") as store:
-        yield store
+store = memory_or_redis_store(REDIS_DB, "ispgw:budget:*")
 
 
 def shared(store: Store, per_minute: int = 100, **options: float) -> RateBudget:

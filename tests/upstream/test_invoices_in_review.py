@@ -14,7 +14,7 @@ from isp_gateway.store import MemoryStore
 from isp_gateway.upstream.budget import RateBudget
 from isp_gateway.upstream.gateway import UpstreamGateway, build_http_client
 from isp_gateway.upstream.invoices import fetch_pending, map_pending
-from tests.conftest import API_KEY, Simulator, gateway_settings
+from tests.conftest import API_KEY, StartSimulator, gateway_settings
 
 pytestmark = pytest.mark.anyio
 
@@ -62,7 +62,7 @@ def test_rows_in_review_are_owed_and_paid_ones_are_not() -> None:
 
 
 async def test_a_reported_invoice_stays_owed_until_staff_register_its_payment(
-    start_simulator: Callable[..., Simulator], connect: Callable[..., UpstreamGateway]
+    start_simulator: StartSimulator, connect: Callable[..., UpstreamGateway]
 ) -> None:
     sim = start_simulator()
     client, invoices = suspended_debtors(sim.state.dataset)[0]

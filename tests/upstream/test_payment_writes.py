@@ -5,8 +5,7 @@ typed errors, "outcome unknown", the streamed receipt and the rate budget."""
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
@@ -19,10 +18,8 @@ from starlette.routing import Route
 
 from isp_gateway.kit.errors import UpstreamRateLimited, UpstreamRejected, UpstreamUnauthorized
 from isp_gateway.simulator import suspended_debtors
-from isp_gateway.store import MemoryStore
 from isp_gateway.upstream import payments
-from isp_gateway.upstream.budget import RateBudget
-from isp_gateway.upstream.gateway import UpstreamGateway, UpstreamUnreached, build_http_client
+from isp_gateway.upstream.gateway import UpstreamUnreached
 from isp_gateway.upstream.payments import (
     InvoiceAlreadyPaid,
     InvoiceUnknown,
@@ -31,8 +28,9 @@ from isp_gateway.upstream.payments import (
     PromiseMade,
     ReceiptSizeMismatch,
 )
-from tests.conftest import Simulator, gateway_settings
+from tests.conftest import Simulator, StartSimulator
 from tests.support import run_server
+from tests.upstream.conftest import Connect
 
 pytestmark = pytest.mark.anyio
 
@@ -40,40 +38,6 @@ UNTIL = date(2026, 11, 28)
 PAID_ON = date(2026, 11, 20)
 # Every byte value, CRLFs and a line that looks like a multipart boundary.
 RECEIPT = b"%PDF-1.7\r\n--" + bytes(range(256)) * 64 + b"\r\n--\r\n%%EOF\r\n"
-
-
-@dataclass
-class Upstream:
-    gateway: UpstreamGateway
-    store: MemoryStore
-
-    async def spent(self, interactive: bool = True) -> int:
-        """Units of the minute's budget taken in the last minute (one per call sent), all
-        or only the interactive ones (the sums the budget itself checks)."""
-        now = int(time.time() // 6)  # a minute is counted in ten buckets
-        suffix = ":i" if interactive else ""
-        keys = [f"budget:60:{bucket}{suffix}" for bucket in range(now - 10, now + 1)]
-        return sum(int(value or 0) for value in await self.store.get_many(keys))
-
-
-@pytest.fixture
-async def connect(password_hash: str) -> AsyncIterator[Callable[..., Upstream]]:
-    """Build the real UpstreamGateway (pooled client, rate budget in a memory store)."""
-    clients: list[Any] = []
-
-    def make(url: str, **overrides: Any) -> Upstream:
-        settings = gateway_settings(url, password_hash, **overrides)
-        http = build_http_client(settings)
-        clients.append(http)
-        store = MemoryStore()
-        budget = RateBudget(
-            store, settings.UPSTREAM_RATE_PER_MINUTE, settings.UPSTREAM_RATE_PER_HOUR
-        )
-        return Upstream(UpstreamGateway(settings, http, budget), store)
-
-    yield make
-    for http in clients:
-        await http.aclose()
 
 
 def debtor(sim: Simulator, nth: int = 0) -> tuple[dict[str, Any], int]:
@@ -100,7 +64,7 @@ async def chunks(data: bytes, size: int = 7000) -> AsyncIterator[bytes]:
 
 
 async def test_a_promise_is_made_once_and_reconnects(
-    start_simulator: Callable[..., Simulator], connect: Callable[..., Upstream]
+    start_simulator: StartSimulator, connect: Connect
 ) -> None:
     sim = start_simulator()
     upstream = connect(sim.url)
@@ -120,7 +84,7 @@ async def test_a_promise_is_made_once_and_reconnects(
 
 
 async def test_a_promise_without_reconnection_sends_action_0(
-    start_simulator: Callable[..., Simulator], connect: Callable[..., Upstream]
+    start_simulator: StartSimulator, connect: Connect
 ) -> None:
     sim = start_simulator()
     client, invoice_id = debtor(sim)
@@ -129,7 +93,7 @@ async def test_a_promise_without_reconnection_sends_action_0(
 
 
 async def test_a_paid_or_unknown_invoice_has_its_own_error(
-    start_simulator: Callable[..., Simulator], connect: Callable[..., Upstream]
+    start_simulator: StartSimulator, connect: Connect
 ) -> None:
     sim = start_simulator()
     gateway = connect(sim.url).gateway
@@ -145,7 +109,7 @@ async def test_a_paid_or_unknown_invoice_has_its_own_error(
 
 @pytest.mark.parametrize("invoice_id", [0, -3, True])
 async def test_a_promise_is_never_sent_without_an_invoice(
-    start_simulator: Callable[..., Simulator], connect: Callable[..., Upstream], invoice_id: Any
+    start_simulator: StartSimulator, connect: Connect, invoice_id: Any
 ) -> None:
     sim = start_simulator(clients=20)
     with pytest.raises(ValueError, match="invoice_id"):
@@ -164,27 +128,51 @@ UNKNOWN_OUTCOMES = [
 ]
 
 
+# Each write as the upstream names it: the path its faults apply to, the call as `calls`
+# counts it, and the simulator's list of what it made.
+WRITES = {
+    "promise": ("/api/promesa-pago/", "POST /api/promesa-pago/", "promises"),
+    "report": (
+        "/api/facturas/reportar-pago/",
+        "POST /api/facturas/reportar-pago/{id}/",
+        "payment_reports",
+    ),
+}
+
+
+async def write(kind: str, gateway: Any, invoice_id: int) -> None:
+    if kind == "promise":
+        await payments.create_promise(gateway, invoice_id, UNTIL)
+    else:
+        await payments.report_payment(
+            gateway, invoice_id, 7, PAID_ON, "R", chunks(RECEIPT), "r.pdf", "application/pdf"
+        )
+
+
+@pytest.mark.parametrize("kind", list(WRITES))
 @pytest.mark.parametrize(("fault", "done"), UNKNOWN_OUTCOMES)
-async def test_no_readable_answer_to_a_promise_is_outcome_unknown(
-    start_simulator: Callable[..., Simulator],
-    connect: Callable[..., Upstream],
+async def test_no_readable_answer_to_a_write_is_outcome_unknown(
+    start_simulator: StartSimulator,
+    connect: Connect,
     fault: dict[str, Any],
     done: bool,
+    kind: str,
 ) -> None:
+    prefix, call, made = WRITES[kind]
     sim = start_simulator()
-    sim.state.faults.update({**fault, "path_prefix": "/api/promesa-pago/"})
+    sim.state.faults.update({**fault, "path_prefix": prefix})
     _, invoice_id = debtor(sim)
     gateway = connect(sim.url, UPSTREAM_TIMEOUT_SECONDS=0.5).gateway
     with pytest.raises(PaymentOutcomeUnknown) as unknown:
-        await payments.create_promise(gateway, invoice_id, UNTIL)
-    assert (unknown.value.operation, unknown.value.invoice_id) == ("promise", invoice_id)
+        await write(kind, gateway, invoice_id)
+    assert (unknown.value.operation, unknown.value.invoice_id) == (kind, invoice_id)
     assert unknown.value.status_code == 502
-    assert len(sim.state.promises) == (1 if done else 0)
-    assert calls(sim, "POST /api/promesa-pago/") == 1  # never repeated
+    assert len(getattr(sim.state, made)) == (1 if done else 0)
+    assert calls(sim, call) == 1  # never repeated
 
 
 async def test_refusals_before_the_write_keep_their_errors(
-    start_simulator: Callable[..., Simulator], connect: Callable[..., Upstream]
+    start_simulator: StartSimulator, connect: Connect
 ) -> None:
     sim = start_simulator()
     gateway = connect(sim.url).gateway
@@ -200,7 +188,7 @@ async def test_refusals_before_the_write_keep_their_errors(
 
 
 async def test_a_refused_connection_is_known_to_have_done_nothing(
-    connect: Callable[..., Upstream],
+    connect: Connect,
 ) -> None:
     with run_server(Starlette()) as url:
         pass  # the port is closed again: connections are refused
@@ -214,7 +202,7 @@ async def test_a_refused_connection_is_known_to_have_done_nothing(
 
 
 async def test_the_writes_spend_the_interactive_budget(
-    start_simulator: Callable[..., Simulator], connect: Callable[..., Upstream]
+    start_simulator: StartSimulator, connect: Connect
 ) -> None:
     sim = start_simulator()
     upstream = connect(sim.url, UPSTREAM_RATE_PER_MINUTE=2, UPSTREAM_RATE_PER_HOUR=100)
@@ -234,7 +222,7 @@ async def test_the_writes_spend_the_interactive_budget(
 
 
 async def test_a_report_sends_the_receipt_byte_for_byte(
-    start_simulator: Callable[..., Simulator], connect: Callable[..., Upstream]
+    start_simulator: StartSimulator, connect: Connect
 ) -> None:
     sim = start_simulator()
     upstream = connect(sim.url)
@@ -265,7 +253,7 @@ async def test_a_report_sends_the_receipt_byte_for_byte(
 
 @pytest.mark.parametrize("sized", [True, False], ids=["content-length", "chunked"])
 async def test_a_streamed_receipt_arrives_whole(
-    start_simulator: Callable[..., Simulator], connect: Callable[..., Upstream], sized: bool
+    start_simulator: StartSimulator, connect: Connect, sized: bool
 ) -> None:
     sim = start_simulator()
     _, invoice_id = debtor(sim)
@@ -308,7 +296,7 @@ def recorder() -> Iterator[tuple[Recorder, str]]:
 
 
 async def test_a_sized_stream_has_a_content_length_and_an_unsized_one_is_chunked(
-    recorder: tuple[Recorder, str], connect: Callable[..., Upstream]
+    recorder: tuple[Recorder, str], connect: Connect
 ) -> None:
     script, url = recorder
     gateway = connect(url).gateway
@@ -328,7 +316,7 @@ async def test_a_sized_stream_has_a_content_length_and_an_unsized_one_is_chunked
 
 
 async def test_a_receipt_that_is_not_its_announced_size_is_cut_short(
-    start_simulator: Callable[..., Simulator], connect: Callable[..., Upstream]
+    start_simulator: StartSimulator, connect: Connect
 ) -> None:
     sim = start_simulator()
     gateway = connect(sim.url).gateway
@@ -344,7 +332,7 @@ async def test_a_receipt_that_is_not_its_announced_size_is_cut_short(
 
 
 async def test_file_names_and_media_types_are_sent_safely(
-    recorder: tuple[Recorder, str], connect: Callable[..., Upstream]
+    recorder: tuple[Recorder, str], connect: Connect
 ) -> None:
     script, url = recorder
     await payments.report_payment(
@@ -365,7 +353,7 @@ async def test_file_names_and_media_types_are_sent_safely(
 
 
 async def test_a_report_of_a_paid_or_unknown_invoice_or_bad_fields(
-    start_simulator: Callable[..., Simulator], connect: Callable[..., Upstream]
+    start_simulator: StartSimulator, connect: Connect
 ) -> None:
     sim = start_simulator()
     gateway = connect(sim.url).gateway
@@ -388,26 +376,6 @@ async def test_a_report_of_a_paid_or_unknown_invoice_or_bad_fields(
     assert sim.state.payment_reports == []
 
 
-@pytest.mark.parametrize(("fault", "done"), UNKNOWN_OUTCOMES)
-async def test_no_readable_answer_to_a_report_is_outcome_unknown(
-    start_simulator: Callable[..., Simulator],
-    connect: Callable[..., Upstream],
-    fault: dict[str, Any],
-    done: bool,
-) -> None:
-    sim = start_simulator()
-    sim.state.faults.update({**fault, "path_prefix": "/api/facturas/reportar-pago/"})
-    _, invoice_id = debtor(sim)
-    gateway = connect(sim.url, UPSTREAM_TIMEOUT_SECONDS=0.5).gateway
-    with pytest.raises(PaymentOutcomeUnknown) as unknown:
-        await payments.report_payment(
-            gateway, invoice_id, 7, PAID_ON, "R", chunks(RECEIPT), "r.pdf", "application/pdf"
-        )
-    assert unknown.value.operation == "report"
-    assert len(sim.state.payment_reports) == (1 if done else 0)
-    assert calls(sim, "POST /api/facturas/reportar-pago/{id}/") == 1
-
-
 @pytest.mark.parametrize(
     "answer",
     [
@@ -419,7 +387,7 @@ async def test_no_readable_answer_to_a_report_is_outcome_unknown(
     ],
 )
 async def test_a_report_answer_without_a_task_id_is_outcome_unknown(
-    recorder: tuple[Recorder, str], connect: Callable[..., Upstream], answer: tuple[int, bytes]
+    recorder: tuple[Recorder, str], connect: Connect, answer: tuple[int, bytes]
 ) -> None:
     script, url = recorder
     script.answer = answer
@@ -430,7 +398,7 @@ async def test_a_report_answer_without_a_task_id_is_outcome_unknown(
 
 
 async def test_a_promise_answer_naming_another_invoice_is_outcome_unknown(
-    recorder: tuple[Recorder, str], connect: Callable[..., Upstream]
+    recorder: tuple[Recorder, str], connect: Connect
 ) -> None:
     script, url = recorder
     gateway = connect(url).gateway
@@ -445,7 +413,7 @@ async def test_a_promise_answer_naming_another_invoice_is_outcome_unknown(
 
 
 async def test_an_unexpected_refusal_is_a_plain_payment_rejection(
-    recorder: tuple[Recorder, str], connect: Callable[..., Upstream]
+    recorder: tuple[Recorder, str], connect: Connect
 ) -> None:
     script, url = recorder
     script.answer = (400, b'{"detail": "Servicio sin router asignado."}')

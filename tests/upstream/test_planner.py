@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 
 import pytest
 
 from isp_gateway.store import MemoryStore
 from isp_gateway.upstream.budget import RateBudget
 from isp_gateway.upstream.planner import RefreshPlanner
-from tests.conftest import Gateway, Simulator
+from tests.conftest import Simulator, StartGateway
 
 
 def planner(per_minute: int = 100, per_hour: int = 1000, reserve: float = 0.3) -> RefreshPlanner:
@@ -111,7 +110,7 @@ def test_a_first_load_may_hold_its_lock_as_long_as_the_hour_allows() -> None:
 def test_start_up_says_the_plan_once_and_short(
     caplog: pytest.LogCaptureFixture,
     simulator: Simulator,
-    start_gateway: Callable[..., Gateway],
+    start_gateway: StartGateway,
 ) -> None:
     """Issue 28: the plan was logged at INFO at start-up and once more for each list measured,
     six lines of about 700 characters; now one short line, the details at DEBUG."""

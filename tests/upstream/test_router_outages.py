@@ -14,7 +14,7 @@ from isp_gateway.store import MemoryStore
 from isp_gateway.upstream import routers
 from isp_gateway.upstream.budget import RateBudget
 from isp_gateway.upstream.gateway import UpstreamGateway, build_http_client
-from tests.conftest import Simulator, gateway_settings
+from tests.conftest import Simulator, StartSimulator, gateway_settings
 
 pytestmark = pytest.mark.anyio
 
@@ -41,7 +41,7 @@ def control(sim: Simulator, body: dict[str, Any]) -> None:
 
 
 async def test_a_flag_raised_and_cleared_is_read_at_once(
-    start_simulator: Callable[..., Simulator], connect: Callable[[str], UpstreamGateway]
+    start_simulator: StartSimulator, connect: Callable[[str], UpstreamGateway]
 ) -> None:
     sim = start_simulator(clients=60)
     gateway = connect(sim.url)
@@ -61,7 +61,7 @@ async def test_a_flag_raised_and_cleared_is_read_at_once(
 
 
 async def test_a_router_in_outage_from_the_start_and_its_clients(
-    start_simulator: Callable[..., Simulator], connect: Callable[[str], UpstreamGateway]
+    start_simulator: StartSimulator, connect: Callable[[str], UpstreamGateway]
 ) -> None:
     sim = start_simulator(clients=60, outages={1: "Mantenimiento programado"})
     gateway = connect(sim.url)

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,11 +19,10 @@ from isp_gateway.kit.errors import (
     UpstreamUnavailable,
 )
 from isp_gateway.store import MemoryStore
-from isp_gateway.upstream.budget import RateBudget
-from isp_gateway.upstream.gateway import UpstreamGateway, build_http_client
-from tests.conftest import API_KEY, Simulator
+from isp_gateway.upstream.gateway import UpstreamGateway
+from tests.conftest import API_KEY, Simulator, StartSimulator
 from tests.support import run_server, wait_until_async
-from tests.upstream.conftest import ScriptedUpstream, make_settings
+from tests.upstream.conftest import Connect, ScriptedUpstream
 
 pytestmark = pytest.mark.anyio
 
@@ -31,25 +30,15 @@ Factory = Callable[..., Any]
 
 
 @pytest.fixture
-async def make_gateway(password_hash: str) -> AsyncIterator[Factory]:
+def make_gateway(connect: Connect) -> Factory:
     """Build the real UpstreamGateway (pooled client + budget) against a URL."""
-    clients: list[Any] = []
 
     def make(url: str, **overrides: Any) -> UpstreamGateway:
-        settings = make_settings(password_hash, url, **overrides)
-        http = build_http_client(settings)
-        clients.append(http)
-        store = MemoryStore()
-        budget = RateBudget(
-            store, settings.UPSTREAM_RATE_PER_MINUTE, settings.UPSTREAM_RATE_PER_HOUR
-        )
-        gateway = UpstreamGateway(settings, http, budget)
-        gateway.budget_store = store  # type: ignore[attr-defined]
-        return gateway
+        upstream = connect(url, **overrides)
+        upstream.gateway.budget_store = upstream.store  # type: ignore[attr-defined]
+        return upstream.gateway
 
-    yield make
-    for http in clients:
-        await http.aclose()
+    return make
 
 
 async def attempts(gateway: UpstreamGateway) -> int:
@@ -79,7 +68,7 @@ def closed_port() -> int:
 
 
 async def test_all_pages_with_a_capped_page_size(
-    start_simulator: Callable[..., Simulator], make_gateway: Factory
+    start_simulator: StartSimulator, make_gateway: Factory
 ) -> None:
     sim = start_simulator(clients=200, max_page_size=30)
     gateway = make_gateway(sim.url, UPSTREAM_PAGE_SIZE=50, UPSTREAM_PARALLEL_PAGES=3)
@@ -92,7 +81,7 @@ async def test_all_pages_with_a_capped_page_size(
 
 
 async def test_all_pages_in_one_call_when_it_fits(
-    start_simulator: Callable[..., Simulator], make_gateway: Factory
+    start_simulator: StartSimulator, make_gateway: Factory
 ) -> None:
     sim = start_simulator(clients=120)
     gateway = make_gateway(sim.url, UPSTREAM_PAGE_SIZE=500)
@@ -145,7 +134,7 @@ async def test_empty_list(simulator: Simulator, make_gateway: Factory) -> None:
     ],
 )
 async def test_a_short_read_is_a_failed_read(
-    start_simulator: Callable[..., Simulator],
+    start_simulator: StartSimulator,
     make_gateway: Factory,
     faults: dict[str, Any],
     size: int,
@@ -325,7 +314,7 @@ async def test_key_never_logged(
 
 
 async def test_a_background_read_pauses_on_429_and_resumes_where_it_was(
-    start_simulator: Callable[..., Simulator], make_gateway: Factory
+    start_simulator: StartSimulator, make_gateway: Factory
 ) -> None:
     sim = start_simulator(clients=200, max_page_size=30)
     gateway = make_gateway(sim.url, UPSTREAM_PAGE_SIZE=30, UPSTREAM_PARALLEL_PAGES=1)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any
 
 import httpx
 import pytest
@@ -13,21 +12,10 @@ from starlette.routing import Mount
 
 from isp_gateway.web.notfound import known_paths
 from tests.conftest import API_KEY, JWT_SECRET, Gateway
+from tests.support import error_body
 from tests.web.conftest import unknown_path_layer
 
 PROBE = "/api/v1/_probe"
-
-
-def error_body(action: str, message: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "ok": False,
-        "type": "error",
-        "action": action,
-        "data": None,
-        "message": message,
-        "meta": None,
-        **extra,
-    }
 
 
 @pytest.fixture

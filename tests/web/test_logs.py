@@ -9,7 +9,6 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,15 @@ import httpx
 import pytest
 
 from isp_gateway.web.logs import FILE_BATCH, PIPE_BATCH, default_batch, mask_path
-from tests.conftest import API_KEY, JWT_SECRET, PASSWORD, USERNAME, Simulator, required_env
+from tests.conftest import (
+    API_KEY,
+    JWT_SECRET,
+    PASSWORD,
+    USERNAME,
+    Simulator,
+    StartSimulator,
+    required_env,
+)
 from tests.support import base_env, serving
 
 WRONG_PASSWORD = "not-the-password-4711"
@@ -95,7 +102,7 @@ def assert_no_secret(output: str, secrets: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("server", ["granian", "uvicorn"])
 def test_json_logs_one_object_a_line_without_secrets(
-    start_simulator: Callable[..., Simulator], password_hash: str, tmp_path: Path, server: str
+    start_simulator: StartSimulator, password_hash: str, tmp_path: Path, server: str
 ) -> None:
     sim = start_simulator()
     output, secrets = served_session(sim, password_hash, tmp_path, LOG_FORMAT="json", SERVER=server)
@@ -121,7 +128,7 @@ def test_json_logs_one_object_a_line_without_secrets(
 
 
 def test_text_logs_keep_their_format_without_secrets(
-    start_simulator: Callable[..., Simulator], password_hash: str, tmp_path: Path
+    start_simulator: StartSimulator, password_hash: str, tmp_path: Path
 ) -> None:
     sim = start_simulator()
     output, secrets = served_session(sim, password_hash, tmp_path)
@@ -136,7 +143,7 @@ def test_text_logs_keep_their_format_without_secrets(
 
 
 def test_access_log_off(
-    start_simulator: Callable[..., Simulator], password_hash: str, tmp_path: Path
+    start_simulator: StartSimulator, password_hash: str, tmp_path: Path
 ) -> None:
     sim = start_simulator()
     output, secrets = served_session(sim, password_hash, tmp_path, ACCESS_LOG="false")
@@ -146,7 +153,7 @@ def test_access_log_off(
 
 
 def test_access_lines_are_written_soon_at_low_traffic(
-    start_simulator: Callable[..., Simulator], password_hash: str, tmp_path: Path
+    start_simulator: StartSimulator, password_hash: str, tmp_path: Path
 ) -> None:
     """A batch is written within a fraction of a second, not when it is full."""
     with serving(base_env(**required_env(password_hash)), tmp_path) as served:

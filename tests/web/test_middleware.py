@@ -2,38 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import httpx
 
-from tests.conftest import Gateway
-from tests.support import wait_for_fresh_window
+from tests.conftest import StartGateway
+from tests.support import error_body, wait_for_fresh_window
 
 PATH = "/api/v1/_probe/whoami"
 
 
-def test_off_by_default(start_probe_gateway: Callable[..., Gateway]) -> None:
+def test_off_by_default(start_probe_gateway: StartGateway) -> None:
     gw = start_probe_gateway()
     assert gw.settings.RATE_LIMIT_PER_MINUTE == 0
     statuses = {gw.get(PATH).status_code for _ in range(40)}
     assert statuses == {200}
 
 
-def test_on_limits_per_address(start_probe_gateway: Callable[..., Gateway]) -> None:
+def test_on_limits_per_address(start_probe_gateway: StartGateway) -> None:
     gw = start_probe_gateway(RATE_LIMIT_PER_MINUTE=3)
     wait_for_fresh_window(60)
     for _ in range(3):
         assert gw.get(PATH).status_code == 200
     response = gw.get(PATH)
     assert response.status_code == 429
-    assert response.json() == {
-        "ok": False,
-        "type": "error",
-        "action": "rate_limited",
-        "data": None,
-        "message": "Demasiadas solicitudes; más despacio",
-        "meta": None,
-    }
+    assert response.json() == error_body("rate_limited", "Demasiadas solicitudes; más despacio")
     assert 1 <= int(response.headers["retry-after"]) <= 60
     assert response.headers["x-request-id"]
     # Outside /api/v1 nothing is limited: the load balancer's health checks keep working.
@@ -45,7 +36,7 @@ def test_on_limits_per_address(start_probe_gateway: Callable[..., Gateway]) -> N
 
 
 def test_per_subject_limit_holds_across_addresses(
-    start_probe_gateway: Callable[..., Gateway],
+    start_probe_gateway: StartGateway,
 ) -> None:
     gw = start_probe_gateway(RATE_LIMIT_PER_SUBJECT_PER_MINUTE=3)
     wait_for_fresh_window(60)
@@ -63,7 +54,7 @@ def test_per_subject_limit_holds_across_addresses(
 
 
 def test_token_endpoint_limit_answers_oauth_style(
-    start_probe_gateway: Callable[..., Gateway],
+    start_probe_gateway: StartGateway,
 ) -> None:
     gw = start_probe_gateway(RATE_LIMIT_PER_MINUTE=1)
     wait_for_fresh_window(60)

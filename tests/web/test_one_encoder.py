@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 from isp_gateway.web.envelope import encode, envelope
 from isp_gateway.web.methods import MethodGuard
-from tests.conftest import Gateway, Simulator, module_pair_fixtures
+from tests.conftest import Gateway, Simulator, StartGateway, module_pair_fixtures
 from tests.contract.test_contract import _raw_exchange, oversized_chunks
 from tests.support import wait_for_fresh_window
 from tests.web.conftest import unknown_path_layer
@@ -24,7 +23,7 @@ simulator, gateway = module_pair_fixtures()
 
 
 def test_a_413_is_the_same_bytes_from_the_middleware_and_from_the_handler(
-    simulator: Simulator, start_gateway: Callable[..., Gateway]
+    simulator: Simulator, start_gateway: StartGateway
 ) -> None:
     gw = start_gateway(simulator.url, MAX_BODY_BYTES=LIMIT)
     # A declared length over the limit: refused by the body-limit middleware.
@@ -55,7 +54,7 @@ def test_a_413_is_the_same_bytes_from_the_middleware_and_from_the_handler(
 
 
 def test_the_rate_limiters_429_is_encoded_like_every_envelope(
-    simulator: Simulator, start_gateway: Callable[..., Gateway]
+    simulator: Simulator, start_gateway: StartGateway
 ) -> None:
     gw = start_gateway(simulator.url, RATE_LIMIT_PER_MINUTE=1)
     wait_for_fresh_window(60)

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from tests.conftest import Gateway, Simulator, module_pair_fixtures
+from tests.conftest import Gateway, Simulator, StartGateway, module_pair_fixtures
 
 SPEC_TAGS = ["system", "Clients", "tickets", "network", "internet-plans"]
 SPEC_ORIGINS = [
@@ -42,7 +41,7 @@ def test_health_exactly_as_spec(gw: Gateway) -> None:
     }
 
 
-def test_health_needs_no_upstream(start_gateway: Callable[..., Gateway]) -> None:
+def test_health_needs_no_upstream(start_gateway: StartGateway) -> None:
     gw = start_gateway("http://127.0.0.1:9")  # nothing listens there
     assert gw.client.get("/health").status_code == 200
 
@@ -170,7 +169,7 @@ def test_cors_simple_request_exposes_request_id(gw: Gateway) -> None:
     assert "access-control-allow-origin" not in denied.headers
 
 
-def test_cors_origins_from_settings(start_probe_gateway: Callable[..., Gateway]) -> None:
+def test_cors_origins_from_settings(start_probe_gateway: StartGateway) -> None:
     # A trailing slash, as people paste origins from the address bar, still matches.
     gw = start_probe_gateway(CORS_ORIGINS="https://bot.example.com/,https://web.example.com")
     assert _preflight(gw, "https://bot.example.com").status_code == 200
