@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from isp_gateway.auth import keys
+from tests.auth import test_scopes
 from tests.auth.test_scopes import EXPECTED, Keys, audit
 from tests.conftest import Gateway, _start_gateway, _start_simulator
 
@@ -39,14 +40,9 @@ JSON_ROUTES = sorted(
 )
 
 
-@pytest.fixture(scope="module")
-def edge_pair(password_hash: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    path = tmp_path_factory.mktemp("edge") / "keys.json"
-    made = Keys(path)
-    with contextlib.ExitStack() as stack:
-        sim = _start_simulator(stack)
-        gw = _start_gateway(stack, password_hash, sim.url, API_KEYS_FILE=str(path))
-        yield gw, made
+# The scope tests' gateway and key file (a key per scope, and every scope but one), a pair
+# of this module's own.
+pair = test_scopes.pair
 
 
 def concrete(template: str) -> str:
@@ -96,8 +92,8 @@ def scope_denials(gw: Gateway, made: Keys) -> int:
 
 
 @pytest.mark.parametrize("path", ["/api/v1/no-such-route", "/wp-login.php", "/api/v1/tickets/1/"])
-def test_an_unknown_path_is_the_regular_404(edge_pair: Any, path: str) -> None:
-    gw, _ = edge_pair
+def test_an_unknown_path_is_the_regular_404(pair: Any, path: str) -> None:
+    _, gw, _ = pair
     path = path + "x" if path.endswith("/") else path  # a known prefix, an unknown path
     edge = gw.client.get(path)
     same_answer(edge, gw.client.get(path, headers=BROWSER))
@@ -110,11 +106,11 @@ def test_an_unknown_path_is_the_regular_404(edge_pair: Any, path: str) -> None:
     "body", [b'{"document": "123', b"[1, 2", b"\xff\xfe{}", b"{} {}", b"nul"], ids=repr
 )
 def test_a_malformed_json_body_is_the_regular_422(
-    edge_pair: Any, method: str, template: str, body: bytes
+    pair: Any, method: str, template: str, body: bytes
 ) -> None:
     """Before any credential is read, as FastAPI parses the body first: with a token, with a
     key without the scope, and with none, the same 422."""
-    gw, made = edge_pair
+    _, gw, made = pair
     path = concrete(template)
     for credential in (gw.auth, {"X-API-Key": made.only[keys.PLANS_READ]}, {}):
         headers = {"Content-Type": "application/json", **credential}
@@ -127,10 +123,10 @@ def test_a_malformed_json_body_is_the_regular_422(
         assert answered_at_edge(gw, method, path, json_headers, body)
 
 
-def test_a_body_of_no_stated_length_is_left_to_the_regular_stack(edge_pair: Any) -> None:
+def test_a_body_of_no_stated_length_is_left_to_the_regular_stack(pair: Any) -> None:
     """A chunked body is not read at the edge: FastAPI parses it before the credential, so
     a malformed one is the 422 even without a credential, never the edge's 401."""
-    gw, _ = edge_pair
+    _, gw, _ = pair
 
     def chunks() -> Iterator[bytes]:
         yield b'{"document": '
@@ -144,9 +140,9 @@ def test_a_body_of_no_stated_length_is_left_to_the_regular_stack(edge_pair: Any)
     assert not answered_at_edge(gw, "POST", "/api/v1/clients/resolve", headers, body, chunked=True)
 
 
-def test_a_sound_body_reaches_the_route_whole(edge_pair: Any) -> None:
+def test_a_sound_body_reaches_the_route_whole(pair: Any) -> None:
     """The body the edge read is handed on as it came: the route reads all of it."""
-    gw, _ = edge_pair
+    _, gw, _ = pair
     body = b'{"document": "12345678", "plan_name": "x", "plan_price": 1, "address": "y"}'
     headers = {**gw.auth, "Content-Type": "application/json"}
     edge = gw.client.post("/api/v1/clients/resolve", headers=headers, content=body)
@@ -165,9 +161,9 @@ def test_a_sound_body_reaches_the_route_whole(edge_pair: Any) -> None:
     ids=["none", "bad token", "unknown key"],
 )
 def test_a_refused_credential_is_the_regular_401(
-    edge_pair: Any, method: str, template: str, credential: dict[str, str]
+    pair: Any, method: str, template: str, credential: dict[str, str]
 ) -> None:
-    gw, _ = edge_pair
+    _, gw, _ = pair
     path = concrete(template)
     edge = gw.client.request(method, path, headers=credential)
     same_answer(edge, gw.client.request(method, path, headers={**credential, **BROWSER}))
@@ -178,9 +174,9 @@ def test_a_refused_credential_is_the_regular_401(
 
 @pytest.mark.parametrize(("method", "template"), sorted(EXPECTED))
 def test_a_key_without_the_scope_is_the_regular_403_counted_alike(
-    edge_pair: Any, method: str, template: str
+    pair: Any, method: str, template: str
 ) -> None:
-    gw, made = edge_pair
+    _, gw, made = pair
     path = concrete(template)
     required = EXPECTED[(method, template)]
     headers = {"X-API-Key": made.all_but[required], "X-End-User-Id": "chat-7"}
@@ -198,10 +194,10 @@ def test_a_key_without_the_scope_is_the_regular_403_counted_alike(
     assert answered_at_edge(gw, method, path, headers)
 
 
-def test_the_edge_leaves_what_it_is_not_sure_of(edge_pair: Any, tmp_path: Path) -> None:
+def test_the_edge_leaves_what_it_is_not_sure_of(pair: Any, tmp_path: Path) -> None:
     """A browser's request, a bad end user, a credential that passes, a wrong method: the
     regular stack answers them."""
-    gw, made = edge_pair
+    _, gw, made = pair
     lookup = "/api/v1/clients/search?q=rosa"
     reader = {"X-API-Key": made.only[keys.CLIENTS_READ]}
     planner = {"X-API-Key": made.only[keys.PLANS_READ]}
