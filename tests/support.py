@@ -378,6 +378,11 @@ def run_server(app: ASGIApp, host: str = "127.0.0.1") -> Iterator[str]:
         log_level="warning",
         # A test that leaves a request hanging must not block the shutdown for long.
         timeout_graceful_shutdown=5,
+        # uvicorn closes an idle connection after 5 s, the period of the ticket sweep: a
+        # client reusing it just then got a RemoteProtocolError (the gateway answered 502;
+        # seen in tests/tickets/test_zone_sweep.py under load). The test servers keep
+        # idle connections longer than any test's pause.
+        timeout_keep_alive=75,
     )
     server = _Server(config)
     thread = threading.Thread(target=server.run, name="test-uvicorn", daemon=True)

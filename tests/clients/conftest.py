@@ -120,6 +120,20 @@ def warm(gw: Gateway, loads: int = 1, timeout: float = 10) -> None:
     wait_until(loaded, timeout=timeout, interval=0.01, message="the client cache to load")
 
 
+def quiet(gw: Gateway, sim: Simulator, timeout: float = 15) -> None:
+    """The gateway's start-up loads done (the client list, then the pending invoices, which a
+    starved machine may start late), then the simulator's counts reset: what a test counts
+    next is its own doing."""
+    warm(gw)
+    wait_until(
+        lambda: gw.runtime.services.accounts.invoices.loads >= 1,
+        timeout=timeout,
+        interval=0.01,
+        message="the invoice cache to load",
+    )
+    sim.state.reset_stats()
+
+
 def adopted(gw: Gateway, timeout: float = 10) -> None:
     """Wait until a worker holds a client list (its own load or the shared copy it took up)
     and has no load of its own in flight."""

@@ -10,6 +10,7 @@ import pytest
 from starlette.routing import Route
 
 from isp_gateway.web.methods import MethodGuard
+from tests.clients.conftest import quiet
 from tests.conftest import Gateway, Pair
 
 BAD_IDS = ["-241", "0", "0000000000", "12345678901", "1e3", "abc", "3.0", "+5", "٣"]
@@ -44,6 +45,7 @@ def body_for(path: str) -> dict[str, Any]:
 
 def test_every_service_id_route_refuses_a_bad_id(pair: Pair) -> None:
     sim, gw = pair
+    quiet(gw, sim)
     routes = service_id_routes(gw)
     # The walk sees the routes the contract names (and any added later).
     templates = {path for _, path in routes}

@@ -11,7 +11,7 @@ import pytest
 
 from isp_gateway.clients.phones import replace_first_phone
 from isp_gateway.simulator.dataset import two_number_service
-from tests.clients.conftest import calls, warm
+from tests.clients.conftest import calls, quiet, warm
 from tests.conftest import Pair, Simulator, StartGateway, StartSimulator
 
 PATCH = "PATCH /api/clientes/{id}/perfil/"
@@ -40,6 +40,7 @@ def stored(sim: Simulator, service_id: int) -> str:
 )
 def test_a_phone_with_anything_else_is_refused_and_nothing_sent(pair: Pair, phone: str) -> None:
     sim, gw = pair
+    quiet(gw, sim)
     before = stored(sim, 101)
     response = gw.put("/api/v1/clients/101", json={"phone": phone, "document": "A1234567"})
     assert response.status_code == 400, response.text
