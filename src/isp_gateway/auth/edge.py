@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from fastapi.routing import RouteContext
 
@@ -38,19 +37,13 @@ REFUSED_BODY = b'{"detail":"' + CREDENTIALS_ERROR.encode() + b'"}'
 _CHALLENGE = ((b"www-authenticate", b"Bearer"),)
 
 
-@dataclass(frozen=True, slots=True)
-class Jwt:
-    """A verified token's subject (a JWT holds every scope)."""
-
-    subject: str
-
-
 class Refused:
     """No valid credential (counted once, when found)."""
 
 
 REFUSED = Refused()
-Credential = ApiKey | Jwt | Refused
+# A current key, a verified JWT's subject (a str: a JWT holds every scope), or refused.
+Credential = ApiKey | str | Refused
 
 
 def credential(runtime: Gatekeeper, request: EdgeRequest) -> Credential:
@@ -58,8 +51,8 @@ def credential(runtime: Gatekeeper, request: EdgeRequest) -> Credential:
     worked out once a request and kept on it for the next door. A refused one is counted
     (`refused_credential`) the once."""
     found = request.credential
-    if isinstance(found, ApiKey | Jwt | Refused):
-        return found
+    if found is not None:
+        return found  # type: ignore[return-value]
     token = bearer(request.authorization)
     key = request.api_key
     if key is None and token is not None and token.startswith(KEY_PREFIX):
@@ -75,7 +68,7 @@ def credential(runtime: Gatekeeper, request: EdgeRequest) -> Credential:
             except InvalidToken:
                 subject = None
         if subject is not None:
-            result = Jwt(subject)
+            result = subject
     if result is REFUSED:
         refused_credential(runtime, request.address)
     request.credential = result
@@ -136,7 +129,7 @@ class CallerDoor:
         found = credential(runtime, request)
         if isinstance(found, Refused):
             return refusal(route.template)
-        if isinstance(found, Jwt):
+        if isinstance(found, str):
             return None
         missing = None
         for scope in scopes:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from isp_gateway.auth.credentials import Gatekeeper, valid_end_user
-from isp_gateway.auth.edge import Jwt, Refused, credential, refusal
+from isp_gateway.auth.edge import Refused, credential, refusal
 from isp_gateway.auth.keys import CLIENTS_READ, enforce_key_rate
 from isp_gateway.kit.errors import Locked, StoreUnavailable
 from isp_gateway.web.doors import EdgeAnswer, EdgeRequest, EdgeRoute
@@ -90,13 +90,13 @@ class LookupDoor:
         end_user = request.end_user
         if end_user is not None and not valid_end_user(end_user):
             return None  # the regular route answers it 422 validation_error
-        if not isinstance(found, Jwt) and not found.allows(CLIENTS_READ):
+        if not isinstance(found, str) and not found.allows(CLIENTS_READ):
             return None  # the caller's door answers the 403
         try:
             body = await runtime.services.clients.fresh_hit_body(kind, value)
             if body is None:
                 return None
-            if not isinstance(found, Jwt) and found.rate_per_minute is not None:
+            if not isinstance(found, str) and found.rate_per_minute is not None:
                 await enforce_key_rate(runtime.store, found)
         except (Locked, StoreUnavailable):
             return None  # the regular route counts it again and answers 429 (or 503)

@@ -29,7 +29,6 @@ class EdgeRequest:
     """What the edge and its doors read of a request, from one pass over its headers."""
 
     __slots__ = (
-        "address",
         "api_key",
         "authorization",
         "content_length",
@@ -57,10 +56,14 @@ class EdgeRequest:
         self.language = messages.Language.ES
         self.content_type: str | None = None
         self.content_length: int | None = None
-        client = scope.get("client")
-        self.address = str(client[0]) if client else "unknown"
         # A door's verdict on the credential, kept for the next door (auth/edge.py).
         self.credential: object = None
+
+    @property
+    def address(self) -> str:
+        """The client's address (read when a door needs it: a refusal's audit, a caller)."""
+        client = self.scope.get("client")
+        return str(client[0]) if client else "unknown"
 
 
 def read_request(scope: Scope) -> EdgeRequest | None:
@@ -92,20 +95,32 @@ def read_request(scope: Scope) -> EdgeRequest | None:
     return request
 
 
-@dataclass(frozen=True, slots=True)
 class EdgeAnswer:
     """An answer given at the edge: its status, body and headers (before the content
     length and type, as Starlette's responses order them), and the route template its
-    metrics are counted under."""
+    metrics are counted under. A plain class: one is made for every hit, and a frozen
+    dataclass's construction costs several times more."""
 
-    status: int
-    body: bytes
-    template: str
-    headers: tuple[tuple[bytes, bytes], ...] = ()
-    # A hit's headers put the content type first (the lookups' prebuilt answers).
-    type_first: bool = False
-    # The path as the access log writes it, when the door knows it (else masked here).
-    logged: str | None = None
+    __slots__ = ("body", "headers", "logged", "status", "template", "type_first")
+
+    def __init__(
+        self,
+        status: int,
+        body: bytes,
+        template: str,
+        headers: tuple[tuple[bytes, bytes], ...] = (),
+        *,
+        type_first: bool = False,
+        logged: str | None = None,
+    ) -> None:
+        self.status = status
+        self.body = body
+        self.template = template
+        self.headers = headers
+        # A hit's headers put the content type first (the lookups' prebuilt answers).
+        self.type_first = type_first
+        # The path as the access log writes it, when the door knows it (else masked here).
+        self.logged = logged
 
     @classmethod
     def of_error(cls, exc: ServiceError, template: str) -> EdgeAnswer:

@@ -231,30 +231,30 @@ class Edge:
             headers = [_CONTENT_TYPE, length, *answer.headers]
         else:
             headers = [*answer.headers, length, _CONTENT_TYPE]
-        request_id = self._name(request)
-        if request_id is not None:
+        layer = self.layer
+        request_id = request.id
+        if layer is not None:
+            if request_id is None:
+                request_id = request.id = layer.ids.pick(request.request_id)
             headers.append((b"x-request-id", request_id.encode()))
         else:
             scope[ROUTE_TEMPLATE] = answer.template  # for the outer layers' metrics and log
-        send_start: Message = {
-            "type": "http.response.start",
-            "status": answer.status,
-            "headers": headers,
-        }
-        await send(send_start)
+        await send({"type": "http.response.start", "status": answer.status, "headers": headers})
         await send({"type": "http.response.body", "body": answer.body})
         seconds = time.perf_counter() - started
-        access = self.layer.access_log if self.layer is not None else None
-        if access is not None and request_id is not None and access.enabled():
-            path = scope["path"]
-            logged = answer.logged
-            if logged is None:
-                unmatched = answer.template == UNMATCHED
-                logged = mask_unknown_path(path) if unmatched else mask_path(path)
-            access.add(request.method, logged, answer.status, seconds * 1000, request_id)
+        if layer is not None and request_id is not None:
+            access = layer.access_log
+            if access is not None and access.enabled():
+                logged = answer.logged
+                if logged is None:
+                    path = scope["path"]
+                    unmatched = answer.template == UNMATCHED
+                    logged = mask_unknown_path(path) if unmatched else mask_path(path)
+                access.add(request.method, logged, answer.status, seconds * 1000, request_id)
         if self.metrics is not None:
+            method = request.method
             self.metrics.observe_request(
-                answer.template, method_label(request.method), answer.status, seconds
+                answer.template, method_label(method), answer.status, seconds
             )
 
 
