@@ -105,7 +105,9 @@ class Bot:
         vid = self.verify(row)
         fields = {
             "reference": f"BENCH-{row['id_servicio']}",
-            "paid_on": time.strftime("%Y-%m-%d"),
+            # Two days back: never in the future in the ISP's time zone (Bogotá's evening is
+            # already tomorrow in UTC), and well within the days a report may name.
+            "paid_on": time.strftime("%Y-%m-%d", time.localtime(time.time() - 2 * 86_400)),
             "payment_method_id": str(method),
             "amount": "40000",
         }
