@@ -5,7 +5,7 @@ given there, the route a request reaches, and the `Door` a feature adds to the e
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from fastapi import params
@@ -95,32 +95,21 @@ def read_request(scope: Scope) -> EdgeRequest | None:
     return request
 
 
+@dataclass(slots=True)
 class EdgeAnswer:
     """An answer given at the edge: its status, body and headers (before the content
     length and type, as Starlette's responses order them), and the route template its
-    metrics are counted under. A plain class: one is made for every hit, and a frozen
+    metrics are counted under. Not frozen: one is made for every hit, and a frozen
     dataclass's construction costs several times more."""
 
-    __slots__ = ("body", "headers", "logged", "status", "template", "type_first")
-
-    def __init__(
-        self,
-        status: int,
-        body: bytes,
-        template: str,
-        headers: tuple[tuple[bytes, bytes], ...] = (),
-        *,
-        type_first: bool = False,
-        logged: str | None = None,
-    ) -> None:
-        self.status = status
-        self.body = body
-        self.template = template
-        self.headers = headers
-        # A hit's headers put the content type first (the lookups' prebuilt answers).
-        self.type_first = type_first
-        # The path as the access log writes it, when the door knows it (else masked here).
-        self.logged = logged
+    status: int
+    body: bytes
+    template: str
+    headers: tuple[tuple[bytes, bytes], ...] = ()
+    # A hit's headers put the content type first (the lookups' prebuilt answers).
+    type_first: bool = field(default=False, kw_only=True)
+    # The path as the access log writes it, when the door knows it (else masked here).
+    logged: str | None = field(default=None, kw_only=True)
 
     @classmethod
     def of_error(cls, exc: ServiceError, template: str) -> EdgeAnswer:
