@@ -216,7 +216,9 @@ class Edge:
             json.loads(body)
         except json.JSONDecodeError as exc:
             field = f"body.{exc.pos}"
-        except ValueError:  # not UTF-8: FastAPI's 400, which our handler answers 422
+        except (ValueError, RecursionError):
+            # Not UTF-8, or nested past the parser's depth: FastAPI's 400 (it takes any
+            # failure of the parse so), which our handler answers 422.
             field = "body"
         else:
             return _replay(_as_messages([body]), receive), None
