@@ -15,7 +15,7 @@ from starlette.types import ASGIApp
 from isp_gateway.accounts.router import router as accounts_router
 from isp_gateway.audit.router import router as audit_router
 from isp_gateway.auth.credentials import jwt_subject
-from isp_gateway.auth.edge import CallerDoor
+from isp_gateway.auth.edge import CallerDoor, Denials
 from isp_gateway.auth.router import router as auth_router
 from isp_gateway.clients.fastpath import LookupDoor
 from isp_gateway.clients.router import router as clients_router
@@ -244,9 +244,10 @@ def create_app(settings: Settings) -> FastAPI:
     )
     # The edge's parts (web/edge.py): the lookup hits first, then the caller's check.
     runtime_getter = partial(_runtime, app)
+    denials = Denials()
     edge_parts: dict[str, Any] = {
-        "first": [LookupDoor(runtime_getter)],
-        "doors": [CallerDoor(runtime_getter)],
+        "first": [LookupDoor(runtime_getter, denials)],
+        "doors": [CallerDoor(runtime_getter, denials)],
         "max_body_bytes": settings.MAX_BODY_BYTES,
         "language": Language(settings.MESSAGES_LANGUAGE),
     }

@@ -104,7 +104,13 @@ def test_an_unknown_path_is_the_regular_404(pair: Any, path: str) -> None:
 @pytest.mark.parametrize(("method", "template"), JSON_ROUTES)
 @pytest.mark.parametrize(
     "body",
-    [b'{"document": "123', b"[1, 2", b"\xff\xfe{}", b"{} {}", b"nul", b"[" * 60_000],
+    [
+        *(b'{"document": "123', b"[1, 2", b"\xff\xfe{}", b"{} {}", b"nul", b"[" * 60_000),
+        # Read as json.loads reads bytes: UTF-16 (with a byte-order mark, or none), and
+        # UTF-8 that is not.
+        *('{"document": "1'.encode("utf-16"), '{"document": 1'.encode("utf-16-le")),
+        b'{"document": "\xff"}',
+    ],
     ids=lambda body: repr(body[:20]),
 )
 def test_a_malformed_json_body_is_the_regular_422(
@@ -142,10 +148,13 @@ def test_a_body_of_no_stated_length_is_left_to_the_regular_stack(pair: Any) -> N
     assert not answered_at_edge(gw, "POST", "/api/v1/clients/resolve", headers, body, chunked=True)
 
 
-def test_a_sound_body_reaches_the_route_whole(pair: Any) -> None:
-    """The body the edge read is handed on as it came: the route reads all of it."""
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-8-sig", "utf-16", "utf-32-le"])
+def test_a_sound_body_reaches_the_route_whole(pair: Any, encoding: str) -> None:
+    """The body the edge read is handed on as it came: the route reads all of it, in any
+    encoding json.loads reads."""
     _, gw, _ = pair
-    body = b'{"document": "12345678", "plan_name": "x", "plan_price": 1, "address": "y"}'
+    text = '{"document": "12345678", "plan_name": "x", "plan_price": 1, "address": "y"}'
+    body = text.encode(encoding)
     headers = {**gw.auth, "Content-Type": "application/json"}
     edge = gw.client.post("/api/v1/clients/resolve", headers=headers, content=body)
     regular = gw.client.post(
@@ -227,6 +236,7 @@ def test_the_edge_answers_in_the_deployments_language(password_hash: str, tmp_pa
         cases = [
             ("GET", "/api/v1/no-such-route", {}, None),
             ("GET", "/api/v1/clients/search", planner, None),
+            ("GET", "/api/v1/clients/by-document/12345678", planner, None),  # the lookup door
             ("POST", "/api/v1/tickets", {"Content-Type": "application/json"}, b"{"),
         ]
         for method, path, headers, body in cases:
@@ -235,3 +245,33 @@ def test_the_edge_answers_in_the_deployments_language(password_hash: str, tmp_pa
             same_answer(edge, regular)
             assert edge.status_code in {403, 404, 422}
         assert gw.client.get("/api/v1/no-such-route").json()["message"] == "Not found"
+
+
+def test_a_refusal_at_the_edge_is_audited_with_its_request_id(
+    password_hash: str, tmp_path: Path
+) -> None:
+    """The 401 and the 403 of a lookup (the lookup door gives both) and of another route
+    (the caller's door): each event names the request that was refused, as the regular
+    check's does (a gateway of its own: an event is its group's first refusal of the
+    minute)."""
+    made = Keys(tmp_path / "keys.json")
+    planner = {"X-API-Key": made.only[keys.PLANS_READ]}
+    with contextlib.ExitStack() as stack:
+        sim = _start_simulator(stack)
+        gw = _start_gateway(stack, password_hash, sim.url, API_KEYS_FILE=str(made.path))
+        cases = {
+            "lookup-401": ("/api/v1/clients/by-document/12345678", {"Authorization": "Bearer x"}),
+            "lookup-403": ("/api/v1/clients/by-document/12345678", planner),
+            "search-403": (
+                "/api/v1/clients/search?q=rosa",
+                {"X-API-Key": made.only[keys.TICKETS_WRITE]},
+            ),
+        }
+        for request_id, (path, headers) in cases.items():
+            refused = gw.client.get(path, headers={**headers, "X-Request-ID": request_id})
+            assert refused.status_code in {401, 403}
+            assert refused.headers["x-request-id"] == request_id
+        events = {(e["event"], e["caller"]): e for e in audit(gw, made)}
+        assert events[("unauthorized", None)]["request_id"] == "lookup-401"
+        assert events[("scope_denied", "only-plans-read")]["request_id"] == "lookup-403"
+        assert events[("scope_denied", "only-tickets-write")]["request_id"] == "search-403"

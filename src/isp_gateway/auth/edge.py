@@ -70,15 +70,17 @@ def credential(runtime: Gatekeeper, request: EdgeRequest) -> Credential:
         if subject is not None:
             result = subject
     if result is REFUSED:
+        request.name()  # the audit's event carries the request's id
         refused_credential(runtime, request.address)
     request.credential = result
     return result
 
 
 @functools.cache
-def refusal(template: str) -> EdgeAnswer:
-    """The 401 of a route (one a route template, made once)."""
-    return EdgeAnswer(401, REFUSED_BODY, template, _CHALLENGE)
+def refusal(template: str, logged: str | None = None) -> EdgeAnswer:
+    """The 401 of a route (one a route template, made once); `logged`, the path as the
+    access log writes it when the door knows it (a lookup's, masked without a regex)."""
+    return EdgeAnswer(401, REFUSED_BODY, template, _CHALLENGE, logged=logged)
 
 
 def _caller_first(context: RouteContext) -> tuple[bool, tuple[str, ...]]:
@@ -94,29 +96,77 @@ def _caller_first(context: RouteContext) -> tuple[bool, tuple[str, ...]]:
     return False, ()
 
 
+class Denials:
+    """A key without a route's scope, refused at the edge: the 403 `insufficient_scope` as
+    the regular check gives it, counted `scope_denied` after the key's own rate as the
+    regular check counts it (dependencies.scoped_caller). The caller's door gives it on
+    every route it checks, the lookup door on the lookups (it has the key in hand there,
+    and the route it reaches is sure), so a lookup's 403 costs one credential and no
+    route search."""
+
+    def __init__(self) -> None:
+        # Each 403 made once: one a route template, scope and logged path (the language
+        # is the app's).
+        self._made: dict[tuple[str, str, str | None], EdgeAnswer] = {}
+
+    async def deny(
+        self,
+        runtime: Gatekeeper,
+        request: EdgeRequest,
+        key: ApiKey,
+        scopes: tuple[str, ...],
+        template: str,
+        logged: str | None = None,
+    ) -> EdgeAnswer | None:
+        """The 403 of the first of `scopes` the key lacks, or None to let the request go on
+        (the key holds them all, or the route answers first: an invalid end user's 422, a
+        key over its rate or a store away)."""
+        missing = None
+        for scope in scopes:
+            if not key.allows(scope):
+                missing = scope
+                break
+        end_user = request.end_user
+        if missing is None or (end_user is not None and not valid_end_user(end_user)):
+            return None  # the route serves it, or answers the end user's 422
+        if key.rate_per_minute is not None:
+            try:
+                await enforce_key_rate(runtime.store, key)
+            except (Locked, StoreUnavailable):
+                return None  # the regular check counts it again and answers 429 (or 503)
+        request.name()  # the audit's event carries the request's id
+        caller = Caller(key.name, end_user or key.name, request.address, key.scopes)
+        # Counted as the regular check counts it (dependencies.scoped_caller).
+        runtime.audit.count(
+            "scope_denied",
+            "denied",
+            kind=missing,
+            details={"required": missing, "method": request.method, "route": template},
+            caller=caller,
+        )
+        made = self._made.get((template, missing, logged))
+        if made is None:
+            speak(request)
+            made = EdgeAnswer.of_error(InsufficientScope(missing), template)
+            made.logged = logged
+            self._made[(template, missing, logged)] = made
+        return made
+
+
 class CallerDoor:
     """The edge's door for the caller's check: 401 and 403 as the regular route gives
     them (see the module)."""
 
-    def __init__(self, runtime_getter: Callable[[], Gatekeeper]) -> None:
+    def __init__(self, runtime_getter: Callable[[], Gatekeeper], denials: Denials) -> None:
         self.runtime_getter = runtime_getter
+        self.denials = denials
         # Each route's answer to "is the caller checked first, for which scopes".
         self._routes: dict[EdgeRoute, tuple[bool, tuple[str, ...]]] = {}
-        # Each route's 403 for each scope it asks, made once (the language is the app's).
-        self._denied: dict[tuple[EdgeRoute, str], EdgeAnswer] = {}
 
     def _requirement(self, route: EdgeRoute) -> tuple[bool, tuple[str, ...]]:
         found = self._routes.get(route)
         if found is None:
             found = self._routes[route] = _caller_first(route.context)
-        return found
-
-    def _denial(self, request: EdgeRequest, route: EdgeRoute, scope: str) -> EdgeAnswer:
-        found = self._denied.get((route, scope))
-        if found is None:
-            speak(request)
-            denied = EdgeAnswer.of_error(InsufficientScope(scope), route.template)
-            found = self._denied[(route, scope)] = denied
         return found
 
     async def answer(self, request: EdgeRequest, route: EdgeRoute | None) -> EdgeAnswer | None:
@@ -131,26 +181,4 @@ class CallerDoor:
             return refusal(route.template)
         if isinstance(found, str):
             return None
-        missing = None
-        for scope in scopes:
-            if not found.allows(scope):
-                missing = scope
-                break
-        end_user = request.end_user
-        if missing is None or (end_user is not None and not valid_end_user(end_user)):
-            return None  # the route serves it, or answers the end user's 422
-        if found.rate_per_minute is not None:
-            try:
-                await enforce_key_rate(runtime.store, found)
-            except (Locked, StoreUnavailable):
-                return None  # the regular check counts it again and answers 429 (or 503)
-        caller = Caller(found.name, end_user or found.name, request.address, found.scopes)
-        # Counted as the regular check counts it (dependencies.scoped_caller).
-        runtime.audit.count(
-            "scope_denied",
-            "denied",
-            kind=missing,
-            details={"required": missing, "method": request.method, "route": route.template},
-            caller=caller,
-        )
-        return self._denial(request, route, missing)
+        return await self.denials.deny(runtime, request, found, scopes, route.template)

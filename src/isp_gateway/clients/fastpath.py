@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from isp_gateway.auth.credentials import Gatekeeper, valid_end_user
-from isp_gateway.auth.edge import Refused, credential, refusal
+from isp_gateway.auth.edge import Denials, Refused, credential, refusal
 from isp_gateway.auth.keys import CLIENTS_READ, enforce_key_rate
 from isp_gateway.kit.errors import Locked, StoreUnavailable
 from isp_gateway.web.doors import EdgeAnswer, EdgeRequest, EdgeRoute
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from isp_gateway.clients.service import ClientService
 
 PREFIX = "/api/v1/clients/"
+# The scopes the lookup routes ask (clients/router.py: `Scoped(CLIENTS_READ)`).
+_SCOPES = (CLIENTS_READ,)
 KINDS = frozenset({"by-document", "by-phone", "by-service-id"})
 # The regular routes' templates, named in the scope for the request metrics.
 TEMPLATES = {
@@ -74,8 +76,12 @@ class EdgeRuntime(Gatekeeper, Protocol):
 class LookupDoor:
     """Answers a sure lookup hit, or a lookup's refused credential (see the module)."""
 
-    def __init__(self, runtime_getter: Callable[[], EdgeRuntime]) -> None:
+    def __init__(
+        self, runtime_getter: Callable[[], EdgeRuntime], denials: Denials | None = None
+    ) -> None:
         self.runtime_getter = runtime_getter
+        # The caller's door's 403s, given here on a lookup (None: left to that door).
+        self.denials = denials
 
     async def answer(self, request: EdgeRequest, route: EdgeRoute | None) -> EdgeAnswer | None:
         candidate = _lookup(request)
@@ -85,13 +91,16 @@ class LookupDoor:
         runtime = self.runtime_getter()
         found = credential(runtime, request)
         template = TEMPLATES[kind]
+        logged = MASKED.get(kind)
         if isinstance(found, Refused):
-            return refusal(template)
+            return refusal(template, logged)
+        if not isinstance(found, str) and not found.allows(CLIENTS_READ):
+            if self.denials is None:
+                return None  # the caller's door answers the 403
+            return await self.denials.deny(runtime, request, found, _SCOPES, template, logged)
         end_user = request.end_user
         if end_user is not None and not valid_end_user(end_user):
             return None  # the regular route answers it 422 validation_error
-        if not isinstance(found, str) and not found.allows(CLIENTS_READ):
-            return None  # the caller's door answers the 403
         try:
             body = await runtime.services.clients.fresh_hit_body(kind, value)
             if body is None:
@@ -100,4 +109,4 @@ class LookupDoor:
                 await enforce_key_rate(runtime.store, found)
         except (Locked, StoreUnavailable):
             return None  # the regular route counts it again and answers 429 (or 503)
-        return EdgeAnswer(200, body, template, type_first=True, logged=MASKED.get(kind))
+        return EdgeAnswer(200, body, template, type_first=True, logged=logged)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from fastapi import params
 from fastapi.routing import RouteContext
@@ -16,8 +16,12 @@ from isp_gateway.kit import messages
 from isp_gateway.kit.answers import Answer
 from isp_gateway.kit.errors import ServiceError
 from isp_gateway.web.envelope import encode
+from isp_gateway.web.logs import request_id_var
 from isp_gateway.web.notfound import bare_pattern
 from isp_gateway.web.route_table import UNMATCHED, RouteTable, route_path
+
+if TYPE_CHECKING:
+    from isp_gateway.web.middleware import RequestIds
 
 
 def speak(request: EdgeRequest) -> None:
@@ -36,6 +40,7 @@ class EdgeRequest:
         "credential",
         "end_user",
         "id",
+        "ids",
         "language",
         "method",
         "path",
@@ -43,7 +48,13 @@ class EdgeRequest:
         "scope",
     )
 
-    def __init__(self, scope: Scope, path: str) -> None:
+    def __init__(
+        self,
+        scope: Scope,
+        path: str,
+        ids: RequestIds | None = None,
+        language: messages.Language = messages.Language.ES,
+    ) -> None:
         self.scope = scope
         self.method: str = scope["method"]
         self.path = path
@@ -52,12 +63,23 @@ class EdgeRequest:
         self.end_user: str | None = None
         self.request_id: bytes | None = None  # the caller's X-Request-ID
         self.id: str | None = None  # the request's id, once the edge has given it one
+        # Who gives it one: the edge in front of the request layer (else that layer did).
+        self.ids = ids
         # What an answer made anew says (the app's MESSAGES_LANGUAGE): `speak` sets it.
-        self.language = messages.Language.ES
+        self.language = language
         self.content_type: str | None = None
         self.content_length: int | None = None
         # A door's verdict on the credential, kept for the next door (auth/edge.py).
         self.credential: object = None
+
+    def name(self) -> str | None:
+        """The request's id, given now if the edge gives it and has not yet: before a door
+        counts a refusal in the audit (its event carries it), else as the answer is sent (a
+        hit needs it no sooner)."""
+        if self.id is None and self.ids is not None:
+            self.id = self.ids.pick(self.request_id)
+            request_id_var.set(self.id)
+        return self.id
 
     @property
     def address(self) -> str:
@@ -66,11 +88,15 @@ class EdgeRequest:
         return str(client[0]) if client else "unknown"
 
 
-def read_request(scope: Scope) -> EdgeRequest | None:
+def read_request(
+    scope: Scope,
+    ids: RequestIds | None = None,
+    language: messages.Language = messages.Language.ES,
+) -> EdgeRequest | None:
     """The request as the edge reads it, or None when it carries an `Origin` (CORS answers
     a browser's request, whatever it is). The first of each header counts, as the regular
     routes read them."""
-    request = EdgeRequest(scope, route_path(scope))
+    request = EdgeRequest(scope, route_path(scope), ids, language)
     for name, value in scope["headers"]:
         if name == b"authorization":
             if request.authorization is None:
@@ -171,8 +197,21 @@ class RouteIndex:
         self.by_method = {
             method: re.compile("|".join(groups)) for method, groups in patterns.items()
         }
+        # What `find` answers for each path a route names without a parameter (the
+        # writes: resolve, tickets, promises...), worked out here once: a dict read then.
+        self.fixed: dict[tuple[str, str], EdgeRoute] = {}
+        for route in self.routes:
+            if "{" not in route.template:
+                for method in route.context.methods or every:
+                    found = self._search(method, route.template)
+                    if found is not None:
+                        self.fixed[(method, route.template)] = found
 
     def find(self, method: str, path: str) -> EdgeRoute | None:
+        found = self.fixed.get((method, path))
+        return found if found is not None else self._search(method, path)
+
+    def _search(self, method: str, path: str) -> EdgeRoute | None:
         pattern = self.by_method.get(method)
         match = pattern.fullmatch(path) if pattern is not None else None
         if match is None or match.lastgroup is None:

@@ -36,7 +36,7 @@ from isp_gateway.kit.actions import Action
 from isp_gateway.kit.answers import failure
 from isp_gateway.web.doors import Door, EdgeAnswer, EdgeRequest, EdgeRoute, RouteIndex, read_request
 from isp_gateway.web.envelope import MALFORMED_JSON, encode, invalid_request
-from isp_gateway.web.logs import mask_path, mask_unknown_path, request_id_var
+from isp_gateway.web.logs import mask_path, mask_unknown_path
 from isp_gateway.web.middleware import store_budget
 from isp_gateway.web.notfound import KNOWN_PATH, known_paths
 from isp_gateway.web.route_table import (
@@ -90,6 +90,7 @@ class Edge:
         # In front of the request middleware: what it would give an answer, given here (with
         # Redis, the request's store budget starts here and the stack behind takes it over).
         self.layer = layer
+        self._ids = layer.ids if layer is not None else None
         self.metrics = metrics
         # Built once the route table is filled (the app builds its stack as it starts).
         self._known = known_paths(routes)
@@ -112,7 +113,7 @@ class Edge:
 
     async def _answer(self, scope: Scope, receive: Receive, send: Send) -> Receive | None:
         """None when the edge answered; else the `receive` the request goes on with."""
-        request = read_request(scope)
+        request = read_request(scope, self._ids, self.language)
         if request is None:
             return receive
         started = time.perf_counter()
@@ -139,9 +140,7 @@ class Edge:
                         return receive  # a body FastAPI parses first, unseen here
                     if checked:
                         receive, answer = await self._json_body(request, route, receive)
-                if answer is None and self.doors:
-                    self._name(request)  # what the doors count in the audit carries it
-                    request.language = self.language
+                if answer is None:
                     for door in self.doors:
                         answer = await door.answer(request, route)
                         if answer is not None:
@@ -150,13 +149,6 @@ class Edge:
             return receive
         await self._send(send, request, answer, started)
         return None
-
-    def _name(self, request: EdgeRequest) -> str | None:
-        """The request's id, given here when the edge is in front of the request layer."""
-        if request.id is None and self.layer is not None:
-            request.id = self.layer.ids.pick(request.request_id)
-            request_id_var.set(request.id)
-        return request.id
 
     def _not_found(self) -> EdgeAnswer:
         body = self._bodies.get("")
@@ -197,23 +189,29 @@ class Edge:
         self, request: EdgeRequest, route: EdgeRoute, receive: Receive
     ) -> tuple[Receive, EdgeAnswer | None]:
         """The 422 of a body that is not JSON, else a `receive` that hands the body on."""
-        chunks: list[bytes] = []
-        size = 0
-        more = True
-        while more and size <= self.max_body_bytes:
-            message = await receive()
-            if message["type"] != "http.request":  # the client left: let the app see it
-                taken = _as_messages(chunks, more=True) if chunks else []
-                return _replay([*taken, message], receive), None
-            chunk = message.get("body", b"")
-            chunks.append(chunk)
-            size += len(chunk)
-            more = message.get("more_body", False)
-        body = b"".join(chunks)
-        if size > self.max_body_bytes:  # more than it said: the body limit answers it
+        message = await receive()
+        if message["type"] == "http.request" and not message.get("more_body", False):
+            body = message.get("body", b"")  # the usual case: the whole body at once
+            more = False
+        else:
+            chunks: list[bytes] = []
+            size = 0
+            while True:
+                if message["type"] != "http.request":  # the client left: let the app see it
+                    taken = _as_messages(chunks, more=True) if chunks else []
+                    return _replay([*taken, message], receive), None
+                chunk = message.get("body", b"")
+                chunks.append(chunk)
+                size += len(chunk)
+                more = message.get("more_body", False)
+                if not more or size > self.max_body_bytes:
+                    break
+                message = await receive()
+            body = b"".join(chunks)
+        if len(body) > self.max_body_bytes:  # more than it said: the body limit answers it
             return _replay(_as_messages([body], more=more), receive), None
         try:
-            json.loads(body)
+            _parse(body)
         except json.JSONDecodeError as exc:
             field = f"body.{exc.pos}"
         except (ValueError, RecursionError):
@@ -237,6 +235,7 @@ class Edge:
         request_id = request.id
         if layer is not None:
             if request_id is None:
+                # Not in the context: the answer is made (request.name() is for the doors).
                 request_id = request.id = layer.ids.pick(request.request_id)
             headers.append((b"x-request-id", request_id.encode()))
         else:
@@ -258,6 +257,21 @@ class Edge:
             self.metrics.observe_request(
                 answer.template, method_label(method), answer.status, seconds
             )
+
+
+# json.loads's own decoder, and the first bytes after which json.loads reads a body as
+# something other than UTF-8 (a byte-order mark, or a zero byte of UTF-16 or UTF-32).
+_DECODER = json.JSONDecoder()
+_NOT_UTF8_FIRST = frozenset({b"\x00", b"\xef", b"\xfe", b"\xff"})
+
+
+def _parse(body: bytes) -> None:
+    """json.loads(body), as FastAPI parses it, raising what it raises; a plain UTF-8 body
+    (every real one) is decoded without json.loads's look for another encoding."""
+    if body[:1] in _NOT_UTF8_FIRST or body[1:2] == b"\x00":
+        json.loads(body)
+    else:
+        _DECODER.decode(body.decode("utf-8", "surrogatepass"))
 
 
 async def _no_body() -> Message:
