@@ -177,16 +177,16 @@ class AuditLog:
             raise ValueError(f"unknown audit event {event!r}")
         if not self.enabled:
             return
-        who: Caller | None
-        if anonymous_from is not None:
-            who = Caller("", "", anonymous_from)
-            name = None
-        else:
+        who: Caller | None = None
+        name = None
+        if anonymous_from is None:
             who = caller if caller is not None else current_caller()
             name = who.caller if who else None
 
         def make() -> dict[str, Any]:
-            entry = self._entry(event, outcome, who, service_id, details, None)
+            # Made for the first of its group only (an anonymous caller too).
+            named = Caller("", "", anonymous_from) if anonymous_from is not None else who
+            entry = self._entry(event, outcome, named, service_id, details, None)
             if anonymous_from is not None:
                 entry["caller"] = entry["end_user"] = None
             entry[ORDER] = time.time_ns()

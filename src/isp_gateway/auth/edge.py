@@ -27,7 +27,7 @@ from isp_gateway.auth.credentials import (
 from isp_gateway.auth.dependencies import current_caller, scoped_caller
 from isp_gateway.auth.keys import KEY_PREFIX, ApiKey, enforce_key_rate
 from isp_gateway.auth.scopes import InsufficientScope
-from isp_gateway.auth.tokens import InvalidToken, verify_token
+from isp_gateway.auth.tokens import InvalidToken, shaped, verify_token
 from isp_gateway.kit.callers import Caller
 from isp_gateway.kit.errors import Locked, StoreUnavailable
 from isp_gateway.web.doors import EdgeAnswer, EdgeRequest, EdgeRoute, speak
@@ -62,7 +62,7 @@ def credential(runtime: Gatekeeper, request: EdgeRequest) -> Credential:
         result = runtime.key_ring.lookup(key) or REFUSED
     elif token:
         subject = runtime.token_cache.get(token)
-        if subject is None:
+        if subject is None and shaped(token):  # else refused with no exception raised
             try:
                 subject = verify_token(runtime.settings, token, runtime.token_cache)
             except InvalidToken:

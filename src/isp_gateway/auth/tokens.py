@@ -50,6 +50,13 @@ class TokenCache:
         self._tokens[token] = (subject, expires)
 
 
+def shaped(token: str) -> bool:
+    """Whether the value has a JWT's shape, three dot-separated parts: one that has not is
+    refused before the JWT library's own parse (CALLERS.md 6: a bad token costs no more
+    than a cached lookup)."""
+    return token.count(".") == 2
+
+
 def verify_token(settings: Settings, token: str, cache: TokenCache) -> str:
     """The token's subject (checked by `_decode`), with a cache of verified tokens."""
     subject = cache.get(token)
@@ -62,10 +69,9 @@ def verify_token(settings: Settings, token: str, cache: TokenCache) -> str:
 
 def _decode(settings: Settings, token: str) -> tuple[str, float]:
     """The token's subject, or InvalidToken. Only the configured algorithm is accepted,
-    which rules out `none` and algorithm-confusion tricks. A value that is not three
-    dot-separated parts is refused before the JWT library's own parse (CALLERS.md 6: a bad
-    token costs no more than a cached lookup)."""
-    if token.count(".") != 2:
+    which rules out `none` and algorithm-confusion tricks; a value not `shaped` is refused
+    first."""
+    if not shaped(token):
         raise InvalidToken("DecodeError")
     try:
         claims = jwt.decode(
