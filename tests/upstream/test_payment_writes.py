@@ -5,16 +5,12 @@ typed errors, "outcome unknown", the streamed receipt and the rate budget."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from datetime import date
 from typing import Any
 
 import pytest
 from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
 
 from isp_gateway.kit.errors import UpstreamRateLimited, UpstreamRejected, UpstreamUnauthorized
 from isp_gateway.simulator import suspended_debtors
@@ -30,7 +26,7 @@ from isp_gateway.upstream.payments import (
 )
 from tests.conftest import Simulator, StartSimulator
 from tests.support import run_server
-from tests.upstream.conftest import Connect
+from tests.upstream.conftest import Connect, Recorder
 
 pytestmark = pytest.mark.anyio
 
@@ -264,29 +260,6 @@ async def test_a_streamed_receipt_arrives_whole(
         size=len(big) if sized else None,
     )
     assert simulator.state.payment_reports[0].content == big
-
-
-@dataclass
-class Recorder:
-    """A scripted backend: records each request's headers and body, answers `answer`."""
-
-    answer: tuple[int, bytes] = (200, b'{"task_id": "t-1"}')
-    requests: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
-
-    def app(self) -> Starlette:
-        async def endpoint(request: Request) -> Response:
-            self.requests.append((dict(request.headers), await request.body()))
-            status, body = self.answer
-            return Response(body, status, media_type="application/json")
-
-        return Starlette(routes=[Route("/api/{rest:path}", endpoint, methods=["POST"])])
-
-
-@pytest.fixture
-def recorder() -> Iterator[tuple[Recorder, str]]:
-    script = Recorder()
-    with run_server(script.app()) as url:
-        yield script, url
 
 
 async def test_a_sized_stream_has_a_content_length_and_an_unsized_one_is_chunked(
