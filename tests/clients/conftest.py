@@ -38,6 +38,11 @@ def envelope(response: Any, status: int) -> dict[str, Any]:
     return body(response)
 
 
+def assert_fields(out: dict[str, Any], **expected: Any) -> None:
+    """Assert that the envelope `out` has these top-level fields (the others not compared)."""
+    assert {name: out[name] for name in expected} == expected, out
+
+
 def row(service_id: int, **fields: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
         "id_servicio": service_id,

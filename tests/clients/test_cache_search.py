@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.clients.conftest import StartPair, body, calls, envelope, warm
+from tests.clients.conftest import StartPair, assert_fields, body, calls, envelope, warm
 from tests.conftest import Gateway, Pair, StartGateway, StartSimulator
 from tests.support import wait_until
 
@@ -74,12 +74,7 @@ def test_search_nothing_found(pair: Pair) -> None:
     _, gw = pair
     response = search(gw, "zzzz")
     out = envelope(response, 200)
-    assert (out["ok"], out["type"], out["action"], out["data"]) == (
-        True,
-        "success",
-        "client_not_found",
-        [],
-    )
+    assert_fields(out, ok=True, type="success", action="client_not_found", data=[])
 
 
 @pytest.mark.parametrize("q", [None, "", "   "])
@@ -194,13 +189,7 @@ def test_list_failure(
     gw = start_gateway(sim.url, UPSTREAM_PAGE_RETRY_SECONDS=0.05)
     response = gw.get("/api/v1/clients/")
     out = envelope(response, status)
-    assert (out["ok"], out["type"], out["action"], out["data"], out["message"]) == (
-        False,
-        "error",
-        action,
-        None,
-        message,
-    )
+    assert_fields(out, ok=False, type="error", action=action, data=None, message=message)
     # Search needs the list too; it answers like a lookup would (never "not found").
     failed = search(gw, "maria")
     assert failed.status_code == 502

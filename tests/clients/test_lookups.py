@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.clients.conftest import StartPair, body, by_doc, calls, envelope
+from tests.clients.conftest import StartPair, assert_fields, body, by_doc, calls, envelope
 from tests.conftest import Gateway, Pair, Simulator
 from tests.support import wait_until
 
@@ -24,12 +24,7 @@ def test_list_returns_only_active_clients_fully_mapped(pair: Pair) -> None:
     sim, gw = pair
     response = gw.get("/api/v1/clients/")
     out = envelope(response, 200)
-    assert (out["ok"], out["type"], out["action"], out["meta"]) == (
-        True,
-        "success",
-        "clients_listed",
-        None,
-    )
+    assert_fields(out, ok=True, type="success", action="clients_listed", meta=None)
     ids = [c["service_id"] for c in out["data"]]
     assert ids == [101, 103, 105, 106, 107]  # 102 Suspendido and 104 Cancelado left out
     first = out["data"][0]
@@ -99,28 +94,24 @@ def test_invalid_document_is_400(pair: Pair, document: str) -> None:
     sim, gw = pair
     response = gw.get(f"/api/v1/clients/by-document/{document}")
     out = envelope(response, 400)
-    assert (out["ok"], out["action"], out["message"], out["data"]) == (
-        False,
-        "invalid_document",
-        "Invalid document format",
-        None,
+    assert_fields(
+        out, ok=False, action="invalid_document", message="Invalid document format", data=None
     )
     assert calls(sim) == 0
 
 
-def test_unknown_document_asks_upstream_once_then_remembers(
-    pair: Pair,
-) -> None:
+def test_unknown_document_asks_upstream_once_then_remembers(pair: Pair) -> None:
     sim, gw = pair
     for _ in range(3):
         response = gw.get("/api/v1/clients/by-document/424242")
         out = envelope(response, 404)
-        assert (out["ok"], out["type"], out["action"], out["message"], out["data"]) == (
-            False,
-            "error",
-            "client_not_found",
-            "Client not found",
-            None,
+        assert_fields(
+            out,
+            ok=False,
+            type="error",
+            action="client_not_found",
+            message="Client not found",
+            data=None,
         )
     assert calls(sim) == 1  # one upstream query, then the remembered miss
 
@@ -136,9 +127,7 @@ def test_negative_cache_expires(start_pair: StartPair) -> None:
     assert calls(sim) == 2
 
 
-def test_new_customer_found_upstream_then_served_from_index(
-    pair: Pair,
-) -> None:
+def test_new_customer_found_upstream_then_served_from_index(pair: Pair) -> None:
     sim, gw = pair
     # The upstream learns a document the cached list does not have yet.
     sim.state.update_profile(105, {"cedula": "77777777"})

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.clients.conftest import StartPair, body, calls, envelope
+from tests.clients.conftest import StartPair, assert_fields, body, calls, envelope
 from tests.conftest import Gateway, Pair
 
 GOOD = {
@@ -76,9 +76,7 @@ def test_verify_matching_rules(pair: Pair) -> None:
     assert body(verify(gw, 102, maria))["action"] == "client_verified"
 
 
-def test_verify_needs_three_fields_before_any_upstream_call(
-    pair: Pair,
-) -> None:
+def test_verify_needs_three_fields_before_any_upstream_call(pair: Pair) -> None:
     sim, gw = pair
     for payload in (
         {"name": "Juan Perez", "address": "El Rosal"},
@@ -88,12 +86,7 @@ def test_verify_needs_three_fields_before_any_upstream_call(
     ):
         response = verify(gw, 4040, payload)
         out = envelope(response, 400)
-        assert (out["ok"], out["type"], out["action"], out["data"]) == (
-            False,
-            "error",
-            "client_verification_failed",
-            None,
-        )
+        assert_fields(out, ok=False, type="error", action="client_verification_failed", data=None)
         assert "3" in out["message"]
     assert calls(sim) == 0
 
@@ -362,18 +355,13 @@ def test_price_source_failure_is_not_a_mismatch(
     assert body(resolve(gw, ANA))["data"]["service_id"] == 103
 
 
-def test_update_with_our_key_refused_is_502_unable_to_fetch(
-    pair: Pair,
-) -> None:
+def test_update_with_our_key_refused_is_502_unable_to_fetch(pair: Pair) -> None:
     sim, gw = pair
     sim.state.faults.update({"force_403": True, "method": "PATCH"})
     response = gw.put("/api/v1/clients/101", json={"document": "12345"})
     out = envelope(response, 502)
-    assert (out["ok"], out["action"], out["message"], out["data"]) == (
-        False,
-        "CLIENT_NOT_FOUND",
-        "Unable to fetch client data",
-        None,
+    assert_fields(
+        out, ok=False, action="CLIENT_NOT_FOUND", message="Unable to fetch client data", data=None
     )
     assert "test-upstream-key" not in response.text
     assert gw.get("/api/v1/clients/by-document/12345678").status_code == 200

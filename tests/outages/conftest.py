@@ -157,6 +157,16 @@ def hooks(tmp_path: Path) -> Hooks:
     return Hooks(tmp_path / "webhooks.json")
 
 
+Bot = tuple[Receiver, str]
+
+
+@pytest.fixture
+def bot(start_receiver: StartReceiver, hooks: Hooks) -> Bot:
+    """A receiver subscribed as "bot" to every event type, and its signing secret."""
+    receiver = start_receiver()
+    return receiver, hooks.add("bot", receiver.url)
+
+
 def notice_settings(hooks: Hooks, **more: Any) -> dict[str, Any]:
     """A gateway that sees flips within about a second and retries at once."""
     return {

@@ -12,6 +12,7 @@ from tests.conftest import Simulator, StartGateway
 from tests.outages.conftest import (
     ON_7,
     ZONES_7,
+    Bot,
     Hooks,
     StartReceiver,
     clear_outage,
@@ -25,13 +26,9 @@ SETTLE_SECONDS = 3.0  # longer than several sweeps and sender ticks: a second ev
 
 
 def test_a_raised_flag_gives_one_signed_started_notice_then_one_ended(
-    sim: Simulator,
-    start_gateway: StartGateway,
-    start_receiver: StartReceiver,
-    hooks: Hooks,
+    sim: Simulator, start_gateway: StartGateway, bot: Bot, hooks: Hooks
 ) -> None:
-    receiver = start_receiver()
-    secret = hooks.add("bot", receiver.url)
+    receiver, secret = bot
     gw = watching(start_gateway(sim.url, **notice_settings(hooks, OUTAGE_CACHE_SECONDS=2)))
     assert gw.get("/api/v1/outages").json()["data"] == []
     raised = time.monotonic()
@@ -89,14 +86,10 @@ def test_a_raised_flag_gives_one_signed_started_notice_then_one_ended(
 
 
 def test_a_receiver_answering_500_twice_gets_the_notice_a_third_time_with_the_same_id(
-    sim: Simulator,
-    start_gateway: StartGateway,
-    start_receiver: StartReceiver,
-    hooks: Hooks,
+    sim: Simulator, start_gateway: StartGateway, bot: Bot, hooks: Hooks
 ) -> None:
-    receiver = start_receiver()
+    receiver, secret = bot
     receiver.answers = [500, 500]
-    secret = hooks.add("bot", receiver.url)
     gw = watching(start_gateway(sim.url, **notice_settings(hooks)))
     raise_outage(sim, 8, "Mantenimiento")
     attempts = receiver.wait("outage.started", 3)
@@ -113,10 +106,7 @@ def test_a_receiver_answering_500_twice_gets_the_notice_a_third_time_with_the_sa
 
 
 def test_a_hanging_receiver_delays_neither_the_api_nor_another_receiver(
-    sim: Simulator,
-    start_gateway: StartGateway,
-    start_receiver: StartReceiver,
-    hooks: Hooks,
+    sim: Simulator, start_gateway: StartGateway, start_receiver: StartReceiver, hooks: Hooks
 ) -> None:
     slow, fast = start_receiver(), start_receiver()
     slow.hang = True
@@ -140,10 +130,7 @@ def test_a_hanging_receiver_delays_neither_the_api_nor_another_receiver(
 
 
 def test_a_removed_subscription_gets_nothing_after_5_s_and_an_added_one_without_restart(
-    sim: Simulator,
-    start_gateway: StartGateway,
-    start_receiver: StartReceiver,
-    hooks: Hooks,
+    sim: Simulator, start_gateway: StartGateway, start_receiver: StartReceiver, hooks: Hooks
 ) -> None:
     kept, removed, added = start_receiver(), start_receiver(), start_receiver()
     hooks.add("kept", kept.url)

@@ -20,8 +20,8 @@ from tests.conftest import (
 )
 from tests.outages.conftest import (
     ON_7,
+    Bot,
     Hooks,
-    StartReceiver,
     clear_outage,
     flip_twice,
     notice_settings,
@@ -38,12 +38,11 @@ SETTLE_SECONDS = 3.0
 def test_two_workers_on_redis_give_exactly_one_event_per_flip(
     sim: Simulator,
     start_gateway: StartGateway,
-    start_receiver: StartReceiver,
+    bot: Bot,
     hooks: Hooks,
     shared_redis: str,
 ) -> None:
-    receiver = start_receiver()
-    secret = hooks.add("bot", receiver.url)
+    receiver, secret = bot
     settings = notice_settings(hooks, REDIS_URL=shared_redis)
     workers = [watching(start_gateway(sim.url, **settings)) for _ in range(2)]
     flip_twice(sim, 7, receiver)
@@ -63,7 +62,7 @@ def test_two_workers_on_redis_give_exactly_one_event_per_flip(
 
 def test_serve_with_two_workers_on_redis_sends_one_notice_per_flip(
     sim: Simulator,
-    start_receiver: StartReceiver,
+    bot: Bot,
     hooks: Hooks,
     shared_redis: str,
     password_hash: str,
@@ -71,8 +70,7 @@ def test_serve_with_two_workers_on_redis_sends_one_notice_per_flip(
 ) -> None:
     """`isp-gateway serve --workers 2` as a real process: each worker compares the catalogue
     and could send; a flip is still one notice."""
-    receiver = start_receiver()
-    secret = hooks.add("bot", receiver.url)
+    receiver, secret = bot
     settings = notice_settings(hooks, REDIS_URL=shared_redis)
     env = serve_env(sim.url, password_hash, **{k: str(v) for k, v in settings.items()})
     with serving_workers(env, tmp_path, "/ready") as url:
@@ -89,15 +87,14 @@ def test_serve_with_two_workers_on_redis_sends_one_notice_per_flip(
 def test_a_restart_during_an_outage_does_not_announce_it_again(
     start_simulator: StartSimulator,
     data_file: object,
-    start_receiver: StartReceiver,
+    bot: Bot,
     hooks: Hooks,
     shared_redis: str,
     password_hash: str,
 ) -> None:
     # Flagged before the gateway's first start (no known state): announced once.
     sim = start_simulator(data_file=data_file, outages={7: "Corte de fibra"})
-    receiver = start_receiver()
-    secret = hooks.add("bot", receiver.url)
+    receiver, secret = bot
     settings = notice_settings(hooks, REDIS_URL=shared_redis)
     with contextlib.ExitStack() as stack:
         first = watching(_start_gateway(stack, password_hash, sim.url, **settings))
@@ -118,14 +115,13 @@ def test_a_restart_during_an_outage_does_not_announce_it_again(
 
 def test_a_notice_queued_before_a_restart_is_delivered_after_it(
     sim: Simulator,
-    start_receiver: StartReceiver,
+    bot: Bot,
     hooks: Hooks,
     shared_redis: str,
     password_hash: str,
 ) -> None:
-    receiver = start_receiver()
+    receiver, secret = bot
     receiver.answers = [503] * 1000  # down for the whole first run
-    secret = hooks.add("bot", receiver.url)
     settings = notice_settings(hooks, REDIS_URL=shared_redis)
     with contextlib.ExitStack() as stack:
         watching(_start_gateway(stack, password_hash, sim.url, **settings))
@@ -147,14 +143,13 @@ def test_a_notice_queued_before_a_restart_is_delivered_after_it(
 def test_a_notice_never_accepted_is_dropped_with_an_error_and_an_audit_event(
     sim: Simulator,
     start_gateway: StartGateway,
-    start_receiver: StartReceiver,
+    bot: Bot,
     hooks: Hooks,
     shared_redis: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    receiver = start_receiver()
+    receiver, _ = bot
     receiver.answers = [500] * 1000
-    hooks.add("bot", receiver.url)
     settings = notice_settings(
         hooks, REDIS_URL=shared_redis, WEBHOOKS_RETRY_SECONDS="0.2", WEBHOOKS_GIVE_UP_SECONDS=1
     )

@@ -66,9 +66,7 @@ def made(invoice_id: int, until: int, created: int) -> Promise:
     )
 
 
-def test_a_promise_reactivates_the_service_and_the_account_shows_it(
-    pair: Pair,
-) -> None:
+def test_a_promise_reactivates_the_service_and_the_account_shows_it(pair: Pair) -> None:
     sim, gw = pair
     sid = DEBTORS[0]
     vid = verification_id(gw, sid)
@@ -215,9 +213,7 @@ def test_rule_4_one_active_promise(pair: Pair) -> None:
     assert len(promises_of(sim, sid)) == 1
 
 
-def test_rule_5_a_broken_promise_bars_new_ones_for_the_cooldown(
-    pair: Pair,
-) -> None:
+def test_rule_5_a_broken_promise_bars_new_ones_for_the_cooldown(pair: Pair) -> None:
     sim, gw = pair
     sid = DEBTORS[7]
     # Promised for two days ago, made five days ago, and its invoice is still owed.
@@ -233,9 +229,7 @@ def test_rule_5_a_broken_promise_bars_new_ones_for_the_cooldown(
     assert promises_of(sim, sid) == []
 
 
-def test_rule_5_a_broken_promise_past_its_cooldown_no_longer_counts(
-    pair: Pair,
-) -> None:
+def test_rule_5_a_broken_promise_past_its_cooldown_no_longer_counts(pair: Pair) -> None:
     _sim, gw = pair
     sid = DEBTORS[8]
     seed(gw, sid, made(oldest_invoice(sid), until=-31, created=-35))
@@ -266,9 +260,7 @@ def test_rule_5_at_most_two_promises_in_any_90_days(pair: Pair) -> None:
     assert promises_of(sim, DEBTORS[10]) == []
 
 
-def test_diagnose_offers_a_promise_only_while_one_is_allowed(
-    pair: Pair,
-) -> None:
+def test_diagnose_offers_a_promise_only_while_one_is_allowed(pair: Pair) -> None:
     _, gw = pair
     sid = DEBTORS[12]
     diagnosed = gw.post(f"/api/v1/clients/{sid}/diagnose?wait=0").json()
@@ -297,9 +289,7 @@ def test_an_invoice_paid_meanwhile_upstream(pair: Pair) -> None:
     assert answer.status_code == 201, answer.text
 
 
-def test_a_replay_with_the_same_key_makes_one_upstream_call(
-    pair: Pair,
-) -> None:
+def test_a_replay_with_the_same_key_makes_one_upstream_call(pair: Pair) -> None:
     sim, gw = pair
     sid = DEBTORS[14]
     vid = verification_id(gw, sid)

@@ -86,9 +86,7 @@ def test_a_receipt_reaches_staff_byte_for_byte(
     assert account["total_due"] == 52500.5
 
 
-def test_the_type_is_read_from_the_content_never_the_name(
-    pair: Pair,
-) -> None:
+def test_the_type_is_read_from_the_content_never_the_name(pair: Pair) -> None:
     sim, gw = pair
     sid = DEBTORS[2]
     vid = verification_id(gw, sid)

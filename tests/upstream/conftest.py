@@ -1,21 +1,27 @@
 """Fixtures for the upstream tests: the real UpstreamGateway against a URL, a scripted
-upstream for shapes the simulator never produces, and gateway settings against it."""
+upstream for shapes the simulator never produces, a backend that records the writes it is
+sent, and gateway settings against it."""
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 from isp_gateway.settings import Settings
 from isp_gateway.store import MemoryStore
 from isp_gateway.upstream.budget import RateBudget
 from isp_gateway.upstream.gateway import UpstreamGateway, build_http_client
 from tests.conftest import gateway_settings
+from tests.support import run_server
 
 
 @dataclass
@@ -68,8 +74,7 @@ class ScriptedUpstream:
 
     def app(self) -> Any:
         from starlette.applications import Starlette
-        from starlette.requests import Request
-        from starlette.responses import JSONResponse, RedirectResponse, Response
+        from starlette.responses import JSONResponse, RedirectResponse
         from starlette.routing import Route
 
         async def page(request: Request) -> Response:
@@ -111,6 +116,29 @@ class ScriptedUpstream:
                 Route("/api/target/", target, methods=["GET", "POST"]),
             ]
         )
+
+
+@dataclass
+class Recorder:
+    """A scripted backend: records each request's headers and body, answers `answer`."""
+
+    answer: tuple[int, bytes] = (200, b'{"task_id": "t-1"}')
+    requests: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
+
+    def app(self) -> Starlette:
+        async def endpoint(request: Request) -> Response:
+            self.requests.append((dict(request.headers), await request.body()))
+            status, body = self.answer
+            return Response(body, status, media_type="application/json")
+
+        return Starlette(routes=[Route("/api/{rest:path}", endpoint, methods=["POST"])])
+
+
+@pytest.fixture
+def recorder() -> Iterator[tuple[Recorder, str]]:
+    script = Recorder()
+    with run_server(script.app()) as url:
+        yield script, url
 
 
 def make_settings(password_hash: str, upstream_url: str, **overrides: Any) -> Settings:

@@ -5,16 +5,12 @@ typed errors, "outcome unknown", the streamed receipt and the rate budget."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from datetime import date
 from typing import Any
 
 import pytest
 from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
 
 from isp_gateway.kit.errors import UpstreamRateLimited, UpstreamRejected, UpstreamUnauthorized
 from isp_gateway.simulator import suspended_debtors
@@ -30,7 +26,7 @@ from isp_gateway.upstream.payments import (
 )
 from tests.conftest import Simulator, StartSimulator
 from tests.support import run_server
-from tests.upstream.conftest import Connect
+from tests.upstream.conftest import Connect, Recorder
 
 pytestmark = pytest.mark.anyio
 
@@ -64,47 +60,46 @@ async def chunks(data: bytes, size: int = 7000) -> AsyncIterator[bytes]:
 
 
 async def test_a_promise_is_made_once_and_reconnects(
-    start_simulator: StartSimulator, connect: Connect
+    simulator: Simulator, connect: Connect
 ) -> None:
-    sim = start_simulator()
-    upstream = connect(sim.url)
-    client, invoice_id = debtor(sim)
+    upstream = connect(simulator.url)
+    client, invoice_id = debtor(simulator)
     made = await payments.create_promise(upstream.gateway, invoice_id, UNTIL)
     assert made == PromiseMade(invoice_id, UNTIL)
-    (promise,) = sim.state.promises
+    (promise,) = simulator.state.promises
     assert (promise["id_factura"], promise["fecha_limite"], promise["accion"]) == (
         invoice_id,
         "2026-11-28 00:00",
         1,
     )
     assert client["estado"] == "Activo"
-    assert calls(sim, "POST /api/promesa-pago/") == 1
+    assert calls(simulator, "POST /api/promesa-pago/") == 1
     # An interactive call of the budget, like a ticket or a ping.
     assert await upstream.spent() == await upstream.spent(interactive=False) == 1
 
 
 async def test_a_promise_without_reconnection_sends_action_0(
-    start_simulator: StartSimulator, connect: Connect
+    simulator: Simulator, connect: Connect
 ) -> None:
-    sim = start_simulator()
-    client, invoice_id = debtor(sim)
-    await payments.create_promise(connect(sim.url).gateway, invoice_id, UNTIL, reconnect=False)
-    assert sim.state.promises[0]["accion"] == 0 and client["estado"] == "Suspendido"
+    client, invoice_id = debtor(simulator)
+    await payments.create_promise(
+        connect(simulator.url).gateway, invoice_id, UNTIL, reconnect=False
+    )
+    assert simulator.state.promises[0]["accion"] == 0 and client["estado"] == "Suspendido"
 
 
 async def test_a_paid_or_unknown_invoice_has_its_own_error(
-    start_simulator: StartSimulator, connect: Connect
+    simulator: Simulator, connect: Connect
 ) -> None:
-    sim = start_simulator()
-    gateway = connect(sim.url).gateway
+    gateway = connect(simulator.url).gateway
     with pytest.raises(InvoiceAlreadyPaid) as paid:
-        await payments.create_promise(gateway, paid_invoice(sim), UNTIL)
+        await payments.create_promise(gateway, paid_invoice(simulator), UNTIL)
     assert isinstance(paid.value, PaymentRejected) and isinstance(paid.value, UpstreamRejected)
     assert paid.value.upstream_status == 400 and paid.value.of_request
     assert paid.value.fields[0][0] == "invoice_id"
     with pytest.raises(InvoiceUnknown):
         await payments.create_promise(gateway, 999_999, UNTIL)
-    assert sim.state.promises == []
+    assert simulator.state.promises == []
 
 
 @pytest.mark.parametrize("invoice_id", [0, -3, True])
@@ -152,39 +147,37 @@ async def write(kind: str, gateway: Any, invoice_id: int) -> None:
 @pytest.mark.parametrize("kind", list(WRITES))
 @pytest.mark.parametrize(("fault", "done"), UNKNOWN_OUTCOMES)
 async def test_no_readable_answer_to_a_write_is_outcome_unknown(
-    start_simulator: StartSimulator,
+    simulator: Simulator,
     connect: Connect,
     fault: dict[str, Any],
     done: bool,
     kind: str,
 ) -> None:
     prefix, call, made = WRITES[kind]
-    sim = start_simulator()
-    sim.state.faults.update({**fault, "path_prefix": prefix})
-    _, invoice_id = debtor(sim)
-    gateway = connect(sim.url, UPSTREAM_TIMEOUT_SECONDS=0.5).gateway
+    simulator.state.faults.update({**fault, "path_prefix": prefix})
+    _, invoice_id = debtor(simulator)
+    gateway = connect(simulator.url, UPSTREAM_TIMEOUT_SECONDS=0.5).gateway
     with pytest.raises(PaymentOutcomeUnknown) as unknown:
         await write(kind, gateway, invoice_id)
     assert (unknown.value.operation, unknown.value.invoice_id) == (kind, invoice_id)
     assert unknown.value.status_code == 502
-    assert len(getattr(sim.state, made)) == (1 if done else 0)
-    assert calls(sim, call) == 1  # never repeated
+    assert len(getattr(simulator.state, made)) == (1 if done else 0)
+    assert calls(simulator, call) == 1  # never repeated
 
 
 async def test_refusals_before_the_write_keep_their_errors(
-    start_simulator: StartSimulator, connect: Connect
+    simulator: Simulator, connect: Connect
 ) -> None:
-    sim = start_simulator()
-    gateway = connect(sim.url).gateway
-    _, invoice_id = debtor(sim)
-    sim.state.faults.update({"force_403": True})
+    gateway = connect(simulator.url).gateway
+    _, invoice_id = debtor(simulator)
+    simulator.state.faults.update({"force_403": True})
     with pytest.raises(UpstreamUnauthorized):
         await payments.create_promise(gateway, invoice_id, UNTIL)
-    sim.state.faults.update({"reset": True, "force_429": True, "retry_after": 7})
+    simulator.state.faults.update({"reset": True, "force_429": True, "retry_after": 7})
     with pytest.raises(UpstreamRateLimited) as limited:
         await payments.create_promise(gateway, invoice_id, UNTIL)
     assert limited.value.retry_after == 7
-    assert sim.state.promises == []
+    assert simulator.state.promises == []
 
 
 async def test_a_refused_connection_is_known_to_have_done_nothing(
@@ -202,11 +195,10 @@ async def test_a_refused_connection_is_known_to_have_done_nothing(
 
 
 async def test_the_writes_spend_the_interactive_budget(
-    start_simulator: StartSimulator, connect: Connect
+    simulator: Simulator, connect: Connect
 ) -> None:
-    sim = start_simulator()
-    upstream = connect(sim.url, UPSTREAM_RATE_PER_MINUTE=2, UPSTREAM_RATE_PER_HOUR=100)
-    (_, first), (_, second) = debtor(sim), debtor(sim, 1)
+    upstream = connect(simulator.url, UPSTREAM_RATE_PER_MINUTE=2, UPSTREAM_RATE_PER_HOUR=100)
+    (_, first), (_, second) = debtor(simulator), debtor(simulator, 1)
     await payments.create_promise(upstream.gateway, first, UNTIL)
     await payments.report_payment(
         upstream.gateway, second, 7, PAID_ON, "R-1", RECEIPT, "r.pdf", "application/pdf"
@@ -215,18 +207,17 @@ async def test_the_writes_spend_the_interactive_budget(
     # The minute's budget is gone: the next write is refused here, never sent.
     with pytest.raises(UpstreamRateLimited):
         await payments.create_promise(upstream.gateway, second, UNTIL)
-    assert sim.state.stats()["total"] == 2
+    assert simulator.state.stats()["total"] == 2
 
 
 # -- reports --------------------------------------------------------------------------------
 
 
 async def test_a_report_sends_the_receipt_byte_for_byte(
-    start_simulator: StartSimulator, connect: Connect
+    simulator: Simulator, connect: Connect
 ) -> None:
-    sim = start_simulator()
-    upstream = connect(sim.url)
-    client, invoice_id = debtor(sim)
+    upstream = connect(simulator.url)
+    client, invoice_id = debtor(simulator)
     task_id = await payments.report_payment(
         upstream.gateway,
         invoice_id,
@@ -237,7 +228,7 @@ async def test_a_report_sends_the_receipt_byte_for_byte(
         "recibo.pdf",
         "application/pdf",
     )
-    (report,) = sim.state.payment_reports
+    (report,) = simulator.state.payment_reports
     assert report.task_id == task_id
     assert report.content == RECEIPT
     assert (report.filename, report.content_type) == ("recibo.pdf", "application/pdf")
@@ -246,20 +237,19 @@ async def test_a_report_sends_the_receipt_byte_for_byte(
         "2026-11-20",
         "BCO 7788-12 ñ",
     )
-    assert sim.state.get_invoice(invoice_id)["estado"] == 4
+    assert simulator.state.get_invoice(invoice_id)["estado"] == 4
     assert client["estado"] == "Suspendido"  # a report moves no money and reconnects nobody
     assert await upstream.spent() == 1
 
 
 @pytest.mark.parametrize("sized", [True, False], ids=["content-length", "chunked"])
 async def test_a_streamed_receipt_arrives_whole(
-    start_simulator: StartSimulator, connect: Connect, sized: bool
+    simulator: Simulator, connect: Connect, sized: bool
 ) -> None:
-    sim = start_simulator()
-    _, invoice_id = debtor(sim)
+    _, invoice_id = debtor(simulator)
     big = RECEIPT * 20  # about 330 KB in 48 chunks
     await payments.report_payment(
-        connect(sim.url).gateway,
+        connect(simulator.url).gateway,
         invoice_id,
         7,
         PAID_ON,
@@ -269,30 +259,7 @@ async def test_a_streamed_receipt_arrives_whole(
         "image/jpeg",
         size=len(big) if sized else None,
     )
-    assert sim.state.payment_reports[0].content == big
-
-
-@dataclass
-class Recorder:
-    """A scripted backend: records each request's headers and body, answers `answer`."""
-
-    answer: tuple[int, bytes] = (200, b'{"task_id": "t-1"}')
-    requests: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
-
-    def app(self) -> Starlette:
-        async def endpoint(request: Request) -> Response:
-            self.requests.append((dict(request.headers), await request.body()))
-            status, body = self.answer
-            return Response(body, status, media_type="application/json")
-
-        return Starlette(routes=[Route("/api/{rest:path}", endpoint, methods=["POST"])])
-
-
-@pytest.fixture
-def recorder() -> Iterator[tuple[Recorder, str]]:
-    script = Recorder()
-    with run_server(script.app()) as url:
-        yield script, url
+    assert simulator.state.payment_reports[0].content == big
 
 
 async def test_a_sized_stream_has_a_content_length_and_an_unsized_one_is_chunked(
@@ -316,19 +283,18 @@ async def test_a_sized_stream_has_a_content_length_and_an_unsized_one_is_chunked
 
 
 async def test_a_receipt_that_is_not_its_announced_size_is_cut_short(
-    start_simulator: StartSimulator, connect: Connect
+    simulator: Simulator, connect: Connect
 ) -> None:
-    sim = start_simulator()
-    gateway = connect(sim.url).gateway
-    _, invoice_id = debtor(sim)
+    gateway = connect(simulator.url).gateway
+    _, invoice_id = debtor(simulator)
     for size in (len(RECEIPT) - 1, len(RECEIPT) + 1):
         with pytest.raises(ReceiptSizeMismatch):
             await payments.report_payment(
                 gateway, invoice_id, 7, PAID_ON, "R", chunks(RECEIPT), "r.pdf", "x/y", size=size
             )
     await asyncio.sleep(0.2)  # the simulator saw two bodies cut short
-    assert sim.state.payment_reports == []
-    assert sim.state.get_invoice(invoice_id)["estado"] == 1
+    assert simulator.state.payment_reports == []
+    assert simulator.state.get_invoice(invoice_id)["estado"] == 1
 
 
 async def test_file_names_and_media_types_are_sent_safely(
@@ -353,10 +319,9 @@ async def test_file_names_and_media_types_are_sent_safely(
 
 
 async def test_a_report_of_a_paid_or_unknown_invoice_or_bad_fields(
-    start_simulator: StartSimulator, connect: Connect
+    simulator: Simulator, connect: Connect
 ) -> None:
-    sim = start_simulator()
-    gateway = connect(sim.url).gateway
+    gateway = connect(simulator.url).gateway
 
     async def report(invoice_id: int, method_id: int = 7) -> str:
         return await payments.report_payment(
@@ -364,16 +329,16 @@ async def test_a_report_of_a_paid_or_unknown_invoice_or_bad_fields(
         )
 
     with pytest.raises(InvoiceAlreadyPaid):
-        await report(paid_invoice(sim))
+        await report(paid_invoice(simulator))
     with pytest.raises(InvoiceUnknown) as unknown:
         await report(999_999)
     assert unknown.value.upstream_status == 404
-    _, invoice_id = debtor(sim)
+    _, invoice_id = debtor(simulator)
     with pytest.raises(PaymentRejected) as rejected:
         await report(invoice_id, method_id=99)
     assert type(rejected.value) is PaymentRejected and rejected.value.of_request
     assert [name for name, _ in rejected.value.fields] == ["payment_method_id"]
-    assert sim.state.payment_reports == []
+    assert simulator.state.payment_reports == []
 
 
 @pytest.mark.parametrize(

@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Awaitable, Callable
+from dataclasses import KW_ONLY, dataclass
 from typing import Any, TypeVar
 
 from isp_gateway.kit.actions import Action
@@ -60,24 +61,17 @@ class KeyInProgress(ServiceError):
         super().__init__(message, headers={"Retry-After": "2"})
 
 
+@dataclass(eq=False)
 class Idempotency:
     """The idempotency of one kind of write (`scope` names its records in the store)."""
 
-    def __init__(
-        self,
-        store: Store,
-        scope: str,
-        *,
-        ttl: float,
-        lock_seconds: float,
-        wait_seconds: float,
-    ) -> None:
-        self.store = store
-        self.scope = scope
-        self.ttl = ttl
-        # The lock outlives the work under it; a repeat waits this long before the 409.
-        self.lock_seconds = lock_seconds
-        self.wait_seconds = wait_seconds
+    store: Store
+    scope: str
+    _: KW_ONLY
+    ttl: float
+    # The lock outlives the work under it; a repeat waits this long before the 409.
+    lock_seconds: float
+    wait_seconds: float
 
     def record_key(self, key: str) -> str:
         digest = hashlib.sha256(key.encode()).hexdigest()

@@ -8,7 +8,9 @@ standalone bundle, a favicon) and are served from our own path; nothing leaves t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib import resources
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.openapi.docs import (
@@ -34,7 +36,36 @@ CONTENT_SECURITY_POLICY = (
 )
 
 
-def _offline(page: HTMLResponse) -> HTMLResponse:
+# Each page's own URLs, served under the root path a request came by.
+SWAGGER_UI_URLS = {
+    "oauth2_redirect_url": OAUTH2_REDIRECT_URL,
+    "swagger_js_url": f"{ASSETS_PATH}/swagger-ui-bundle.js",
+    "swagger_css_url": f"{ASSETS_PATH}/swagger-ui.css",
+    "swagger_favicon_url": f"{ASSETS_PATH}/favicon.png",
+}
+REDOC_URLS = {
+    "redoc_js_url": f"{ASSETS_PATH}/redoc.standalone.js",
+    "redoc_favicon_url": f"{ASSETS_PATH}/favicon.png",
+}
+
+
+def _offline_page(
+    request: Request,
+    app: FastAPI,
+    render: Callable[..., HTMLResponse],
+    title: str,
+    urls: dict[str, str],
+    **options: Any,
+) -> HTMLResponse:
+    """FastAPI's page `render`ed with the schema and `urls` under the request's root path (a
+    proxy's prefix), and the policy that keeps the browser from loading anything elsewhere."""
+    root = request.scope.get("root_path", "")
+    page = render(
+        openapi_url=f"{root}{app.openapi_url}",
+        title=f"{app.title} - {title}",
+        **{name: f"{root}{url}" for name, url in urls.items()},
+        **options,
+    )
     page.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
     return page
 
@@ -52,17 +83,14 @@ def install_docs(app: FastAPI) -> None:
 
     @app.get(DOCS_URL, include_in_schema=False)
     async def swagger_ui(request: Request) -> HTMLResponse:
-        root = request.scope.get("root_path", "")
-        page = get_swagger_ui_html(
-            openapi_url=f"{root}{app.openapi_url}",
-            title=f"{app.title} - Swagger UI",
-            oauth2_redirect_url=f"{root}{OAUTH2_REDIRECT_URL}",
-            swagger_js_url=f"{root}{ASSETS_PATH}/swagger-ui-bundle.js",
-            swagger_css_url=f"{root}{ASSETS_PATH}/swagger-ui.css",
-            swagger_favicon_url=f"{root}{ASSETS_PATH}/favicon.png",
+        return _offline_page(
+            request,
+            app,
+            get_swagger_ui_html,
+            "Swagger UI",
+            SWAGGER_UI_URLS,
             swagger_ui_parameters=parameters,
         )
-        return _offline(page)
 
     @app.get(OAUTH2_REDIRECT_URL, include_in_schema=False)
     async def swagger_ui_redirect() -> HTMLResponse:
@@ -70,12 +98,6 @@ def install_docs(app: FastAPI) -> None:
 
     @app.get(REDOC_URL, include_in_schema=False)
     async def redoc(request: Request) -> HTMLResponse:
-        root = request.scope.get("root_path", "")
-        page = get_redoc_html(
-            openapi_url=f"{root}{app.openapi_url}",
-            title=f"{app.title} - ReDoc",
-            redoc_js_url=f"{root}{ASSETS_PATH}/redoc.standalone.js",
-            redoc_favicon_url=f"{root}{ASSETS_PATH}/favicon.png",
-            with_google_fonts=False,
+        return _offline_page(
+            request, app, get_redoc_html, "ReDoc", REDOC_URLS, with_google_fonts=False
         )
-        return _offline(page)
