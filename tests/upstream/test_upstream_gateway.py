@@ -355,3 +355,55 @@ async def test_an_interactive_read_is_not_retried_on_429(
     simulator.state.faults.update({"force_429": True, "retry_after": 1})
     with pytest.raises(UpstreamRateLimited):
         await make_gateway(simulator.url).get_all_pages("api/clientes/")
+
+
+@contextlib.asynccontextmanager
+async def dropping_upstream() -> Any:
+    """A loopback upstream that answers the first request of each connection, keeps it
+    alive, and closes it without a word on the next one: the race of a pooled connection
+    the upstream had just timed out. Yields its URL and the requests it took."""
+    seen: list[bytes] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+            for answered in range(2):
+                head = await reader.readuntil(b"\r\n\r\n")
+                seen.append(head.split(b"\r\n", 1)[0])
+                length = next(
+                    (
+                        int(line.split(b":")[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length:")
+                    ),
+                    0,
+                )
+                await reader.readexactly(length)
+                if answered:
+                    break  # the second request on the connection: dropped unanswered
+                body = b'{"count": 0, "next": null, "results": []}'
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                    b"content-length: %d\r\nconnection: keep-alive\r\n\r\n%s" % (len(body), body)
+                )
+                await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        yield f"http://127.0.0.1:{port}", seen
+
+
+async def test_a_dropped_keep_alive_connection_is_asked_again_for_reads_only(
+    make_gateway: Factory,
+) -> None:
+    """A read on a pooled connection the upstream drops is asked once more on a new one
+    (not a 502); a write that may have reached it is never repeated."""
+    async with dropping_upstream() as (url, seen):
+        gateway = make_gateway(url)
+        assert (await gateway.get_json("api/clientes/"))["count"] == 0
+        assert (await gateway.get_json("api/clientes/"))["count"] == 0  # dropped, asked again
+        assert len(seen) == 3 and await attempts(gateway) == 3
+        with pytest.raises(UpstreamUnavailable):
+            await gateway.request("POST", "api/tickets/", json={"asunto": "x"})
+        assert len(seen) == 4 and await attempts(gateway) == 4  # never repeated

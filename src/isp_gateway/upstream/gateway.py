@@ -135,8 +135,9 @@ class UpstreamGateway:
     ) -> httpx.Response:
         """Send one request and return a 2xx response, or raise a typed upstream error.
 
-        A refused connection is retried once for reads only: a write that may have reached
-        the upstream is never repeated (it could create a second ticket). `timeout`, when
+        A refused connection, or one the upstream dropped without an answer, is retried
+        once for reads only: a write that may have reached the upstream is never repeated
+        (it could create a second ticket). `timeout`, when
         given, replaces UPSTREAM_TIMEOUT_SECONDS for this call (the time a request has left).
         `content` is a raw body (an async iterable is streamed: chunked, unless `headers`
         give its Content-Length), sent with `headers` beside the client's own; such a body
@@ -179,6 +180,15 @@ class UpstreamGateway:
                 log.warning("upstream %s %s: timed out", method, url)
                 if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
                     raise UpstreamUnreached() from None
+                raise UpstreamUnavailable() from None
+            except httpx.RemoteProtocolError as exc:
+                self._count(method, url, "error", started)
+                # Most often a kept-alive connection the upstream closed as it was reused
+                # ("disconnected without sending a response"): a read is asked again once,
+                # on a new connection, rather than answered 502. A write never is.
+                if attempt + 1 < attempts:
+                    continue
+                log.warning("upstream %s %s: %s", method, url, type(exc).__name__)
                 raise UpstreamUnavailable() from None
             except httpx.HTTPError as exc:
                 self._count(method, url, "error", started)
