@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import httpx
 import pytest
 
 from isp_gateway.auth import keys
+from isp_gateway.web.edge import Edge
 from tests.auth import test_scopes
 from tests.auth.test_scopes import EXPECTED, Keys, audit
 from tests.conftest import Gateway, _start_gateway, _start_simulator
@@ -275,3 +277,52 @@ def test_a_refusal_at_the_edge_is_audited_with_its_request_id(
         assert events[("unauthorized", None)]["request_id"] == "lookup-401"
         assert events[("scope_denied", "only-plans-read")]["request_id"] == "lookup-403"
         assert events[("scope_denied", "only-tickets-write")]["request_id"] == "search-403"
+
+
+class FailingDoor:
+    """A door with a fault (a bug, a part it reads gone wrong)."""
+
+    async def answer(self, request: Any, route: Any) -> None:
+        raise RuntimeError("a door's fault")
+
+
+def test_a_door_that_fails_lets_the_regular_stack_answer(
+    pair: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A door that raises is a door that declined, logged without the document: the request
+    goes on, whole, to the regular stack (not the server's bare 500); what no door decides
+    (an unknown path) is still the edge's."""
+    _, gw, _ = pair
+    passed: list[tuple[str, bytes]] = []
+
+    async def regular(scope: Any, receive: Any, send: Any) -> None:
+        message = await receive()
+        passed.append((scope["path"], message.get("body", b"")))
+        await send({"type": "http.response.start", "status": 299, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    edge = Edge(
+        regular,
+        routes=gw.app.state.route_table,
+        first=[FailingDoor()],
+        doors=[FailingDoor()],
+        max_body_bytes=gw.settings.MAX_BODY_BYTES,
+    )
+    lookup = "/api/v1/clients/by-document/12345678"
+    sound = b'{"document": "12345678"}'
+
+    async def scenario() -> list[int]:
+        transport = httpx.ASGITransport(app=edge)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            return [
+                (await client.get(lookup)).status_code,
+                (await client.post("/api/v1/clients/resolve", content=sound)).status_code,
+                (await client.get("/api/v1/no-such-route")).status_code,
+            ]
+
+    with caplog.at_level(logging.ERROR, logger="isp_gateway"):
+        assert asyncio.run(scenario()) == [299, 299, 404]
+    assert passed == [(lookup, b""), ("/api/v1/clients/resolve", sound)]
+    failures = [r for r in caplog.records if "FailingDoor failed" in r.getMessage()]
+    assert len(failures) == 5  # both doors on each of the two, the first on the 404
+    assert all("12345678" not in r.getMessage() for r in failures)

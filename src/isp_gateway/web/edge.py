@@ -24,6 +24,7 @@ counted first), it names the route template it answered for their metrics.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from collections.abc import Sequence
@@ -53,6 +54,8 @@ _CONTENT_TYPE = (b"content-type", b"application/json")
 # The content types FastAPI parses as JSON (none given, application/json, application/*+json).
 _JSON_TYPE = re.compile(r"application/(?:[!#$&^_.+\w-]+\+)?json\s*(?:;.*)?", re.IGNORECASE)
 
+
+log = logging.getLogger("isp_gateway")
 
 # How many refusal bodies an edge keeps made (one a place a malformed body stops).
 _KEPT_BODIES = 4096
@@ -123,7 +126,11 @@ class Edge:
             deadline.start(seconds, None, store_budget(scope, seconds))
         answer = None
         for door in self.first:
-            answer = await door.answer(request, None)
+            try:
+                answer = await door.answer(request, None)
+            except Exception as exc:  # a door's fault: the regular stack serves the request
+                _door_failed(door, request, exc)
+                continue
             if answer is not None:
                 break
         else:
@@ -142,7 +149,11 @@ class Edge:
                         receive, answer = await self._json_body(request, route, receive)
                 if answer is None:
                     for door in self.doors:
-                        answer = await door.answer(request, route)
+                        try:
+                            answer = await door.answer(request, route)
+                        except Exception as exc:
+                            _door_failed(door, request, exc)
+                            continue
                         if answer is not None:
                             break
         if answer is None:
@@ -272,6 +283,19 @@ def _parse(body: bytes) -> None:
         json.loads(body)
     else:
         _DECODER.decode(body.decode("utf-8", "surrogatepass"))
+
+
+def _door_failed(door: Door, request: EdgeRequest, exc: Exception) -> None:
+    """A door that raised is a door that declined, logged: nothing was sent yet, and the
+    regular stack applies every rule again (its own failure is its 500 envelope, with the
+    request id), where the server's bare 500 would have answered."""
+    log.error(
+        "edge: the %s failed on %s %s; the regular stack answers",
+        type(door).__name__,
+        request.method,
+        mask_path(request.path),
+        exc_info=exc,
+    )
 
 
 async def _no_body() -> Message:
