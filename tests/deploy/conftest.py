@@ -196,12 +196,15 @@ def run_nginx(
 
 
 def wait_answering(url: str, proc: subprocess.Popen[bytes], tls: ssl.SSLContext) -> None:
-    """Until nginx answers anything at all (its replicas may be down on purpose)."""
+    """Until nginx answers anything at all (its replicas may be down on purpose). Asked on
+    a monitoring path, which nginx refuses itself to this address: a probe that reached a
+    replica would count its timeout against it (max_fails=1), and the test's own request
+    would then find no replica to try (a 502 where the test waits for a 504)."""
     end = time.monotonic() + 20
     while True:
         assert proc.poll() is None, f"nginx exited ({proc.returncode})"
         try:
-            httpx.get(f"{url}/health", timeout=5, verify=tls)
+            httpx.get(f"{url}/metrics", timeout=5, verify=tls)
             return
         except httpx.HTTPError:
             pass
