@@ -53,10 +53,12 @@ def credential(runtime: Gatekeeper, request: EdgeRequest) -> Credential:
     found = request.credential
     if found is not None:
         return found  # type: ignore[return-value]
-    token = bearer(request.authorization)
     key = request.api_key
-    if key is None and token is not None and token.startswith(KEY_PREFIX):
-        key, token = token, None
+    token = None
+    if key is None:
+        token = bearer(request.authorization)
+        if token is not None and token.startswith(KEY_PREFIX):
+            key, token = token, None
     result: Credential = REFUSED
     if key is not None:
         result = runtime.key_ring.lookup(key) or REFUSED

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from isp_gateway.auth.scopes import KNOWN_SCOPES, has_scope
+from isp_gateway.auth.scopes import ALL_SCOPES, KNOWN_SCOPES
 from isp_gateway.kit import jsonfile
 
 KEY_PREFIX = "igw_"
@@ -53,7 +53,9 @@ class ApiKey:
     created_at: str  # UTC ISO 8601
 
     def allows(self, scope: str) -> bool:
-        return has_scope(self.scopes, scope)
+        # scopes.has_scope's rule, on the frozenset a key always holds (every request reads it).
+        scopes = self.scopes
+        return scope in scopes or ALL_SCOPES in scopes
 
 
 class KeyFileError(Exception):
