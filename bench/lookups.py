@@ -4,7 +4,8 @@ default server) beside a bare Starlette app under uvicorn and under the same ser
 the same lookups on the same gateway with an API key instead of the JWT (its server CPU a
 request at most 1.03x the JWT's); then the server CPU a request of four refusals (an unknown
 route, a bad token, a key without the scope, a malformed body) beside a cached lookup, each
-at most 1.00x; then `serve --workers 2` on a throwaway Redis.
+at most 1.00x, and the gateway's own time a request of each in-process (bench/edge_cost.py);
+then `serve --workers 2` on a throwaway Redis.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import IO
 
 import httpx
 
-from bench import procs
+from bench import edge_cost, procs
 from isp_gateway.auth import keys
 
 _LATENCY = re.compile(r"^\s+(50|75|90|99)%\s+([\d.]+)(us|ms|s)\s*$", re.MULTILINE)
@@ -41,7 +42,7 @@ KEY_ROW = "gateway, API key (X-API-Key)"
 # The refusals measured beside a cached lookup (CALLERS.md 6 "The cost of refusing": each
 # costs at most the server CPU of a successful cached lookup).
 REFUSAL_ROUNDS = 5
-REFUSAL_SECONDS = 3
+REFUSAL_SECONDS = 2
 
 
 @dataclass
@@ -294,6 +295,9 @@ def run(*, clients: int, duration: int, connections: int, rounds: int = 3) -> No
                     )
             finally:
                 Path(handle.name).unlink()
+        own_time = edge_cost.run_in_process(
+            upstream, documents[0], keys_file, (api_key, scopeless_key)
+        )
     results = {name: _median(r) for name, r in runs.items()}
     gw_r, uv_r, srv_r, _ = results.values()
     print(f"    body size {len(body)} bytes")
@@ -334,10 +338,11 @@ def run(*, clients: int, duration: int, connections: int, rounds: int = 3) -> No
     )
     print(
         f"  refusals on the gateway beside a cached lookup, {connections} connections, "
-        f"{REFUSAL_ROUNDS} rounds of {REFUSAL_SECONDS} s alternating (server CPU = the "
-        "server's CPU time / requests answered; each ratio the median of the rounds' own):"
+        f"{REFUSAL_ROUNDS} rounds, each case's {REFUSAL_SECONDS} s run beside one of the "
+        "cached lookup (server CPU = the server's CPU time / requests answered; each ratio the "
+        "median of the rounds' own, their spread beside it):"
     )
-    for line in bad_input:
+    for line in [*bad_input, *own_time]:
         print(line)
 
 
@@ -351,9 +356,10 @@ def _bad_input(
 ) -> list[str]:
     """The server CPU a request of each refusal (an unknown route, a bad token, a key without
     the route's scope, a malformed JSON body), and of the same cached lookup with an API key,
-    beside the cached lookup with the JWT, in alternating 3 s runs. Each figure is the median
-    of its rounds' ratios to the JWT lookup of the same round: a pair measured seconds apart
-    shares the machine's load, which drifts more than these costs differ over a run."""
+    beside the cached lookup with the JWT: each case's run right beside a run of the JWT
+    lookup, one first then the other by turns. Each figure is the median of its rounds'
+    ratios to that JWT run: a pair measured seconds apart shares the machine's load, which
+    drifts more than these costs differ; the spread of the ratios is printed beside them."""
     api_key, scopeless_key = keys_in_use
     lookup = f"/api/v1/clients/by-document/{document}"
     cases = [
@@ -375,41 +381,51 @@ def _bad_input(
         for name, method, path, headers, body in cases
     }
     runs: dict[str, list[WrkResult]] = {name: [] for name, *_ in cases}
+    ratios: dict[str, list[float]] = {name: [] for name, *_ in cases[1:]}
     # The server's own share of a body: the bare app on the same server, a GET beside a POST
     # of the same malformed body that it reads (a GET lookup reads none).
     malformed = cases[-1][4]
     bare_get = _lua_one("GET", "/api/v1/clients/by-document/1", {})
     bare_post = _lua_one("POST", "/read", {"Content-Type": "application/json"}, malformed)
     body_costs: list[float] = []
-    for _ in range(REFUSAL_ROUNDS):
-        for name, method, path, headers, body in cases:
+    base_name, *_, base_headers, _ = cases[0]
+    base_script = _lua_one("GET", lookup, base_headers)
+    for round_ in range(REFUSAL_ROUNDS):
+        for name, method, path, headers, body in cases[1:]:
+            # Each case right beside its own JWT lookup, first one then the other by turns.
             script = _lua_one(method, path, headers, body)
-            runs[name].append(wrk(gw, script, REFUSAL_SECONDS, connections))
-        got = wrk(bare, bare_get, REFUSAL_SECONDS, connections).cpu_us
-        body_costs.append(wrk(bare, bare_post, REFUSAL_SECONDS, connections).cpu_us - got)
-    base_runs = runs[cases[0][0]]
-    base = _median(base_runs).cpu_us
-
-    def ratio(name: str, less: list[float] | None = None) -> float:
-        """The median over the rounds of the case's CPU a request to the JWT lookup's."""
-        pairs = zip(runs[name], base_runs, less or [0.0] * len(base_runs), strict=True)
-        return statistics.median((r.cpu_us - cut) / b.cpu_us for r, b, cut in pairs)
-
+            pair = [(base_name, base_script), (name, script)]
+            got = {
+                which: wrk(gw, text, REFUSAL_SECONDS, connections)
+                for which, text in (pair if round_ % 2 == 0 else pair[::-1])
+            }
+            runs[name].append(got[name])
+            runs[base_name].append(got[base_name])
+            ratios[name].append(got[name].cpu_us / got[base_name].cpu_us)
+        got_bare = wrk(bare, bare_get, REFUSAL_SECONDS, connections).cpu_us
+        posted = wrk(bare, bare_post, REFUSAL_SECONDS, connections).cpu_us
+        body_costs.append(posted - got_bare)
+    base = _median(runs[base_name]).cpu_us
     lines = []
     for name, *_ in cases:
         r = _median(runs[name])
-        if name == cases[0][0]:
+        if name == base_name:
             target = ""
             shown = 1.0
         else:
             limit = 1.03 if name == "cached lookup, API key" else 1.0
-            shown = ratio(name)
-            target = f"; {_check(f'target <= {limit:.2f}x', shown <= limit)}"
+            shown = statistics.median(ratios[name])
+            spread = f"rounds {min(ratios[name]):.2f}-{max(ratios[name]):.2f}"
+            target = f"; {spread}; {_check(f'target <= {limit:.2f}x', shown <= limit)}"
         lines.append(
             f"    {name:22} {statuses[name]}  {r.cpu_us:6.1f} us of server CPU a request, "
-            f"{shown:.2f}x the cached lookup ({r.rps:.0f} req/s, p50 {r.p50_ms:.2f} ms{target})"
+            f"{shown:.2f}x the cached lookup ({r.rps:.0f} req/s{target})"
         )
-    net = ratio(cases[-1][0], body_costs)
+    # The 422 with the server's own read of the body taken off, round by round.
+    net = statistics.median(
+        (r.cpu_us - cut) / (r.cpu_us / ratio)
+        for r, ratio, cut in zip(runs[cases[-1][0]], ratios[cases[-1][0]], body_costs, strict=True)
+    )
     lines.append(
         f"    the server's own cost of reading that body (bare Starlette on {SERVER}, POST "
         f"reading it beside a GET): {statistics.median(body_costs):+.1f} us a request; the 422 "

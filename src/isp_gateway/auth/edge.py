@@ -42,6 +42,8 @@ class Refused:
 
 
 REFUSED = Refused()
+# How many callers the scope denials keep made.
+_KEPT_CALLERS = 1024
 # A current key, a verified JWT's subject (a str: a JWT holds every scope), or refused.
 Credential = ApiKey | str | Refused
 
@@ -110,6 +112,12 @@ class Denials:
         # Each 403 made once: one a route template, scope and logged path (the language
         # is the app's).
         self._made: dict[tuple[str, str, str | None], EdgeAnswer] = {}
+        # What the audit is given of each refusal, made once each (the audit builds its
+        # event from them for a group's first refusal of the minute only): the caller, one
+        # a key, end user and address (bounded: those are the caller's to vary), and the
+        # details, one a scope, method and route.
+        self._callers: dict[tuple[str, str, str, frozenset[str]], Caller] = {}
+        self._details: dict[tuple[str, str, str], dict[str, str]] = {}
 
     async def deny(
         self,
@@ -137,15 +145,22 @@ class Denials:
             except (Locked, StoreUnavailable):
                 return None  # the regular check counts it again and answers 429 (or 503)
         request.name()  # the audit's event carries the request's id
-        caller = Caller(key.name, end_user or key.name, request.address, key.scopes)
+        who = (key.name, end_user or key.name, request.address, key.scopes)
+        caller = self._callers.get(who)
+        if caller is None:
+            if len(self._callers) >= _KEPT_CALLERS:
+                self._callers.clear()
+            caller = self._callers[who] = Caller(*who)
+        what = (missing, request.method, template)
+        details = self._details.get(what)
+        if details is None:
+            details = self._details[what] = {
+                "required": missing,
+                "method": what[1],
+                "route": template,
+            }
         # Counted as the regular check counts it (dependencies.scoped_caller).
-        runtime.audit.count(
-            "scope_denied",
-            "denied",
-            kind=missing,
-            details={"required": missing, "method": request.method, "route": template},
-            caller=caller,
-        )
+        runtime.audit.count("scope_denied", "denied", kind=missing, details=details, caller=caller)
         made = self._made.get((template, missing, logged))
         if made is None:
             speak(request)

@@ -100,6 +100,7 @@ class Edge:
         self._routes = RouteIndex(routes)
         # The bodies of the edge's own refusals, made once each (the language is the app's).
         self._bodies: dict[str, bytes] = {}
+        self._malformed_answers: dict[tuple[EdgeRoute, str], EdgeAnswer] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -169,17 +170,27 @@ class Edge:
             body = self._bodies[""] = encode(failure(Action.ERROR, not_found))
         return EdgeAnswer(404, body, UNMATCHED)
 
-    def _malformed(self, field: str) -> bytes:
-        """The 422 of a body that is not JSON, its field the place the parse stopped."""
+    def _malformed(self, field: str, route: EdgeRoute) -> EdgeAnswer:
+        """The 422 of a body that is not JSON, its field the place the parse stopped; made
+        once a route and field (bounded: a body's length, so its field, is the caller's).
+        A route of a fixed path has its access-log path made with it."""
+        made = self._malformed_answers.get((route, field))
+        if made is not None:
+            return made
         body = self._bodies.get(field)
         if body is None:
             messages.use_language(self.language)
             errors = [{"field": field, "message": MALFORMED_JSON}]
             message = invalid_request(errors)
             body = encode(failure(Action.VALIDATION_ERROR, message, meta={"errors": errors}))
-            if len(self._bodies) < _KEPT_BODIES:  # bounded: a body's length is the caller's
+            if len(self._bodies) < _KEPT_BODIES:
                 self._bodies[field] = body
-        return body
+        made = EdgeAnswer(422, body, route.template)
+        if "{" not in route.template:
+            made.logged = mask_path(route.template)
+        if len(self._malformed_answers) < _KEPT_BODIES:
+            self._malformed_answers[(route, field)] = made
+        return made
 
     def _json_checked(self, request: EdgeRequest) -> bool | None:
         """Whether the edge reads the body as FastAPI will, before anything else: True for
@@ -187,8 +198,8 @@ class Edge:
         it parses (no body, another content type); None for one the edge leaves to the
         regular stack (no stated length, or past the limit, whose 413 comes first)."""
         kind = request.content_type
-        if kind and _JSON_TYPE.fullmatch(kind) is None:
-            return False
+        if kind and kind != "application/json" and _JSON_TYPE.fullmatch(kind) is None:
+            return False  # (the usual type needs no regex)
         length = request.content_length
         if length == 0:
             return False
@@ -231,7 +242,7 @@ class Edge:
             field = "body"
         else:
             return _replay(_as_messages([body]), receive), None
-        return receive, EdgeAnswer(422, self._malformed(field), route.template)
+        return receive, self._malformed(field, route)
 
     async def _send(
         self, send: Send, request: EdgeRequest, answer: EdgeAnswer, started: float
