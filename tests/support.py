@@ -528,6 +528,14 @@ class Serving:
     output: str = ""  # all it wrote, once stopped
 
 
+def default_sigint() -> None:
+    """Popen's `preexec_fn` for a child a test stops with SIGINT, as Ctrl-C does: SIGINT at
+    its default there, whatever this process inherited. A shell's background job has it
+    ignored, and a Python child then ignores it too (it raises KeyboardInterrupt only where
+    SIGINT was at its default when it started)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @contextmanager
 def serving(env: dict[str, str], cwd: Path, *flags: str) -> Iterator[Serving]:
     """`isp-gateway serve *flags` on a free port as a real process (in `cwd`, where no stray

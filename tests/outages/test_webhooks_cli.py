@@ -19,7 +19,7 @@ from isp_gateway.cli import main
 from isp_gateway.notices import subscriptions as subs
 from isp_gateway.notices.signing import body_text, signed_headers
 from tests.outages.conftest import StartReceiver, verified
-from tests.support import free_port
+from tests.support import default_sigint, free_port
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "webhook_receiver.py"
 
@@ -135,7 +135,12 @@ def test_the_receivers_print_a_verified_notice_and_refuse_a_forged_one(
     args = [a.format(port=port, secret=secret) for a in command]
     env = {**os.environ, "WEBHOOK_SECRET": secret, "PORT": str(port)}
     proc = subprocess.Popen(
-        [sys.executable, *args], env=env, cwd=tmp_path, stdout=subprocess.PIPE, text=True
+        [sys.executable, *args],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
     )
     try:
         url = f"http://127.0.0.1:{port}/hook"
@@ -154,7 +159,12 @@ def test_the_receivers_print_a_verified_notice_and_refuse_a_forged_one(
         assert httpx.post(url, content=body, headers=forged).status_code == 401
     finally:
         proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=10)
+        try:
+            out, _ = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # not left running for the next test to find
+            proc.communicate()
+            raise
     assert "msg_a" in out and "Hay una falla general en su sector." in out
     assert "msg_b" not in out
 

@@ -206,9 +206,15 @@ def ticket_calls(sim: Simulator) -> int:
 
 
 def settle(gw: Gateway, sim: Simulator) -> None:
-    """Wait for the gateway's first sweep of active tickets (a background warm-up), then zero
-    the simulator's call counts: what a test counts next is its own request's."""
+    """Wait for the gateway's start-up loads (the first sweep of active tickets and the client
+    list, background warm-ups a creation would otherwise join), then zero the simulator's
+    call counts: what a test counts next is its own request's."""
     wait_for_sweep(gw)
+    wait_until(
+        lambda: gw.runtime.services.clients.cache.local is not None,
+        timeout=30,
+        message="the client list to load",
+    )
     sim.state.reset_stats()
 
 
