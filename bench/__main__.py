@@ -3,7 +3,8 @@
 (a)  by-document lookups, 32 connections for 10 s a run (wrk): the gateway exactly as
      `isp-gateway serve` ships, beside a bare Starlette app on uvicorn and on the same
      server, alternating; the upstream calls made while measured; the server time of an
-     unknown route, a bad token and a malformed JSON body;
+     unknown route, a bad token, a key without the scope, a malformed JSON body and an API
+     key's lookup, each beside the JWT's; and the gateway's own time of each in-process;
 (a2) `serve --workers 2` on a throwaway Redis, the same lookups;
 (b)  search latency over 50,000 clients, single- and multi-token queries;
 (c)  time and peak memory to load and index 50,000 clients, beside the upstream's own time;
