@@ -5,6 +5,9 @@ API keys file), one line a check, and names every failure with exit status 1. Pl
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import threading
 from pathlib import Path
 
 import redis
@@ -203,3 +206,37 @@ def test_each_sentinel_is_named(
         f"isp-gateway: probe failed: sentinel {ours[0]}; sentinel {ours[1]}; sentinel {ours[2]}; "
         "Redis master 'mymastr'"
     )
+
+
+def test_a_sentinel_that_drops_the_connection_is_asked_once(
+    tmp_path: Path, password_hash: str, simulator: Simulator
+) -> None:
+    """A probe asks each sentinel once and says what it found: redis-py's default would try
+    a dropped connection four times, with growing waits, before the probe could say it."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    port = listener.getsockname()[1]
+    accepted: list[int] = []
+
+    def drop_each() -> None:
+        with contextlib.suppress(OSError):  # closed at the end
+            while True:
+                conn, _ = listener.accept()
+                accepted.append(1)
+                conn.close()
+
+    threading.Thread(target=drop_each, daemon=True).start()
+    try:
+        code, lines, _ = probe(
+            tmp_path,
+            password_hash,
+            UPSTREAM_NET_HOST=simulator.url,
+            REDIS_SENTINELS=f"127.0.0.1:{port}",
+            REDIS_SENTINEL_MASTER=SENTINEL_MASTER,
+        )
+    finally:
+        listener.close()
+    assert code == 1
+    assert any(line.startswith(f"FAIL  sentinel 127.0.0.1:{port}: ") for line in lines), lines
+    assert len(accepted) == 1
