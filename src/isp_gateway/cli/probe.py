@@ -16,14 +16,13 @@ from typing import Any
 
 import httpx
 import redis.asyncio as aioredis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 from redis.exceptions import AuthenticationError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from isp_gateway.settings import Settings
 from isp_gateway.store.health import address, redacted_url
+from isp_gateway.store.redis import one_try
 from isp_gateway.upstream.clients import CLIENTS_PATH
 from isp_gateway.upstream.gateway import build_http_client
 
@@ -104,13 +103,6 @@ async def probe_upstream(settings: Settings) -> Check:
 # -- Redis ----------------------------------------------------------------------------------
 
 
-def _one_try() -> Retry:
-    """A probe asks each Redis and sentinel once: redis-py's default retries a refused or
-    dropped connection three times with growing waits (about 4 s for each sentinel that is
-    down), and a probe says what it found, not what it found after waiting."""
-    return Retry(NoBackoff(), 0)
-
-
 def _redis_failure(exc: BaseException, password_setting: str, timeout: float) -> str:
     if isinstance(exc, AuthenticationError):
         return f"refused the password ({password_setting})"
@@ -149,7 +141,7 @@ async def probe_redis_url(settings: Settings) -> list[Check]:
     url = settings.REDIS_URL.get_secret_value()
     timeout = settings.REDIS_TIMEOUT_SECONDS
     client = aioredis.Redis.from_url(
-        url, socket_timeout=timeout, socket_connect_timeout=timeout, retry=_one_try()
+        url, socket_timeout=timeout, socket_connect_timeout=timeout, retry=one_try()
     )
     return [await _probe_master(f"Redis {redacted_url(url)}", client, "REDIS_URL", timeout)]
 
@@ -167,7 +159,7 @@ async def _ask_sentinel(
         password=None if password is None else password.get_secret_value(),
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
-        retry=_one_try(),
+        retry=one_try(),
     )
     try:
         state: Any = await client.sentinel_master(name)
@@ -212,7 +204,7 @@ async def probe_sentinels(settings: Settings) -> list[Check]:
         password=None if password is None else password.get_secret_value(),
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
-        retry=_one_try(),
+        retry=one_try(),
     )
     what = f"Redis master {name!r} at {address(*master)}"
     checks.append(await _probe_master(what, client, "REDIS_PASSWORD", timeout))

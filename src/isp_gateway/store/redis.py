@@ -98,6 +98,11 @@ def _answering(health: Health) -> Iterator[None]:
         raise asyncio.CancelledError()
 
 
+def one_try() -> Retry:
+    """Ask once (a sentinel, `check-config --probe`): redis-py's default waits seconds."""
+    return Retry(NoBackoff(), retries=0)
+
+
 class RedisStore:
     """The store on one Redis (`url`) or on the master Sentinel names (`sentinel`)."""
 
@@ -130,13 +135,12 @@ class RedisStore:
         if sentinel is not None:
             self._sentinel = Sentinels(
                 list(sentinel.sentinels),
-                # Each sentinel is asked once per discovery: one that is down is skipped for
-                # the next at once (redis-py's default retries would wait seconds on it).
+                # Each sentinel asked once per discovery: one that is down is skipped at once.
                 sentinel_kwargs={
                     "socket_timeout": timeout,
                     "socket_connect_timeout": timeout,
                     "password": sentinel.sentinel_password,
-                    "retry": Retry(NoBackoff(), retries=0),
+                    "retry": one_try(),
                 },
             )
             self._redis = self._sentinel.master_for(
