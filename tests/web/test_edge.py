@@ -326,3 +326,22 @@ def test_a_door_that_fails_lets_the_regular_stack_answer(
     failures = [r for r in caplog.records if "FailingDoor failed" in r.getMessage()]
     assert len(failures) == 5  # both doors on each of the two, the first on the 404
     assert all("12345678" not in r.getMessage() for r in failures)
+
+
+def test_a_key_rotating_end_users_is_counted_each_time_and_kept_bounded(pair: Any) -> None:
+    """A hostile caller loops a refused scope with a new X-End-User-Id each time: every
+    refusal is counted in the audit, and what the edge keeps made for the audit stays
+    bounded (the caller's own values never grow it without end)."""
+    _, gw, made = pair
+    path = "/api/v1/clients/by-document/12345678"
+    key = made.only[keys.PLANS_READ]
+    before = scope_denials(gw, made)
+    loops = 1_100
+    for n in range(loops):
+        headers = {"X-API-Key": key, "X-End-User-Id": f"rotating-{n}"}
+        assert answered_at_edge(gw, "GET", path, headers)
+    assert scope_denials(gw, made) == before + loops
+    edge = gw.app.edge
+    assert edge is not None
+    denials = {id(door.denials): door.denials for door in [*edge.first, *edge.doors]}
+    assert all(len(d._callers) <= 1024 for d in denials.values())
