@@ -4,6 +4,7 @@ app with the probe routes in its own process as `serve` runs it: request bodies,
 
 from __future__ import annotations
 
+import http.client
 import json
 import signal
 import subprocess
@@ -87,6 +88,29 @@ def test_request_bodies(served: Served) -> None:
     )
     assert broken.status_code == 422
     assert broken.json()["action"] == "validation_error"
+
+
+def test_a_malformed_body_keeps_the_connection(served: Served) -> None:
+    """The edge answers a malformed body once its stated length is here, before granian's
+    last message of it: the connection stays open, and the next request on it is answered
+    (a server that closed it would make every bot reconnect after a 422)."""
+    host, port = served.url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    headers = {**served.auth, "Content-Type": "application/json"}
+    sound = b'{"pings": 3, "name": "x"}'
+    try:
+        conn.request("POST", "/api/v1/clients/resolve", body=b'{"document": "1', headers=headers)
+        first = conn.getresponse()
+        assert first.status == 422
+        assert json.loads(first.read())["action"] == "validation_error"
+        sock = conn.sock
+        assert sock is not None
+        conn.request("POST", "/api/v1/_probe/body", body=sound, headers=headers)
+        second = conn.getresponse()
+        assert json.loads(second.read()) == json.loads(sound)
+        assert conn.sock is sock  # the same connection, not a new one
+    finally:
+        conn.close()
 
 
 def test_request_id_kept_or_given(served: Served) -> None:

@@ -143,11 +143,11 @@ class Edge:
             else:
                 scope[KNOWN_PATH] = True  # the 404 layer behind need not look again
                 if route.json_body:
-                    checked = self._json_checked(request)
-                    if checked is None:
+                    stated = self._json_checked(request)
+                    if stated is None:
                         return receive  # a body FastAPI parses first, unseen here
-                    if checked:
-                        receive, answer = await self._json_body(request, route, receive)
+                    if stated:
+                        receive, answer = await self._json_body(route, receive, stated)
                 if answer is None:
                     for door in self.doors:
                         try:
@@ -192,30 +192,30 @@ class Edge:
             self._malformed_answers[(route, field)] = made
         return made
 
-    def _json_checked(self, request: EdgeRequest) -> bool | None:
-        """Whether the edge reads the body as FastAPI will, before anything else: True for
-        a body it parses as JSON of a length the body limit lets through; False for none
-        it parses (no body, another content type); None for one the edge leaves to the
+    def _json_checked(self, request: EdgeRequest) -> int | None:
+        """Whether the edge reads the body as FastAPI will, before anything else: its stated
+        length for a body it parses as JSON of a length the body limit lets through; 0 for
+        none it parses (no body, another content type); None for one the edge leaves to the
         regular stack (no stated length, or past the limit, whose 413 comes first)."""
         kind = request.content_type
         if kind and kind != "application/json" and _JSON_TYPE.fullmatch(kind) is None:
-            return False  # (the usual type needs no regex)
+            return 0  # (the usual type needs no regex)
         length = request.content_length
-        if length == 0:
-            return False
         if length is None or length < 0 or length > self.max_body_bytes:
             return None
-        return True
+        return length
 
     async def _json_body(
-        self, request: EdgeRequest, route: EdgeRoute, receive: Receive
+        self, route: EdgeRoute, receive: Receive, stated: int
     ) -> tuple[Receive, EdgeAnswer | None]:
         """The 422 of a body that is not JSON, else a `receive` that hands the body on."""
         message = await receive()
-        if message["type"] == "http.request" and not message.get("more_body", False):
-            body = message.get("body", b"")  # the usual case: the whole body at once
-            more = False
-        else:
+        # The body is whole once the stated length is here, even while the server still says
+        # more_body (granian sends an empty last message after every body): a malformed one
+        # is answered without waiting for that end, which the app reads for a well-formed one.
+        body = message.get("body", b"")
+        more = message.get("more_body", False)
+        if message["type"] != "http.request" or (more and len(body) < stated):
             chunks: list[bytes] = []
             size = 0
             while True:
@@ -226,7 +226,7 @@ class Edge:
                 chunks.append(chunk)
                 size += len(chunk)
                 more = message.get("more_body", False)
-                if not more or size > self.max_body_bytes:
+                if not more or size >= stated:
                     break
                 message = await receive()
             body = b"".join(chunks)
@@ -241,7 +241,7 @@ class Edge:
             # failure of the parse so), which our handler answers 422.
             field = "body"
         else:
-            return _replay(_as_messages([body]), receive), None
+            return _replay(_as_messages([body], more=more), receive), None
         return receive, self._malformed(field, route)
 
     async def _send(
