@@ -92,10 +92,15 @@ def test_whole_list_paged_in_parallel_and_concurrent_misses_load_once(
     # 230 clients, our page 50 but the upstream caps at 40: 6 pages, fetched once.
     sim = start_simulator(clients=230, max_page_size=40)
     sim.state.faults.update({"latency": 0.2})
-    gw = start_gateway(sim.url, UPSTREAM_PAGE_SIZE=50, UPSTREAM_PARALLEL_PAGES=3)
+    # The shipped deadline, not the tests' 3 s: under load the first page's pace can
+    # foretell more than 3 s for the rest, and the list then answers 503 `loading` (its
+    # contract, tested in test_first_load.py), which is not what this test is about.
+    gw = start_gateway(
+        sim.url, UPSTREAM_PAGE_SIZE=50, UPSTREAM_PARALLEL_PAGES=3, UPSTREAM_TIMEOUT_SECONDS=10
+    )
     with ThreadPoolExecutor(8) as pool:
         responses = list(pool.map(lambda _: gw.get("/api/v1/clients/"), range(8)))
-    assert all(r.status_code == 200 for r in responses)
+    assert [(r.status_code, r.text[:300]) for r in responses if r.status_code != 200] == []
     active = sum(1 for c in sim.state.dataset.clients if c["estado"] == "Activo")
     assert all(len(body(r)["data"]) == active for r in responses)
     assert calls(sim) == 6
