@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint bench serve clean
+.PHONY: install demo test coverage lint bench serve clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (set PYTHON=python3.11)")'
@@ -38,7 +38,14 @@ lint: $(STAMP)
 TEST_WORKERS ?= 4
 test: lint
 	@command -v redis-server >/dev/null || { echo "make test needs redis-server on PATH (Debian/Ubuntu: apt-get install redis-server)"; exit 1; }
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --cov --cov-report=term:skip-covered --durations=15
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=15
+
+# The same tests with a line-and-branch coverage report. Coverage's tracing made the run about
+# 30 % longer (8 min 16 s against 6 min 22 s on a slower 2-core machine), so the gate,
+# `make test`, runs without it.
+coverage: $(STAMP)
+	@command -v redis-server >/dev/null || { echo "make coverage needs redis-server on PATH (Debian/Ubuntu: apt-get install redis-server)"; exit 1; }
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --cov --cov-report=term:skip-covered
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
