@@ -193,10 +193,10 @@ class Edge:
         return made
 
     def _json_checked(self, request: EdgeRequest) -> int | None:
-        """Whether the edge reads the body as FastAPI will, before anything else: its stated
-        length for a body it parses as JSON of a length the body limit lets through; 0 for
-        none it parses (no body, another content type); None for one the edge leaves to the
-        regular stack (no stated length, or past the limit, whose 413 comes first)."""
+        """How much of the body the edge reads as FastAPI will, before anything else: its
+        stated length for a body it parses as JSON of a length the body limit lets through;
+        0 for none it parses (no body, another content type); None for one the edge leaves
+        to the regular stack (no stated length, or past the limit, whose 413 comes first)."""
         kind = request.content_type
         if kind and kind != "application/json" and _JSON_TYPE.fullmatch(kind) is None:
             return 0  # (the usual type needs no regex)
