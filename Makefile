@@ -28,7 +28,8 @@ lint: $(STAMP)
 # those of a Redis that goes away and of Redis Sentinel always start their own processes, the
 # sentinels as `redis-server <conf> --sentinel`: redis-server is all they need. Tests of nginx,
 # systemd-analyze, openssl or chromium skip without them, each with one line naming its
-# Debian package (tests/support.py's `needs`); -ra (pyproject.toml) lists the skips at the end.
+# Debian package (`needs` in tests/support/tools.py); -ra (pyproject.toml) lists the skips at
+# the end.
 # The suite runs in TEST_WORKERS processes (pytest-xdist; each brings its own servers and
 # Redis): 4 by default on the 2-core machines it is measured on (README), since its tests
 # mostly wait (timeouts, periods, other processes): two workers kept the cores under half

@@ -41,7 +41,8 @@ T = TypeVar("T")
 
 
 def pytest_configure() -> None:
-    # What every started gateway would otherwise build again (tests/support.py says why).
+    # What every started gateway would otherwise build again (tests/support/build_once.py
+    # says why).
     memoize_openapi()
     share_default_ssl_context()
 

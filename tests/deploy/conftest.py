@@ -1,7 +1,8 @@
 """The files of deploy/ as shipped, rendered for a test run by plain text substitution of the
 values they mark, the system tools their tests drive (a test skips without them, naming the
-Debian package: `needs` in tests/support.py), and deploy/nginx.conf run by Debian's nginx in
-front of two replicas started with the systemd unit's own command line (`run_edge`)."""
+Debian package: `needs` in tests/support/tools.py), and deploy/nginx.conf run by Debian's
+nginx in front of two replicas started with the systemd unit's own command line
+(`run_edge`)."""
 
 from __future__ import annotations
 
