@@ -1,5 +1,7 @@
 """The Store contract, run against MemoryStore, the real Redis (db 11) and a Redis master
-found through Sentinel; and how the Redis store rides out a Redis that goes away.
+found through Sentinel; and how the store finds its master through Sentinel when sentinels
+are down or the master is demoted (test_redis_workers.py: two workers on one Redis, and a
+Redis that freezes or drops its connections).
 
 Redis must be running: these tests fail, never skip, when it is not, because the multi-worker
 shape depends on it behaving exactly like the memory store. Keys carry a per-run namespace and
@@ -10,27 +12,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import random
-import signal
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
-import redis.asyncio as aioredis
 
 from isp_gateway.kit.errors import StoreUnavailable
 from isp_gateway.store import LockTimeout, Store
 from isp_gateway.store.redis import DEFAULT_TIMEOUT_SECONDS, RedisStore, SentinelMaster
-from tests.conftest import start_redis_server, start_sentinel_group
+from tests.conftest import start_sentinel_group
 from tests.support import (
     RUN,
     SENTINEL_MASTER,
     SentinelGroup,
-    delete_keys,
     free_port,
     memory_or_redis,
     redis_store_on,
@@ -76,22 +74,6 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
     group = request.getfixturevalue("sentinel_group")
     async with redis_store_on(through_sentinel(group), group.master.url + "/0", keys) as store:
         yield store
-
-
-@pytest.fixture
-def db_url(redis_url: Callable[[int], str]) -> str:
-    return redis_url(REDIS_DB)
-
-
-@pytest.fixture
-async def redis_pair(db_url: str) -> AsyncIterator[tuple[RedisStore, RedisStore]]:
-    """Two stores on one Redis: two workers' view of the shared state."""
-    await delete_keys(db_url, f"ispgw:{RUN}:*")
-    first, second = RedisStore(db_url), RedisStore(db_url)
-    yield first, second
-    await first.close()
-    await second.close()
-    await delete_keys(db_url, f"ispgw:{RUN}:*")
 
 
 @pytest.mark.parametrize(
@@ -301,104 +283,6 @@ async def test_lock_released_on_error(store: Store) -> None:
             raise ValueError("inside")
     async with store.lock(k("err"), timeout=5, blocking_timeout=0.2):
         pass
-
-
-async def test_redis_lock_expires_when_its_holder_is_gone(
-    redis_pair: tuple[RedisStore, RedisStore],
-) -> None:
-    # A crashed worker holds a zone lock; `timeout` frees it so the zone is not blocked forever.
-    first, second = redis_pair
-    holder = first.lock(k("zone:1"), timeout=0.3)
-    await holder.__aenter__()
-    started = time.monotonic()
-    async with second.lock(k("zone:1"), timeout=5, blocking_timeout=3):
-        waited = time.monotonic() - started
-    assert 0.2 <= waited < 2.5
-    # The late release of an expired lock is harmless.
-    await holder.__aexit__(None, None, None)
-
-
-async def test_redis_state_is_shared_between_workers(
-    redis_pair: tuple[RedisStore, RedisStore],
-) -> None:
-    first, second = redis_pair
-    await first.set(k("cache:x"), {"v": 1}, ttl=10)
-    assert await second.get(k("cache:x")) == {"v": 1}
-    await first.incr(k("count"), 1, ttl=10)
-    assert await second.incr(k("count"), 1, ttl=10) == 2
-    assert await first.set_if_absent(k("idem"), 1) is True
-    assert await second.set_if_absent(k("idem"), 2) is False
-    async with first.lock(k("shared"), timeout=5):
-        with pytest.raises(LockTimeout):
-            async with second.lock(k("shared"), timeout=5, blocking_timeout=0.2):
-                pass
-
-
-async def test_redis_keys_are_prefixed(
-    redis_pair: tuple[RedisStore, RedisStore], db_url: str
-) -> None:
-    first, _ = redis_pair
-    await first.set(k("mine"), 1)
-    client = aioredis.Redis.from_url(db_url)
-    try:
-        assert await client.keys(f"*{RUN}*") == [f"ispgw:{RUN}:mine".encode()]
-    finally:
-        await client.aclose()
-
-
-async def test_a_frozen_redis_is_store_unavailable_within_its_timeout() -> None:
-    """Issue 17: a Redis that is up but does not answer (SIGSTOP) held a command for good.
-    Each command now waits REDIS_TIMEOUT_SECONDS once (no retry on a timeout) and raises
-    StoreUnavailable, as for a dead Redis; the store answers again once Redis does."""
-    server = start_redis_server()
-    store = RedisStore(server.url + "/0", timeout=0.3)
-    try:
-        await store.set("probe", 1)
-        assert server.process is not None
-        os.kill(server.process.pid, signal.SIGSTOP)
-        try:
-            for command in (
-                lambda: store.get("probe"),
-                lambda: store.incr("counter", 1, ttl=5),
-                lambda: store.set_if_absent("slot", True, ttl=5),
-            ):
-                started = time.monotonic()
-                with pytest.raises(StoreUnavailable):
-                    await asyncio.wait_for(command(), 5)
-                assert time.monotonic() - started < 1.0
-        finally:
-            os.kill(server.process.pid, signal.SIGCONT)
-        assert await store.get("probe") == 1
-    finally:
-        await store.close()
-        server.stop()
-
-
-async def test_a_lock_left_by_a_lost_connection_is_released_when_redis_answers_again() -> None:
-    """A holder whose release never reached Redis (a connection lost at that moment, a
-    failover) releases the lock as soon as Redis answers again, not at the lock's timeout
-    (30 s here): the zone it guards is free for the next creation within a second."""
-    server = start_redis_server()
-    holder = RedisStore(server.url + "/0", timeout=0.3)
-    other = RedisStore(server.url + "/0")
-    admin = redis.Redis(port=server.port)
-    try:
-        async with holder.lock("zone:9", timeout=30):
-            # Writes (the release's script among them) wait while paused: the release
-            # times out, then its connection is dropped with the command it sent.
-            admin.execute_command("CLIENT", "PAUSE", "10000", "WRITE")
-        admin.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
-        assert admin.exists("ispgw:lock:zone:9")
-        admin.execute_command("CLIENT", "UNPAUSE")
-        started = time.monotonic()
-        async with other.lock("zone:9", timeout=5, blocking_timeout=5):
-            waited = time.monotonic() - started
-        assert waited < 2, waited
-    finally:
-        admin.close()
-        await holder.close()
-        await other.close()
-        server.stop()
 
 
 async def test_no_sentinel_answering_is_store_unavailable_at_once() -> None:
