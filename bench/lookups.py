@@ -11,116 +11,21 @@ then `serve --workers 2` on a throwaway Redis.
 from __future__ import annotations
 
 import contextlib
-import json
 import random
-import re
 import shutil
 import statistics
-import subprocess
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 import httpx
 
-from bench import edge_cost, procs
+from bench import edge_cost, procs, refusals, wrk
 from isp_gateway.auth import keys
 
-_LATENCY = re.compile(r"^\s+(50|75|90|99)%\s+([\d.]+)(us|ms|s)\s*$", re.MULTILINE)
-_MEAN = re.compile(r"^\s+Latency\s+([\d.]+)(us|ms|s)", re.MULTILINE)
-_RPS = re.compile(r"^Requests/sec:\s+([\d.]+)", re.MULTILINE)
-_NON2XX = re.compile(r"Non-2xx or 3xx responses:\s+(\d+)")
-_SOCKET_ERRORS = re.compile(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)")
-_REQUESTS = re.compile(r"^\s+(\d+) requests in", re.MULTILINE)
-_UNIT = {"us": 0.001, "ms": 1.0, "s": 1000.0}
-
-SERVER = "granian"  # the shipped default of SERVER (settings.py)
 # The same lookups on the same gateway with an API key (X-API-Key) instead of the JWT.
 KEY_ROW = "gateway, API key (X-API-Key)"
-# The refusals measured beside a cached lookup (CALLERS.md 6 "The cost of refusing": each
-# costs at most the server CPU of a successful cached lookup).
-REFUSAL_ROUNDS = 5
-REFUSAL_SECONDS = 2
-
-
-@dataclass
-class WrkResult:
-    rps: float
-    p50_ms: float
-    p99_ms: float
-    non_2xx: int
-    errors: int = 0
-    mean_ms: float = 0.0
-    requests: int = 0
-    cpu_us: float = 0.0  # the server's CPU time per request: steady on a busy machine
-
-
-def _lua(documents: list[str], token: str, header: str = "Authorization") -> str:
-    docs = ",".join(json.dumps(d) for d in documents)
-    value = f"Bearer {token}" if header == "Authorization" else token
-    return f"""
-local docs = {{{docs}}}
-local i = 0
-wrk.headers["{header}"] = "{value}"
-request = function()
-  i = i + 1
-  return wrk.format("GET", "/api/v1/clients/by-document/" .. docs[(i % #docs) + 1])
-end
-"""
-
-
-def _lua_one(method: str, path: str, headers: dict[str, str], body: str | None = None) -> str:
-    lines = [f"wrk.method = {json.dumps(method)}", f"wrk.path = {json.dumps(path)}"]
-    lines += [f"wrk.headers[{json.dumps(k)}] = {json.dumps(v)}" for k, v in headers.items()]
-    if body is not None:
-        lines.append(f"wrk.body = {json.dumps(body)}")
-    return "\n".join(lines) + "\n"
-
-
-def no_wrk(part: str) -> bool:
-    """True, said as the part's skip line, when wrk is not installed."""
-    if shutil.which("wrk") is not None:
-        return False
-    print(f"{part} skipped: wrk is not installed (Debian/Ubuntu: apt-get install wrk)")
-    return True
-
-
-def wrk(
-    target: procs.Served, script: str, duration: int, connections: int, threads: int = 2
-) -> WrkResult:
-    cpu_before = target.cpu_seconds()
-    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as handle:
-        handle.write(script)
-    out = subprocess.run(
-        [
-            *("wrk", f"-t{min(threads, connections)}", f"-c{connections}", f"-d{duration}s"),
-            *("--latency", "-s", handle.name, target.url),
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    cpu = target.cpu_seconds() - cpu_before
-    Path(handle.name).unlink()
-    lat = {p: float(v) * _UNIT[u] for p, v, u in _LATENCY.findall(out)}
-    rps = _RPS.search(out)
-    non2xx = _NON2XX.search(out)
-    errors = _SOCKET_ERRORS.search(out)
-    mean = _MEAN.search(out)
-    count = _REQUESTS.search(out)
-    requests = int(count.group(1)) if count else 0
-    return WrkResult(
-        float(rps.group(1)) if rps else 0.0,
-        lat.get("50", 0.0),
-        lat.get("99", 0.0),
-        int(non2xx.group(1)) if non2xx else 0,
-        sum(int(n) for n in errors.groups()) if errors else 0,
-        float(mean.group(1)) * _UNIT[mean.group(2)] if mean else 0.0,
-        requests,
-        cpu / requests * 1e6 if requests else 0.0,
-    )
 
 
 def _documents(upstream: str, count: int) -> list[str]:
@@ -136,22 +41,6 @@ def _documents(upstream: str, count: int) -> list[str]:
                 break
     random.Random(1).shuffle(docs)
     return docs[:count]
-
-
-def _median(results: list[WrkResult]) -> WrkResult:
-    def mid(values: list[float]) -> float:
-        return sorted(values)[len(values) // 2]
-
-    return WrkResult(
-        mid([r.rps for r in results]),
-        mid([r.p50_ms for r in results]),
-        mid([r.p99_ms for r in results]),
-        sum(r.non_2xx for r in results),
-        sum(r.errors for r in results),
-        mid([r.mean_ms for r in results]),
-        sum(r.requests for r in results),
-        mid([r.cpu_us for r in results]),
-    )
 
 
 def _token(gw: procs.Served) -> str:
@@ -188,7 +77,7 @@ def _calls_line(total: int, by_endpoint: dict[str, int]) -> str:
     others = ", ".join(f"{k} {v}" for k, v in by_endpoint.items() if k != LOOKUP_ENDPOINT)
     return (
         f"upstream calls while measured: {lookups} for the lookups ({LOOKUP_ENDPOINT}; "
-        f"{_check('target 0', lookups == 0)}); {total} in all"
+        f"{wrk.check('target 0', lookups == 0)}); {total} in all"
         + (f" (background refreshes on their schedule: {others})" if others else "")
     )
 
@@ -206,26 +95,8 @@ def _log_file() -> Iterator[tuple[Path, IO[bytes]]]:
             yield path, handle
 
 
-def _row(name: str, r: WrkResult) -> str:
-    return (
-        f"    {name:34}{r.rps:>9.0f}{r.p50_ms:>9.2f}{r.p99_ms:>9.2f}"
-        f"{r.non_2xx:>9}{r.errors:>8}{r.cpu_us:>12.0f}"
-    )
-
-
-def _header() -> str:
-    return (
-        f"    {'':34}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'non-2xx':>9}{'errors':>8}"
-        f"{'CPU us/req':>12}"
-    )
-
-
-def _check(label: str, ok: bool) -> str:
-    return f"{label}: {'OK' if ok else 'MISSED'}"
-
-
 def run(*, clients: int, duration: int, connections: int, rounds: int = 3) -> None:
-    if no_wrk("(a)"):
+    if wrk.no_wrk("(a)"):
         return
     print(
         f"(a) by-document lookups: {connections} connections, {duration} s a run, {rounds} "
@@ -233,7 +104,7 @@ def run(*, clients: int, duration: int, connections: int, rounds: int = 3) -> No
         f"{clients:,} clients upstream"
     )
     print(
-        f"    gateway = `isp-gateway serve` as shipped (SERVER={SERVER}, 1 process, INFO, "
+        f"    gateway = `isp-gateway serve` as shipped (SERVER={procs.SERVER}, 1 process, INFO, "
         "access log on, written to a file); bare = Starlette returning the same body"
     )
     with (
@@ -257,28 +128,28 @@ def run(*, clients: int, duration: int, connections: int, rounds: int = 3) -> No
         with procs.gateway(upstream, log=log, API_KEYS_FILE=str(keys_file)) as gw:
             token = _token(gw)
             body = _warm(gw, token, documents[0])
-            script = _lua(documents, token)
-            key_script = _lua(documents, api_key, header="X-API-Key")
+            script = wrk.lookup_script(documents, token)
+            key_script = wrk.lookup_script(documents, api_key, header="X-API-Key")
             with tempfile.NamedTemporaryFile("wb", suffix=".json", delete=False) as handle:
                 handle.write(body)
             try:
                 with (
                     procs.bare(handle.name, "uvicorn") as bare_uv,
-                    procs.bare(handle.name, SERVER) as bare_srv,
+                    procs.bare(handle.name, procs.SERVER) as bare_srv,
                 ):
                     targets = {
                         "gateway (serve, shipped default)": gw,
                         "bare Starlette, uvicorn": bare_uv,
-                        f"bare Starlette, {SERVER}": bare_srv,
+                        f"bare Starlette, {procs.SERVER}": bare_srv,
                         KEY_ROW: gw,
                     }
                     scripts = {name: script for name in targets}
                     scripts[KEY_ROW] = key_script
                     for name, target in targets.items():
-                        wrk(target, scripts[name], 2, connections)  # warm-up
+                        wrk.wrk(target, scripts[name], 2, connections)  # warm-up
                     httpx.post(f"{upstream}/_sim/reset-stats").raise_for_status()
                     lines_before = _access_lines(log_path)
-                    runs: dict[str, list[WrkResult]] = {name: [] for name in targets}
+                    runs: dict[str, list[wrk.WrkResult]] = {name: [] for name in targets}
                     # The key's run next to the JWT's, first one then the other by turns: a
                     # gateway run after the bare servers' starts from an idle process.
                     jwt_row = next(iter(targets))
@@ -286,11 +157,11 @@ def run(*, clients: int, duration: int, connections: int, rounds: int = 3) -> No
                         pair = [jwt_row, KEY_ROW] if round_ % 2 == 0 else [KEY_ROW, jwt_row]
                         bare_rows = [name for name in targets if name not in pair]
                         for name in [*pair, *bare_rows]:
-                            run_ = wrk(targets[name], scripts[name], duration, connections)
+                            run_ = wrk.wrk(targets[name], scripts[name], duration, connections)
                             runs[name].append(run_)
                     upstream_calls = _upstream_calls(upstream)
                     logged = _access_lines(log_path) - lines_before
-                    bad_input = _bad_input(
+                    bad_input = refusals.measure(
                         gw, token, documents[0], connections, (api_key, scopeless_key), bare_srv
                     )
             finally:
@@ -298,12 +169,12 @@ def run(*, clients: int, duration: int, connections: int, rounds: int = 3) -> No
         own_time = edge_cost.run_in_process(
             upstream, documents[0], keys_file, (api_key, scopeless_key)
         )
-    results = {name: _median(r) for name, r in runs.items()}
+    results = {name: wrk.median(r) for name, r in runs.items()}
     gw_r, uv_r, srv_r, _ = results.values()
     print(f"    body size {len(body)} bytes")
-    print(_header())
+    print(wrk.header())
     for name, r in results.items():
-        print(_row(name, r))
+        print(wrk.row(name, r))
     for name, r_list in runs.items():
         print(f"    per round req/s, {name}: " + ", ".join(f"{r.rps:.0f}" for r in r_list))
     to_uv = gw_r.rps / uv_r.rps if uv_r.rps else 0.0
@@ -313,13 +184,13 @@ def run(*, clients: int, duration: int, connections: int, rounds: int = 3) -> No
     clean = all(r.non_2xx == 0 and r.errors == 0 for r in results.values())
     print(
         f"    ratio gateway / bare on uvicorn: {to_uv:.2f}x "
-        f"({_check('target >= 1.2x', to_uv >= 1.2)})"
+        f"({wrk.check('target >= 1.2x', to_uv >= 1.2)})"
     )
     print(
-        f"    ratio gateway / bare on {SERVER}: {to_srv:.2f}x "
-        f"({_check('target >= 0.9x', to_srv >= 0.9)})"
+        f"    ratio gateway / bare on {procs.SERVER}: {to_srv:.2f}x "
+        f"({wrk.check('target >= 0.9x', to_srv >= 0.9)})"
     )
-    print(f"    gateway p99 {gw_r.p99_ms:.2f} ms ({_check('target < 10 ms', gw_r.p99_ms < 10)})")
+    print(f"    gateway p99 {gw_r.p99_ms:.2f} ms ({wrk.check('target < 10 ms', gw_r.p99_ms < 10)})")
     # Each round's key run beside its JWT run of the same round (the load drifts between).
     jwt_runs = runs[next(iter(runs))]
     to_jwt = statistics.median(k.rps / j.rps for k, j in zip(runs[KEY_ROW], jwt_runs, strict=True))
@@ -328,111 +199,22 @@ def run(*, clients: int, duration: int, connections: int, rounds: int = 3) -> No
     )
     print(
         f"    API key / JWT on the gateway: {to_jwt:.2f}x the req/s, {cpu_to_jwt:.2f}x the "
-        f"server CPU a request ({_check('target <= 1.03x', cpu_to_jwt <= 1.03)})"
+        f"server CPU a request ({wrk.check('target <= 1.03x', cpu_to_jwt <= 1.03)})"
     )
     print(f"    {_calls_line(*upstream_calls)}")
-    print(f"    non-2xx or socket errors, all runs: {_check('target none', clean)}")
+    print(f"    non-2xx or socket errors, all runs: {wrk.check('target none', clean)}")
     print(
         f"    access-log lines the gateway wrote while measured: {logged:,} "
         f"(~{served:,.0f} requests)"
     )
     print(
         f"  refusals on the gateway beside a cached lookup, {connections} connections, "
-        f"{REFUSAL_ROUNDS} rounds, each case's {REFUSAL_SECONDS} s run beside one of the "
+        f"{refusals.ROUNDS} rounds, each case's {refusals.SECONDS} s run beside one of the "
         "cached lookup (server CPU = the server's CPU time / requests answered; each ratio the "
         "median of the rounds' own, their spread beside it):"
     )
     for line in [*bad_input, *own_time]:
         print(line)
-
-
-def _bad_input(
-    gw: procs.Served,
-    token: str,
-    document: str,
-    connections: int,
-    keys_in_use: tuple[str, str],
-    bare: procs.Served,
-) -> list[str]:
-    """The server CPU a request of each refusal (an unknown route, a bad token, a key without
-    the route's scope, a malformed JSON body), and of the same cached lookup with an API key,
-    beside the cached lookup with the JWT: each case's run right beside a run of the JWT
-    lookup, one first then the other by turns. Each figure is the median of its rounds'
-    ratios to that JWT run: a pair measured seconds apart shares the machine's load, which
-    drifts more than these costs differ; the spread of the ratios is printed beside them."""
-    api_key, scopeless_key = keys_in_use
-    lookup = f"/api/v1/clients/by-document/{document}"
-    cases = [
-        ("cached lookup (JWT)", "GET", lookup, {"Authorization": f"Bearer {token}"}, None),
-        ("cached lookup, API key", "GET", lookup, {"X-API-Key": api_key}, None),
-        ("unknown route", "GET", "/api/v1/no-such-route", {}, None),
-        ("bad token", "GET", lookup, {"Authorization": "Bearer not-a-valid-token"}, None),
-        ("missing scope", "GET", lookup, {"X-API-Key": scopeless_key}, None),
-        (
-            "malformed JSON body",
-            "POST",
-            "/api/v1/clients/resolve",
-            {"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
-            '{"document": "123',
-        ),
-    ]
-    statuses = {
-        name: httpx.request(method, f"{gw.url}{path}", headers=headers, content=body).status_code
-        for name, method, path, headers, body in cases
-    }
-    runs: dict[str, list[WrkResult]] = {name: [] for name, *_ in cases}
-    ratios: dict[str, list[float]] = {name: [] for name, *_ in cases[1:]}
-    # The server's own share of a body: the bare app on the same server, a GET beside a POST
-    # of the same malformed body that it reads (a GET lookup reads none).
-    malformed = cases[-1][4]
-    bare_get = _lua_one("GET", "/api/v1/clients/by-document/1", {})
-    bare_post = _lua_one("POST", "/read", {"Content-Type": "application/json"}, malformed)
-    body_costs: list[float] = []
-    base_name, *_, base_headers, _ = cases[0]
-    base_script = _lua_one("GET", lookup, base_headers)
-    for round_ in range(REFUSAL_ROUNDS):
-        for name, method, path, headers, body in cases[1:]:
-            # Each case right beside its own JWT lookup, first one then the other by turns.
-            script = _lua_one(method, path, headers, body)
-            pair = [(base_name, base_script), (name, script)]
-            got = {
-                which: wrk(gw, text, REFUSAL_SECONDS, connections)
-                for which, text in (pair if round_ % 2 == 0 else pair[::-1])
-            }
-            runs[name].append(got[name])
-            runs[base_name].append(got[base_name])
-            ratios[name].append(got[name].cpu_us / got[base_name].cpu_us)
-        got_bare = wrk(bare, bare_get, REFUSAL_SECONDS, connections).cpu_us
-        posted = wrk(bare, bare_post, REFUSAL_SECONDS, connections).cpu_us
-        body_costs.append(posted - got_bare)
-    base = _median(runs[base_name]).cpu_us
-    lines = []
-    for name, *_ in cases:
-        r = _median(runs[name])
-        if name == base_name:
-            target = ""
-            shown = 1.0
-        else:
-            limit = 1.03 if name == "cached lookup, API key" else 1.0
-            shown = statistics.median(ratios[name])
-            spread = f"rounds {min(ratios[name]):.2f}-{max(ratios[name]):.2f}"
-            target = f"; {spread}; {_check(f'target <= {limit:.2f}x', shown <= limit)}"
-        lines.append(
-            f"    {name:22} {statuses[name]}  {r.cpu_us:6.1f} us of server CPU a request, "
-            f"{shown:.2f}x the cached lookup ({r.rps:.0f} req/s{target})"
-        )
-    # The 422 with the server's own read of the body taken off, round by round.
-    net = statistics.median(
-        (r.cpu_us - cut) / (r.cpu_us / ratio)
-        for r, ratio, cut in zip(runs[cases[-1][0]], ratios[cases[-1][0]], body_costs, strict=True)
-    )
-    lines.append(
-        f"    the server's own cost of reading that body (bare Starlette on {SERVER}, POST "
-        f"reading it beside a GET): {statistics.median(body_costs):+.1f} us a request; the 422 "
-        f"without it: {net:.2f}x the cached lookup"
-    )
-    lines.append(f"    (cached lookup with the JWT, median of the rounds: {base:.1f} us)")
-    return lines
 
 
 def run_workers(*, clients: int, duration: int, connections: int, workers: int = 2) -> None:
@@ -458,12 +240,12 @@ def run_workers(*, clients: int, duration: int, connections: int, workers: int =
         documents = _documents(upstream, 2000)
         token = _token(gw)
         _warm(gw, token, documents[0], connections=4 * workers)
-        script = _lua(documents, token)
-        wrk(gw, script, 3, connections)  # warm-up: each worker verifies the token once
+        script = wrk.lookup_script(documents, token)
+        wrk.wrk(gw, script, 3, connections)  # warm-up: each worker verifies the token once
         httpx.post(f"{upstream}/_sim/reset-stats").raise_for_status()
-        result = wrk(gw, script, duration, connections)
+        result = wrk.wrk(gw, script, duration, connections)
         upstream_calls = _upstream_calls(upstream)
-    print(_header())
-    print(_row(f"gateway, {workers} workers, Redis", result))
+    print(wrk.header())
+    print(wrk.row(f"gateway, {workers} workers, Redis", result))
     print(f"    {_calls_line(*upstream_calls)}")
     print(f"    non-2xx {result.non_2xx}, socket errors {result.errors}")

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import httpx
 
-from bench import lookups, procs
+from bench import lookups, procs, wrk
 
 
 def run(*, clients: int, duration: int, connections: int, rounds: int = 3) -> None:
-    if lookups.no_wrk("(f)"):
+    if wrk.no_wrk("(f)"):
         return
     print(
         f"(f) metrics cost on by-document lookups: {connections} connections, {duration} s a "
@@ -30,20 +30,20 @@ def run(*, clients: int, duration: int, connections: int, rounds: int = 3) -> No
         token = lookups._token(on)
         for gw in (on, off):
             lookups._warm(gw, token, documents[0])
-        script = lookups._lua(documents, token)
+        script = wrk.lookup_script(documents, token)
         for gw in (on, off):
-            lookups.wrk(gw, script, 2, connections)  # warm-up
-        runs: dict[str, list[lookups.WrkResult]] = {"on": [], "off": []}
+            wrk.wrk(gw, script, 2, connections)  # warm-up
+        runs: dict[str, list[wrk.WrkResult]] = {"on": [], "off": []}
         for n in range(rounds):
             # Alternate which goes first, so a drift in the machine's load hits both alike.
             order = [("on", on), ("off", off)] if n % 2 == 0 else [("off", off), ("on", on)]
             for name, gw in order:
-                runs[name].append(lookups.wrk(gw, script, duration, connections))
+                runs[name].append(wrk.wrk(gw, script, duration, connections))
         counted = httpx.get(f"{on.url}/metrics").text
-    on_r, off_r = lookups._median(runs["on"]), lookups._median(runs["off"])
-    print(lookups._header())
-    print(lookups._row("metrics on (shipped default)", on_r))
-    print(lookups._row("metrics off", off_r))
+    on_r, off_r = wrk.median(runs["on"]), wrk.median(runs["off"])
+    print(wrk.header())
+    print(wrk.row("metrics on (shipped default)", on_r))
+    print(wrk.row("metrics off", off_r))
     for name in ("on", "off"):
         print(
             f"    per round, metrics {name}: "
@@ -51,12 +51,10 @@ def run(*, clients: int, duration: int, connections: int, rounds: int = 3) -> No
         )
     ratio = on_r.rps / off_r.rps if off_r.rps else 0.0
     cpu_ratio = on_r.cpu_us / off_r.cpu_us if off_r.cpu_us else 0.0
-    print(
-        f"    ratio on/off, req/s: {ratio:.2f}x ({lookups._check('target >= 0.90x', ratio >= 0.9)})"
-    )
+    print(f"    ratio on/off, req/s: {ratio:.2f}x ({wrk.check('target >= 0.90x', ratio >= 0.9)})")
     print(
         f"    server CPU per request on/off: {cpu_ratio:.2f}x "
-        f"({lookups._check('target <= 1.10x', cpu_ratio <= 1.1)})"
+        f"({wrk.check('target <= 1.10x', cpu_ratio <= 1.1)})"
     )
     series = [
         line

@@ -21,6 +21,7 @@ API_KEY = "bench-upstream-key-0123456789abcdef"
 JWT_SECRET = "bench-jwt-secret-0123456789abcdef0123456789"
 USERNAME = "bench"
 PASSWORD = "bench-password"
+SERVER = "granian"  # the shipped default of SERVER (settings.py)
 
 
 def free_port() -> int:
