@@ -6,6 +6,8 @@
      unknown route, a bad token, a key without the scope, a malformed JSON body and an API
      key's lookup, each beside the JWT's; and the gateway's own time of each in-process;
 (a2) `serve --workers 2` on a throwaway Redis, the same lookups;
+(a3) the malformed body's 422, served as shipped beside the same gateway given the body at
+     once: how much of its cost is the server's read of the body (bench/body_read.py);
 (b)  search latency over 50,000 clients, single- and multi-token queries;
 (c)  time and peak memory to load and index 50,000 clients, beside the upstream's own time;
 (d)  accounts: the pending-invoice list (20,000 invoices) loaded beside the upstream's own
@@ -34,6 +36,7 @@ from collections.abc import Callable
 from bench import (
     accounts,
     agents,
+    body_read,
     conversation,
     indexing,
     lookups,
@@ -50,6 +53,7 @@ PARTS: dict[str, Callable[[argparse.Namespace], None]] = {
     "workers": lambda ns: lookups.run_workers(
         clients=ns.clients, duration=ns.duration, connections=ns.connections
     ),
+    "body-read": lambda ns: body_read.run(clients=ns.clients, connections=ns.connections),
     "search": lambda ns: indexing.run_search(clients=ns.index_clients),
     "load": lambda ns: indexing.run_load(clients=ns.index_clients),
     "accounts": lambda ns: accounts.run(clients=ns.index_clients),
