@@ -14,7 +14,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from isp_gateway.clients.attempts import Counter, IdentityCounters, Reservation, locked
-from isp_gateway.clients.matching import address_tokens, price_matches, text_matches, tokens
+from isp_gateway.clients.matching import (
+    address_tokens,
+    fact_known,
+    price_matches,
+    text_matches,
+    tokens,
+)
 from isp_gateway.clients.misses import VERIFY, client_not_found, unable_to_fetch
 from isp_gateway.clients.policy import require_facts
 from isp_gateway.clients.schemas import VerifyRequest
@@ -101,16 +107,24 @@ class IdentityService:
         return await self.plans.price_for(plan_id, client["internet_plan_name"])
 
     async def _match(
-        self, client: Client, plan_id: int | None, given: dict[str, Any], *, debug: bool
+        self,
+        client: Client,
+        plan_id: int | None,
+        given: dict[str, Any],
+        *,
+        debug: bool,
+        strict: bool,
     ) -> tuple[list[str], float | None]:
         """The provided fields that match, and the price compared (for the debug block).
+        Under `strict`, the name and the address must also say who and where (fact_known).
 
         With `debug` false (resolve, or no debug block to fill), the price is not looked up
         for a record whose other fields already failed."""
+        known = fact_known if strict else text_matches
         matched = []
-        if "name" in given and text_matches(given["name"], client["name"]):
+        if "name" in given and known(given["name"], client["name"]):
             matched.append("name")
-        if "address" in given and text_matches(given["address"], client["address"], address=True):
+        if "address" in given and known(given["address"], client["address"], address=True):
             matched.append("address")
         if "internet_plan_name" in given and text_matches(
             given["internet_plan_name"], client["internet_plan_name"]
@@ -190,7 +204,7 @@ class IdentityService:
                 raise client_not_found(VERIFY) from None
             client = found.client
             matched, price = await self._match(
-                client, await self._plan_id(service_id), given, debug=not strict
+                client, await self._plan_id(service_id), given, debug=not strict, strict=strict
             )
         except BaseException:
             # No comparison was made (unknown client, upstream down): not a failed guess.
@@ -256,7 +270,9 @@ class IdentityService:
             verified: list[Client] = []
             for client in candidates:
                 plan_id = index.plan_id(client["service_id"])
-                matched, _ = await self._match(client, plan_id, given, debug=False)
+                matched, _ = await self._match(
+                    client, plan_id, given, debug=False, strict=self.strict
+                )
                 if len(matched) == len(given):
                     verified.append(client)
             wait = None

@@ -4,6 +4,10 @@ A provided value matches when it has at least one token and every one of its tok
 whole token of the record value, after folding case, accents and punctuation. So `Juan Perez`
 matches `JUAN CARLOS PÉREZ GÓMEZ`, while `a` or `Jua` match nothing: a guess of a fragment
 must never pass as an identity check.
+
+Under the `strict` policy (CALLERS.md 6) a name or an address is known only when the words
+given also say who or where (`fact_known`): `el`, `casa` or `2` are words of half the
+addresses, and a first name is shared by many; a stranger typing them must not pass.
 """
 
 from __future__ import annotations
@@ -18,6 +22,23 @@ _WORD = re.compile(r"[^\W_]+")
 # "B."): after punctuation folding they are these leading tokens.
 ADDRESS_PREFIXES = frozenset({"v", "vda", "vereda", "barrio", "b"})
 PRICE_TOLERANCE = 1.0
+
+# Words that say nothing of who or where: Spanish articles, prepositions and conjunctions
+# (folded). `el` or `la` is a word of a fifth of the addresses.
+FILLER = frozenset(
+    {"a", "al", "de", "del", "e", "el", "en", "la", "las", "lo", "los", "o", "u", "y"}
+)
+# Words of the kind of place, not of which place: the street types and their abbreviations,
+# the parts of a plot or a building, the numbering words, the cardinal points, the saints and
+# villas that begin many names of places. `casa` or `sector` is a word of a fifth of them.
+ADDRESS_GENERIC = frozenset({
+    "ap", "apartamento", "apto", "autopista", "av", "avenida", "b", "barrio", "bl", "bloque",
+    "calle", "carrera", "cl", "cll", "conjunto", "cr", "cra", "cs", "casa", "dg", "diagonal",
+    "edif", "edificio", "este", "etapa", "finca", "int", "interior", "km", "kilometro", "kr",
+    "kra", "local", "lote", "lt", "manzana", "mz", "mza", "n", "no", "norte", "nro", "numero",
+    "occidente", "oeste", "oriente", "piso", "san", "santa", "santo", "sector", "sur", "torre",
+    "transversal", "tv", "urb", "urbanizacion", "v", "vda", "vereda", "via", "villa",
+})  # fmt: skip
 
 
 @lru_cache(maxsize=65536)
@@ -76,3 +97,31 @@ def price_matches(given: float | None, actual: float | None) -> bool:
     if given is None or actual is None:
         return False
     return abs(given - actual) <= PRICE_TOLERANCE
+
+
+def _numeric(token: str) -> bool:
+    """A house or street number (`4`, `45a`, `12`): one of few values, guessed in a few tries."""
+    return any(char.isdigit() for char in token)
+
+
+def fact_known(given: str | None, actual: str | None, *, address: bool = False) -> bool:
+    """Under `strict`: `given` matches `actual` (text_matches) and says who or where.
+
+    A name must give at least two of the record's words that are not filler (every one, when
+    it has fewer): `Juan Pérez` for `JUAN CARLOS PÉREZ GÓMEZ`, never `Juan` alone. An address
+    must give one of its words that names the place (not filler, not a generic word, not a
+    number): `el rosal` for `VDA/ EL ROSAL CASA 4`, never `el`, `casa 4` or `4`; an address made
+    of a street type and numbers only (`CALLE 45 # 12-30`) needs two of its numbers. A record
+    value with nothing of the kind cannot be known by it."""
+    if not text_matches(given, actual, address=address):
+        return False
+    split = address_tokens if address else tokens
+    said = set(split(given))
+    have = {token for token in split(actual) if token not in FILLER}
+    if not address:
+        return len(said & have) >= min(2, len(have)) > 0
+    have -= ADDRESS_GENERIC
+    places = {token for token in have if not _numeric(token)}
+    if places:
+        return bool(said & places)
+    return len(said & have) >= min(2, len(have)) > 0
