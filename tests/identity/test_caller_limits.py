@@ -87,6 +87,33 @@ def test_rotating_end_users_cannot_escape_the_callers_failure_limit(
     assert sum(e["details"]["count"] for e in refused) == 23
 
 
+def test_one_caller_cannot_lock_another_callers_end_users(serve_workers: ServeWorkers) -> None:
+    """X-End-User-Id is the caller's own claim: a key that names another caller's end user
+    (here the other key itself, and the JWT user, each the end user of its own requests
+    without the header) fills its own counters, never theirs. It locked them out before."""
+    served = serve_workers(
+        keys={"hostile": ["clients:verify"], "victim": ["clients:verify"]},
+        VERIFY_END_USER_MAX_FAILURES=6,
+        VERIFY_LOCKOUT_SECONDS=120,
+    )
+    for victim in ("victim", "jwt:bot"):
+        # Six services (no pair comes near its five), as the victim's end user: the hostile
+        # key's "person" is locked on the sixth failure.
+        answers = [
+            served.post(f"/api/v1/clients/{sid}/verify", json=WRONG, key="hostile", user=victim)
+            for sid in (102, 103, 104, 105, 106, 107)
+        ]
+        assert [a.json()["action"] for a in answers] == ["client_verification_failed"] * 6
+        again = served.post("/api/v1/clients/101/verify", json=GOOD, key="hostile", user=victim)
+        assert again.json()["action"] == "client_verification_locked", again.text
+    # Neither victim is: each verifies, and resolves, as itself.
+    for key in ("victim", None):
+        verified = served.post("/api/v1/clients/101/verify", json=GOOD, key=key)
+        assert verified.json()["action"] == "client_verified", verified.text
+        found = served.post("/api/v1/clients/resolve", json=GOOD, key=key)
+        assert found.json()["action"] == "client_verified", found.text
+
+
 class Harvester:
     """A stranger with the public plan catalogue: POST /resolve with every name and every
     plan (its name and price), each time as a new end user. `get` and `post` reach the

@@ -2,6 +2,10 @@
 each counter it concerns, 15-minute windows (VERIFY_LOCKOUT_SECONDS):
 - (service, end user): VERIFY_MAX_FAILURES lock that pair;
 - (end user), verify and resolve together: VERIFY_END_USER_MAX_FAILURES;
+  an end user is its caller's own claim, so these two count the caller's end user: the
+  same `X-End-User-Id` under another key is another person, and a key naming another
+  caller's end user (or the caller itself, the end user of a request without one) counts
+  on its own, never locking that caller out;
 - (service), every end user: VERIFY_SERVICE_MAX_FAILURES (a distributed guess);
 - (caller), every end user and service: CALLER_IDENTITY_FAILURES. `X-End-User-Id` is the
   caller's own claim: rotating it never lifts this one.
@@ -36,6 +40,12 @@ def locked(retry_after: int) -> Locked:
 Counter = tuple[FailureThrottle, str]
 
 
+def person(caller: str, end_user: str) -> str:
+    """The end user `end_user` of `caller`, as the counters key it (the caller's length
+    first: a name may hold any character, and no two pairs give one key)."""
+    return f"{len(caller)}:{caller}|{end_user}"
+
+
 @dataclass(frozen=True, slots=True)
 class Reservation:
     """The counters one attempt took a unit on, and its place on the caller's counter."""
@@ -62,15 +72,20 @@ class IdentityCounters:
 
     def of_verify(self, service_id: int, caller: str, end_user: str) -> list[Counter]:
         # The caller's first: a caller locked out takes no unit on the others.
+        who = person(caller, end_user)
         return [
             (self.caller, caller),
-            (self.pair, f"{service_id}|{end_user}"),
-            (self.end_user, end_user),
+            (self.pair, f"{service_id}|{who}"),
+            (self.end_user, who),
             (self.service, str(service_id)),
         ]
 
     def of_resolve(self, caller: str, end_user: str) -> list[Counter]:
-        return [(self.caller, caller), (self.end_user, end_user)]
+        return [(self.caller, caller), (self.end_user, person(caller, end_user))]
+
+    async def succeeded(self, service_id: int, caller: str, end_user: str) -> None:
+        """`end_user` of `caller` proved who they are for `service_id`: its pair starts over."""
+        await self.pair.success(f"{service_id}|{person(caller, end_user)}")
 
     async def reserve(self, counters: list[Counter]) -> Reservation:
         """Count the attempt on every counter before it is checked, atomically per counter;
@@ -108,10 +123,11 @@ class IdentityCounters:
             details={"counter": "caller", "failures": limit, "retry_after": self.caller.window},
         )
 
-    async def locked_for(self, service_id: int, end_user: str) -> int | None:
-        """Seconds until `service_id` may be verified by `end_user`, or None when it may."""
+    async def locked_for(self, service_id: int, caller: str, end_user: str) -> int | None:
+        """Seconds until `service_id` may be verified by `end_user` of `caller`, or None when
+        it may."""
         for throttle, key in (
-            (self.pair, f"{service_id}|{end_user}"),
+            (self.pair, f"{service_id}|{person(caller, end_user)}"),
             (self.service, str(service_id)),
         ):
             wait = await throttle.retry_after(key)

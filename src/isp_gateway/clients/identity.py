@@ -279,7 +279,7 @@ class IdentityService:
             if len(verified) == 1:
                 # A service whose verification is locked for this end user (or for everyone)
                 # is not verified by the back door either.
-                wait = await self.counters.locked_for(verified[0]["service_id"], end_user)
+                wait = await self.counters.locked_for(verified[0]["service_id"], caller, end_user)
         except BaseException:
             await self.counters.release(reservation.counters)
             raise
@@ -316,6 +316,6 @@ class IdentityService:
             raise Locked(
                 retry_after=retry_after, action=Action.IDENTITY_RATE_LIMITED, variant="resolves"
             )
-        await self.counters.pair.success(f"{service_id}|{end_user}")
+        await self.counters.succeeded(service_id, caller, end_user)
         await self._audit("resolve", "verified", service_id, matched_fields=sorted(given))
         return Found(verified[0], stale)
