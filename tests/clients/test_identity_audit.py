@@ -107,7 +107,8 @@ def test_update_records_updated_and_failed_with_field_names_only(start_pair: Sta
     found = events(gw, "client_update")
     assert [(e["outcome"], e["service_id"], e["details"]) for e in found] == [
         ("updated", 101, {"fields": ["document", "phone"]}),
-        ("failed", 101, {"fields": ["phone"], "reason": "invalid_phone"}),
+        # Refused before the write: counted (CALLERS.md 6); the write the backend failed: kept.
+        ("failed", 101, {"fields": ["phone"], "reason": "invalid_phone", "count": 1}),
         ("failed", 101, {"fields": ["document"], "reason": "client_update_failed"}),
     ]
     assert_nothing_in_clear(found)

@@ -109,6 +109,51 @@ def test_a_refused_key_cannot_flush_the_audit(serve_workers: ServeWorkers) -> No
     assert len(everything) < 20
 
 
+def test_refused_writes_cannot_flush_the_writes(serve_workers: ServeWorkers) -> None:
+    """The issue's flood again, with refused writes instead of refused credentials: ticket
+    creations with an unknown subject or another zone, and phone updates that are no phone,
+    none of which reaches the backend. They evicted the earlier `client_update` from a
+    trail of CAP; they are refusals, counted, and it stays."""
+    served = serve_workers(
+        keys={"writer": ["tickets:write", "clients:write"]}, AUDIT_MAX_EVENTS=CAP
+    )
+    update = served.put("/api/v1/clients/101", json={"phone": "3209998877"})
+    assert update.status_code == 200, update.text
+    ticket = {"description": "x", "technician_id": 11, "zone_id": 3}
+    refused = [
+        ("POST", "/api/v1/tickets", {**ticket, "subject": "zz"}, 400),  # not a catalogue subject
+        ("POST", "/api/v1/tickets", {**ticket, "subject": "No Tiene Internet", "zone_id": 9}, 422),
+        ("PUT", "/api/v1/clients/{sid}", {"phone": "311-ABC"}, 400),  # not a phone
+    ]
+
+    def flood(sid: int) -> list[int]:
+        with httpx.Client(base_url=served.url, headers={"Connection": "close"}) as http:
+            headers = {"X-API-Key": served.keys["writer"]}
+            statuses = []
+            for _ in range(CAP // 2):
+                for method, path, body, status in refused:
+                    payload = {**body, "service_id": sid} if method == "POST" else body
+                    got = http.request(
+                        method, path.format(sid=sid), json=payload, headers=headers
+                    ).status_code
+                    statuses.append(got == status)
+            return statuses
+
+    with ThreadPoolExecutor(4) as pool:
+        answers = [ok for batch in pool.map(flood, (103, 104, 105, 106)) for ok in batch]
+    assert all(answers) and len(answers) == 4 * CAP // 2 * 3  # 600 refusals, 6 times CAP
+    kept = events(served, event="client_update", caller="jwt:bot")
+    assert [(e["outcome"], e["service_id"]) for e in kept] == [("updated", 101)]
+    # Counted, every one, each service's apart (an auditor asking about one sees its own).
+    tickets = counted(served, 4 * CAP, event="ticket_create", caller="writer")
+    assert {e["outcome"] for e in tickets} == {"failed", "zone_mismatch"}
+    updates = counted(served, 2 * CAP, event="client_update", caller="writer")
+    assert {e["details"]["reason"] for e in updates} == {"invalid_phone"}
+    assert {e["service_id"] for e in updates} == {103, 104, 105, 106}
+    for_105 = counted(served, 3 * CAP // 2, caller="writer", service_id=105)
+    assert {e["event"] for e in for_105} == {"ticket_create", "client_update"}
+
+
 @pytest.mark.anyio
 async def test_mcp_reads_name_their_customer_and_a_catalogue_loop_evicts_none(
     serve_workers: ServeWorkers,

@@ -1,6 +1,7 @@
-"""The `ticket_create` audit (CALLERS.md 4): one event per decided outcome, recorded by the
-ticket service before the answer; a replayed answer is no new event; nothing of the request's
-customer in clear."""
+"""The `ticket_create` audit (CALLERS.md 4 and 6): a ticket made (or maybe made) is one event,
+recorded by the ticket service before the answer; a refusal is counted, one event a caller,
+outcome, service, reason and minute with `details.count`; a replayed answer is no new event;
+nothing of the request's customer in clear."""
 
 from __future__ import annotations
 
@@ -69,7 +70,9 @@ def test_each_creation_outcome_is_one_event(gw: Gateway, sim: Simulator) -> None
         ("failed", 302),
         ("failed", 302),
     ]
-    assert events[-1]["details"] == {"zone_id": 3, "reason": "unknown_subject"}
+    assert events[-1]["details"] == {"zone_id": 3, "reason": "unknown_subject", "count": 1}
+    # Made: one by one; refused: counted (a loop of them cannot push the writes out).
+    assert ["count" in e["details"] for e in events] == [False, True, True, True, True, True]
     by_outcome = {e["outcome"]: e for e in events[:-1]}
     assert by_outcome["created"]["details"]["ticket_id"] == ticket_id
     assert by_outcome["duplicate"]["details"]["ticket_id"] == ticket_id

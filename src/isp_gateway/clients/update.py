@@ -62,10 +62,26 @@ class UpdateService:
             if value and value.strip()
         ]
         try:
-            await self._update(service_id, document, phone)
+            new_document, new_phone, phone_field = await self._checked(service_id, document, phone)
         except StoreUnavailable:
             raise
         except ServiceError as exc:
+            # Refused before the write (a value, an unknown service, the backend's read):
+            # counted as every refusal is (CALLERS.md 6), so a loop of them never pushes the
+            # writes out of the audit.
+            details = {"fields": fields, "reason": exc.action}
+            kind = f"{service_id}:{exc.action}"  # one event a service, caller, reason, minute
+            self.audit.count(
+                "client_update", "failed", service_id=service_id, details=details, kind=kind
+            )
+            raise
+        try:
+            with _update_errors():
+                await upstream.update_profile(self.gateway, service_id, new_document, phone_field)
+        except StoreUnavailable:
+            raise
+        except ServiceError as exc:
+            # The write was sent: the backend refused it or its answer was lost, one by one.
             await self.audit.record(
                 "client_update",
                 "failed",
@@ -73,11 +89,16 @@ class UpdateService:
                 details={"fields": fields, "reason": exc.action},
             )
             raise
+        await self._after_update(service_id, new_document, new_phone, phone_field)
         await self.audit.record(
             "client_update", "updated", service_id=service_id, details={"fields": fields}
         )
 
-    async def _update(self, service_id: int, document: str | None, phone: str | None) -> None:
+    async def _checked(
+        self, service_id: int, document: str | None, phone: str | None
+    ) -> tuple[str | None, str | None, str | None]:
+        """The new document and phone, checked, and the record's phone field with the new
+        number first (read fresh from the backend), before anything is written."""
         new_document = document.strip() if document and document.strip() else None
         new_phone = phone.strip() if phone and phone.strip() else None
         if new_document is None and new_phone is None:
@@ -91,9 +112,7 @@ class UpdateService:
             new_phone = self.clients.normalized_phone(new_phone)
             # CALLERS.md 2: the new number replaces the record's first; its others stay.
             phone_field = await self._phone_field_with(service_id, new_phone)
-        with _update_errors():
-            await upstream.update_profile(self.gateway, service_id, new_document, phone_field)
-        await self._after_update(service_id, new_document, new_phone, phone_field)
+        return new_document, new_phone, phone_field
 
     async def _phone_field_with(self, service_id: int, number: str) -> str:
         """The service's `telefono` field, read fresh from the upstream (a cached copy

@@ -108,7 +108,7 @@ class PaymentService:
             check_until(until, today, self.settings.PROMISE_MAX_DAYS)
         except InvalidField:
             details = {"reason": "until_out_of_range", "days_ahead": (until - today).days}
-            await self._event("payment_promise", "refused", service_id, details)
+            await self._event("payment_promise", "refused", service_id, details, asked=False)
             raise
         request = {"service_id": service_id, "until": until.isoformat(), "invoice_id": invoice_id}
         return PromiseOrder(service_id, until, invoice_id, fingerprint(request))
@@ -164,7 +164,7 @@ class PaymentService:
         details["reason"] = (
             (exc.data or {}).get("reason") if isinstance(exc, PromiseNotAllowed) else exc.action
         )
-        await self._event("payment_promise", "refused", order.service_id, details)
+        await self._event("payment_promise", "refused", order.service_id, details, asked=False)
 
     async def promise_allowed(self, service_id: int, invoices: list[dict[str, Any]]) -> bool:
         """Whether rules 4 and 5 would let a suspended service that owes `invoices` promise
@@ -206,7 +206,7 @@ class PaymentService:
             check_paid_on(fields.paid_on, self.ledger.today(), PAID_ON_DAYS_BACK)
         except ServiceError as exc:
             details = {"reason": exc.action, "field": getattr(exc, "field", None)}
-            await self._event("payment_report", "failed", service_id, details)
+            await self._event("payment_report", "failed", service_id, details, asked=False)
             raise
         receipt = form.receipt
         request = {
@@ -258,13 +258,29 @@ class PaymentService:
         details = self._of(order)
         if isinstance(exc, PaymentReportDuplicate):
             details["invoice_id"] = (exc.data or {}).get("invoice_id")
-            await self._event("payment_report", "duplicate", order.service_id, details)
+            await self._event("payment_report", "duplicate", order.service_id, details, asked=False)
             return
         details["reason"] = (exc.data or {}).get("reason") or exc.action
         details["outcome"] = (exc.meta or {}).get("outcome")
-        await self._event("payment_report", "failed", order.service_id, details)
+        asked = exc.status_code >= 500  # the backend was asked: the report may be filed
+        await self._event("payment_report", "failed", order.service_id, details, asked=asked)
 
     async def _event(
-        self, event: str, outcome: str, service_id: int, details: dict[str, Any]
+        self,
+        event: str,
+        outcome: str,
+        service_id: int,
+        details: dict[str, Any],
+        *,
+        asked: bool = True,
     ) -> None:
-        await self.audit.record(event, outcome, service_id=service_id, details=details)
+        """One outcome in the audit. `asked`: the backend was asked to do it (done, or a 5xx
+        whose outcome may be done): one by one in the writes' stream. Otherwise a refusal
+        before anything was asked (a rule, a field, the duplicate): counted as every refusal
+        is, one event a caller, outcome, service, reason and minute (CALLERS.md 6), so a loop
+        of refused promises or reports never pushes the writes out of the audit."""
+        if asked:
+            await self.audit.record(event, outcome, service_id=service_id, details=details)
+            return
+        kind = f"{service_id}:{details.get('reason') or ''}"  # one event a service too
+        self.audit.count(event, outcome, service_id=service_id, details=details, kind=kind)

@@ -195,7 +195,7 @@ class TicketService:
         except ServiceError:
             # The caller's own words are not audited: not a catalogue subject, they are text.
             details = {"zone_id": request.zone_id, "reason": "unknown_subject"}
-            await self._decided("failed", request.service_id, details)
+            self._refusal("failed", request.service_id, details)
             raise
         if subject != request.subject:
             request = request.model_copy(update={"subject": subject})
@@ -256,10 +256,30 @@ class TicketService:
             details["router_id"] = (refusal.data or {}).get("router_id")
         else:
             details["reason"] = (refusal.meta or {}).get("reason", refusal.action)
-        await self._decided(outcome, order.request.service_id, self._with(order, details))
+        details = self._with(order, details)
+        if details.get("reason") == "outcome_unknown":
+            # The POST went out and its answer was lost: the ticket may exist, a write.
+            await self._decided(outcome, order.request.service_id, details)
+        else:
+            self._refusal(outcome, order.request.service_id, details)
 
     async def _decided(self, outcome: str, service_id: int, details: dict[str, Any]) -> None:
-        """One creation outcome: counted, then audited (`ticket_create`, CALLERS.md 4)."""
+        """A creation that made a ticket, or may have: counted in the metrics, then audited
+        one by one in the writes' stream (`ticket_create`, CALLERS.md 4)."""
         if self.metrics is not None:
             self.metrics.ticket(outcome)
         await self.audit.record("ticket_create", outcome, service_id=service_id, details=details)
+
+    def _refusal(self, outcome: str, service_id: int, details: dict[str, Any]) -> None:
+        """A creation refused before anything was written upstream (the subject, the zone,
+        its cap, a ticket already open, an outage, a backend that said no or was not
+        reached): counted in the metrics, and in the audit as every refusal is, one event a
+        caller, outcome, service, reason and minute (CALLERS.md 6), so a loop of refused
+        creations never pushes the writes out of the audit."""
+        if self.metrics is not None:
+            self.metrics.ticket(outcome)
+        # One event a service too: an auditor asking about a customer sees its refusals.
+        kind = f"{service_id}:{details.get('reason') if outcome == 'failed' else ''}"
+        self.audit.count(
+            "ticket_create", outcome, service_id=service_id, details=details, kind=kind
+        )
