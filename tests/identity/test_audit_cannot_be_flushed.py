@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -152,6 +153,40 @@ def test_refused_writes_cannot_flush_the_writes(serve_workers: ServeWorkers) -> 
     assert {e["service_id"] for e in updates} == {103, 104, 105, 106}
     for_105 = counted(served, 3 * CAP // 2, caller="writer", service_id=105)
     assert {e["event"] for e in for_105} == {"ticket_create", "client_update"}
+
+
+def test_writes_the_budget_refuses_cannot_flush_the_writes(serve_workers: ServeWorkers) -> None:
+    """A key spends its share of the backend's minute on lookups of made-up documents (any
+    `clients:read` key can), then sends updates and pings the gateway refuses 503
+    `upstream_rate_limited` without asking the backend: refusals, counted, and the earlier
+    `client_update` stays (they evicted it before)."""
+    served = serve_workers(
+        keys={"spender": ["clients:read", "clients:write", "network:ping"]},
+        AUDIT_MAX_EVENTS=CAP,
+        UPSTREAM_RATE_PER_MINUTE=20,
+    )
+    update = served.put("/api/v1/clients/101", json={"phone": "3209998877"})
+    assert update.status_code == 200, update.text
+    with httpx.Client(base_url=served.url, headers={"X-API-Key": served.keys["spender"]}) as http:
+        for n in range(200):
+            if http.get(f"/api/v1/clients/by-document/{90_000_000 + n}").status_code == 503:
+                break
+        else:
+            raise AssertionError("the budget was never spent")
+        statuses = Counter()
+        for n in range(2 * CAP):
+            sid = 103 + n % 4
+            put = http.put(f"/api/v1/clients/{sid}", json={"document": f"7778889{n % 10}"})
+            ping = http.post(f"/api/v1/{sid}/ping/", json={"pings": 4})
+            statuses[("put", put.status_code)] += 1
+            statuses[("ping", ping.status_code)] += 1
+    # A minute may turn during the flood: the few it lets through are real writes.
+    refused_puts, refused_pings = statuses[("put", 503)], statuses[("ping", 503)]
+    assert refused_puts >= 2 * CAP - 20 and refused_pings >= 2 * CAP - 20, statuses
+    kept = events(served, event="client_update", caller="jwt:bot")
+    assert [(e["outcome"], e["service_id"]) for e in kept] == [("updated", 101)]
+    counted(served, refused_puts, event="client_update", caller="spender")
+    counted(served, refused_pings, event="ping", caller="spender")
 
 
 @pytest.mark.anyio

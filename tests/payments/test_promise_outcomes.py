@@ -68,6 +68,7 @@ def test_an_empty_answer_is_unknown_and_the_repeat_reconciles(start_money: Start
     assert outcomes == [("failed", None), ("created", True)]
     [failed] = audit_events(gw, "payment_promise")[:1]
     assert failed["details"]["outcome"] == "unknown"
+    assert "count" not in failed["details"]  # sent, and maybe made: kept one by one
 
 
 def test_while_an_outcome_is_unknown_no_other_promise_is_sent(start_money: StartMoney) -> None:
@@ -83,6 +84,9 @@ def test_while_an_outcome_is_unknown_no_other_promise_is_sent(start_money: Start
     unknown(other)
     assert int(other.headers["Retry-After"]) >= 1
     assert sim_promises(sim) == [] and sim.state.calls[f"POST {PROMISE_ROUTE}"] == 1
+    # The first was sent (kept one by one); the repeat sent nothing (counted, CALLERS.md 6).
+    events = [e for e in audit_events(gw, "payment_promise") if e["service_id"] == sid]
+    assert [("count" in e["details"]) for e in events] == [False, True]
     # Made, its answer lost: another request finds it made, and it is the one active.
     sid = DEBTORS[7]
     vid = verification_id(gw, sid)
@@ -158,6 +162,8 @@ def test_a_refusal_leaves_nothing_behind(start_money: StartMoney) -> None:
         "upstream_unauthorized",
         "upstream_rate_limited",
     ]
+    # Nothing was made: refusals, counted (CALLERS.md 6), never one by one among the writes.
+    assert all(e["details"]["count"] == 1 for e in failed)
 
 
 def test_no_promise_on_an_owed_list_that_cannot_be_read(start_money: StartMoney) -> None:

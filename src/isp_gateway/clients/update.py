@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from isp_gateway.clients.index import document_key
 from isp_gateway.clients.misses import client_not_found, unable_to_fetch
@@ -66,14 +66,8 @@ class UpdateService:
         except StoreUnavailable:
             raise
         except ServiceError as exc:
-            # Refused before the write (a value, an unknown service, the backend's read):
-            # counted as every refusal is (CALLERS.md 6), so a loop of them never pushes the
-            # writes out of the audit.
-            details = {"fields": fields, "reason": exc.action}
-            kind = f"{service_id}:{exc.action}"  # one event a service, caller, reason, minute
-            self.audit.count(
-                "client_update", "failed", service_id=service_id, details=details, kind=kind
-            )
+            # Refused before the write (a value, an unknown service, the backend's read).
+            self._refused(service_id, {"fields": fields, "reason": exc.action})
             raise
         try:
             with _update_errors():
@@ -81,17 +75,28 @@ class UpdateService:
         except StoreUnavailable:
             raise
         except ServiceError as exc:
-            # The write was sent: the backend refused it or its answer was lost, one by one.
-            await self.audit.record(
-                "client_update",
-                "failed",
-                service_id=service_id,
-                details={"fields": fields, "reason": exc.action},
-            )
+            details = {"fields": fields, "reason": exc.action}
+            if exc.action == Action.CLIENT_UPDATE_FAILED:
+                # Sent, and its answer failed or was lost: it may be written, one by one.
+                await self.audit.record(
+                    "client_update", "failed", service_id=service_id, details=details
+                )
+            else:
+                # Refused, nothing written: the budget, the backend's 404 or its key refused.
+                self._refused(service_id, details)
             raise
         await self._after_update(service_id, new_document, new_phone, phone_field)
         await self.audit.record(
             "client_update", "updated", service_id=service_id, details={"fields": fields}
+        )
+
+    def _refused(self, service_id: int, details: dict[str, Any]) -> None:
+        """An update refused with nothing written: counted as every refusal is (CALLERS.md
+        6), one event a caller, service, reason and minute, so a loop of them never pushes
+        the writes out of the audit."""
+        kind = f"{service_id}:{details['reason']}"
+        self.audit.count(
+            "client_update", "failed", service_id=service_id, details=details, kind=kind
         )
 
     async def _checked(

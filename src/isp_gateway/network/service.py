@@ -117,14 +117,10 @@ class PingService:
         except StoreUnavailable:
             raise  # the audit lives in the store too: the 503 says it all
         except ServiceError as refused:
-            if refused.status_code < 500:
-                # Refused (an unknown service, the ping rate): counted as every refusal is
-                # (CALLERS.md 6), so a loop of them never pushes the pings out of the audit.
-                self.audit.count(
-                    "ping", refused.action, service_id=service_id, kind=str(service_id)
-                )
-            else:
-                await self.audit.record("ping", refused.action, service_id=service_id)
+            # No ping was started (an unknown service, the ping rate, the budget, a backend
+            # that failed): counted as every refusal is (CALLERS.md 6), one event a caller,
+            # service, outcome and minute, so a loop of them never pushes the pings out.
+            self.audit.count("ping", refused.action, service_id=service_id, kind=str(service_id))
             raise
         # No task id in details: the audit masks its digit runs (CALLERS.md 4), so it would
         # not name the task anyway; the service and the time do.

@@ -130,10 +130,13 @@ class PaymentPromiseFailed(PaymentError):
     status_code = 502
     action = Action.PAYMENT_PROMISE_FAILED
 
-    def __init__(self, outcome: str, *, retry_after: int | None = None) -> None:
+    def __init__(self, outcome: str, *, retry_after: int | None = None, sent: bool = False) -> None:
         variant = "unknown" if outcome == UNKNOWN else "not_made"
         headers = {"Retry-After": str(retry_after)} if retry_after else None
         super().__init__(variant=variant, meta={"outcome": outcome}, headers=headers)
+        # This request's promise went to the backend and may be made (the audit keeps it
+        # one by one); not so a repeat still waiting on an earlier one's outcome.
+        self.sent = sent
 
 
 class PaymentReportFailed(PaymentError):
@@ -143,9 +146,10 @@ class PaymentReportFailed(PaymentError):
     status_code = 502
     action = Action.PAYMENT_REPORT_FAILED
 
-    def __init__(self, outcome: str) -> None:
+    def __init__(self, outcome: str, *, sent: bool = False) -> None:
         variant = "unknown" if outcome == UNKNOWN else ""
         super().__init__(variant=variant, meta={"outcome": outcome})
+        self.sent = sent  # this request's report went to the backend and may be filed
 
 
 class PaymentsBusy(PaymentError):

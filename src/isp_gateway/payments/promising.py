@@ -202,7 +202,7 @@ class PromiseMaker:
             await create_promise(self.gateway, entry.invoice_id, entry.until, timeout=timeout)
         except PaymentOutcomeUnknown:
             log.warning("payment promise for service %d: outcome unknown", service_id)
-            raise PaymentPromiseFailed(UNKNOWN) from None
+            raise PaymentPromiseFailed(UNKNOWN, sent=True) from None
         except InvoiceAlreadyPaid:
             await self.ledger.write(service_id, before)
             raise nothing_owed() from None

@@ -152,7 +152,7 @@ class ReportFiler:
             )
         except PaymentOutcomeUnknown:
             log.warning("payment report for service %d: outcome unknown", order.service_id)
-            raise PaymentReportFailed(UNKNOWN) from None
+            raise PaymentReportFailed(UNKNOWN, sent=True) from None
         except InvoiceAlreadyPaid:
             raise PaymentReportNotAllowed() from None
         except (PaymentRejected, UpstreamUnreached, ReceiptSizeMismatch) as exc:

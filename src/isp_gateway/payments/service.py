@@ -32,7 +32,9 @@ from isp_gateway.kit.errors import ServiceError, StoreUnavailable
 from isp_gateway.kit.idempotency import Idempotency, fingerprint, refusal_told
 from isp_gateway.payments.errors import (
     InvalidField,
+    PaymentPromiseFailed,
     PaymentReportDuplicate,
+    PaymentReportFailed,
     PaymentReportNotAllowed,
     PaymentsBusy,
     PromiseAlreadyActive,
@@ -159,7 +161,8 @@ class PaymentService:
             meta = exc.meta or {}
             details["reason"] = exc.action
             details["outcome"] = meta.get("outcome") or meta.get("reason")
-            await self._event("payment_promise", "failed", order.service_id, details)
+            asked = isinstance(exc, PaymentPromiseFailed) and exc.sent
+            await self._event("payment_promise", "failed", order.service_id, details, asked=asked)
             return
         details["reason"] = (
             (exc.data or {}).get("reason") if isinstance(exc, PromiseNotAllowed) else exc.action
@@ -262,7 +265,7 @@ class PaymentService:
             return
         details["reason"] = (exc.data or {}).get("reason") or exc.action
         details["outcome"] = (exc.meta or {}).get("outcome")
-        asked = exc.status_code >= 500  # the backend was asked: the report may be filed
+        asked = isinstance(exc, PaymentReportFailed) and exc.sent  # it may be filed
         await self._event("payment_report", "failed", order.service_id, details, asked=asked)
 
     async def _event(
@@ -274,11 +277,12 @@ class PaymentService:
         *,
         asked: bool = True,
     ) -> None:
-        """One outcome in the audit. `asked`: the backend was asked to do it (done, or a 5xx
-        whose outcome may be done): one by one in the writes' stream. Otherwise a refusal
-        before anything was asked (a rule, a field, the duplicate): counted as every refusal
-        is, one event a caller, outcome, service, reason and minute (CALLERS.md 6), so a loop
-        of refused promises or reports never pushes the writes out of the audit."""
+        """One outcome in the audit. `asked`: this request had the backend do it (done, or
+        sent and its answer lost, so it may be done): one by one in the writes' stream.
+        Otherwise nothing was done (a rule, a field, the duplicate, the budget, a backend
+        that refused or was not reached, a repeat waiting on an earlier outcome): counted as
+        every refusal is, one event a caller, outcome, service, reason and minute
+        (CALLERS.md 6), so a loop of them never pushes the writes out of the audit."""
         if asked:
             await self.audit.record(event, outcome, service_id=service_id, details=details)
             return
