@@ -241,8 +241,10 @@ async def verify_client(
 ) -> Response:
     """Verify a client's identity from billing data. `IDENTITY_POLICY=spec`: at least 3 of
     the 4 fields; a mismatch carries `debug`. `strict`: the name, the address and the plan
-    (name or price); a mismatch carries `attempts_left`, never a value of the record. A
-    success always carries `verification_id`."""
+    (name or price), the name by two of its words and the address by the name of its place
+    (a first name, `el`, `casa` or a house number alone match no one); a mismatch carries
+    `attempts_left`, never a value of the record. A success always carries
+    `verification_id`."""
     result = await identity.verify(parse_service_id(service_id), body)
     data: dict[str, Any] = {"is_valid": result.is_valid, "matched_fields": result.matched_fields}
     if result.is_valid:
