@@ -10,7 +10,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, FastAPI
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from isp_gateway.accounts.router import router as accounts_router
 from isp_gateway.audit.router import router as audit_router
@@ -107,6 +107,17 @@ class GatewayApp(FastAPI):
 
     edge_options: dict[str, Any] | None = None
     edge: Edge | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # Once the stack is built, an HTTP request goes straight to the edge: what FastAPI's
+        # and Starlette's entries do for it is naming the app in the scope (its telemetry is
+        # off, _NO_OPENTELEMETRY, and no root path is set).
+        edge = self.edge
+        if edge is not None and scope["type"] == "http" and not self.root_path:
+            scope["app"] = self
+            await edge(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
 
     def build_middleware_stack(self) -> ASGIApp:
         # The app is about to serve: every route is added. The route table the layers
