@@ -122,16 +122,18 @@ def test_search_waits_for_the_first_load_then_never_again(
 
 
 def test_refresh_ahead_in_the_background(start_pair: StartPair) -> None:
-    sim, gw = start_pair(CLIENT_CACHE_SECONDS=1)
+    # A 3 s lifetime leaves the refresh 0.6 s to publish before an answer would be stale, a
+    # margin a stalled test process (a full garbage collection on a busy core) keeps.
+    sim, gw = start_pair(CLIENT_CACHE_SECONDS=3)
 
     # The refresh job reloads at 80 % of the lifetime: no request waits, none is stale.
-    def reloaded_twice() -> bool:
+    def reloaded() -> bool:
         out = body(gw.get("/api/v1/clients/"))
         assert out["meta"] is None
-        return gw.runtime.services.clients.cache.loads >= 3
+        return gw.runtime.services.clients.cache.loads >= 2
 
-    wait_until(reloaded_twice, timeout=5, interval=0.05)
-    assert calls(sim) >= 2
+    wait_until(reloaded, timeout=6, interval=0.05)
+    assert calls(sim) >= 1
 
 
 def test_stale_if_error(start_pair: StartPair) -> None:
