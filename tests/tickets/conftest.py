@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import redis
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -294,3 +295,17 @@ def run_sim(run: Run, tmp_path: Path, start_simulator: StartSimulator) -> Simula
 def run_workers(run: Run, run_sim: Simulator, start_gateway: StartGateway) -> list[Gateway]:
     """Two gateway workers on the run's simulator, sharing the run's Redis."""
     return [start_gateway(run_sim.url, REDIS_URL=run.redis_url) for _ in range(2)]
+
+
+def refusal(response: httpx.Response, status: int) -> tuple[str, str]:
+    """The action and the reason (meta) of a refused creation, which must answer `status`."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    return body["action"], body["meta"]["reason"]
+
+
+def hang_ticket_posts(sim: Simulator, seconds: float) -> None:
+    """Every POST of a ticket hangs upstream for `seconds`."""
+    faults = sim.state.faults
+    faults.hang_rate, faults.hang_seconds = 1.0, seconds
+    faults.method, faults.path_prefix = "POST", "/api/tickets/"
