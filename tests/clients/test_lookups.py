@@ -290,10 +290,13 @@ def test_the_collector_runs_while_a_load_waits_for_the_upstream(
     from tests.clients.conftest import warm
 
     sim = start_simulator(data_file=data_file)
+    # A 3 s page: the 0.6 s of samples after the start-up fall inside it even when the
+    # start-up or the samples stall (up to a second on a loaded CI machine); the upstream
+    # timeout well beyond it, so that the page is read rather than given up.
     sim.state.faults.update(
-        {"latency": 1.0, "scopes": {"latency": {"path_prefix": "/api/clientes/"}}}
+        {"latency": 3.0, "scopes": {"latency": {"path_prefix": "/api/clientes/"}}}
     )
-    gw = start_gateway(sim.url)
+    gw = start_gateway(sim.url, UPSTREAM_TIMEOUT_SECONDS=10)
     seen = set()
     # Real time: samples taken while the start-up load waits on the slow upstream.
     deadline = time.monotonic() + 0.6

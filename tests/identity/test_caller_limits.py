@@ -5,7 +5,6 @@ CALLER_RESOLVES_PER_HOUR customers (none at all under strict)."""
 
 from __future__ import annotations
 
-import time
 from concurrent.futures import ThreadPoolExecutor
 from itertools import count
 from typing import Any
@@ -14,6 +13,7 @@ import httpx
 
 from tests.clients.conftest import CLIENTS, StartPair
 from tests.identity.conftest import Served, ServeWorkers
+from tests.support import wait_until
 
 REDIS_DB = 1
 WRONG = {"name": "Pedro Picapiedra", "address": "Calle Falsa 123", "internet_plan_name": "PLAN 5MB"}
@@ -75,16 +75,26 @@ def test_rotating_end_users_cannot_escape_the_callers_failure_limit(
     # Another caller is not.
     other = served.post("/api/v1/clients/101/verify", json=GOOD, key="portal", user="alice")
     assert other.json()["action"] == "client_verified"
+
     # One WARNING line and one audit event for the lock, whichever worker filled it.
-    time.sleep(1.5)  # the counted refusals of both workers are flushed
+    def flushed() -> list[dict[str, Any]] | None:
+        """The caller's events once the counted refusals of both workers are flushed
+        (each every second, a stalled one later): counts of at least 20 + 3."""
+        params = {"caller": "jwt:bot", "limit": 500}
+        found: list[dict[str, Any]] = served.get("/api/v1/audit", params=params).json()["data"]
+        return found if sum(e["details"]["count"] for e in locked(found)) >= 23 else None
+
+    def locked(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [e for e in events if e["outcome"] == "locked" and "count" in e["details"]]
+
+    events = wait_until(flushed, message="the counted refusals of both workers")
     log = served.log.read_text()
     assert log.count("identity calls of caller 'jwt:bot' locked") == 1, log
-    events = served.get("/api/v1/audit", params={"caller": "jwt:bot", "limit": 500}).json()
-    locks = [e for e in events["data"] if e["details"].get("counter") == "caller"]
+    locks = [e for e in events if e["details"].get("counter") == "caller"]
     assert [(e["event"], e["outcome"]) for e in locks] == [("verify", "locked")]
-    # The refusals are there too, counted: 20 + 3 locked identity calls.
-    refused = [e for e in events["data"] if e["outcome"] == "locked" and "count" in e["details"]]
-    assert sum(e["details"]["count"] for e in refused) == 23
+    # The refusals are there too, counted: 20 + 3 locked identity calls (not more).
+    refused = locked(events)
+    assert sum(e["details"]["count"] for e in refused) == 23, refused
 
 
 def test_one_caller_cannot_lock_another_callers_end_users(serve_workers: ServeWorkers) -> None:

@@ -4,7 +4,6 @@ REST and MCP alike. `GET /api/v1/outages` and MCP `current_outages` read the sam
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import httpx
@@ -13,6 +12,7 @@ import pytest
 from tests.agents.conftest import call, customer, mcp_session, statement
 from tests.conftest import Gateway, Simulator, StartGateway
 from tests.outages.conftest import ZONES_7, raise_outage, seen, watching
+from tests.support import wait_for_age
 
 pytestmark = pytest.mark.anyio
 
@@ -107,7 +107,9 @@ def test_outages_answers_502_when_the_catalogue_cannot_be_read(
 ) -> None:
     gw = watching(start_gateway(sim.url, OUTAGE_CACHE_SECONDS=1, UPSTREAM_TIMEOUT_SECONDS=1.0))
     sim.state.faults.update({"error_rate": 1.0, "path_prefix": "/api/router/"})
-    time.sleep(1.2)  # the shared copy is past OUTAGE_CACHE_SECONDS: it is never served
+    # Until the copy is past OUTAGE_CACHE_SECONDS (a refresh may publish one just after the
+    # faults are set): it is never served; its refreshes fail meanwhile.
+    wait_for_age(gw.runtime.services.outages.catalogue, 1)
     response = gw.get("/api/v1/outages")
     assert response.status_code == 502, response.text
     assert response.json()["action"] == "upstream_unavailable"

@@ -19,6 +19,7 @@ from tests.payments.conftest import (
     until_true,
     verification_id,
 )
+from tests.support import wait_for_age
 
 PROMISE_ROUTE = "/api/promesa-pago/"
 
@@ -172,7 +173,9 @@ def test_no_promise_on_an_owed_list_that_cannot_be_read(start_money: StartMoney)
     sid = DEBTORS[5]
     vid = verification_id(gw, sid)
     sim.state.faults.update({"error_rate": 1.0, "path_prefix": "/api/facturas/"})
-    time.sleep(1.2)
+    # Until the copy is past INVOICE_CACHE_SECONDS (a refresh may publish one just after
+    # the faults are set); its refreshes fail meanwhile.
+    wait_for_age(gw.runtime.services.accounts.invoices, 1)
     answer = promise(gw, sid, vid)
     assert (answer.status_code, answer.json()["action"]) == (502, "upstream_unavailable")
     assert sim_promises(sim) == []

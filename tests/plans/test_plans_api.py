@@ -147,23 +147,22 @@ def test_refresh_ahead_keeps_the_list_fresh(
     start_simulator: StartSimulator, start_gateway: StartGateway
 ) -> None:
     sim = start_simulator()
-    # A 3 s lifetime: the reload at 2.4 s has 0.6 s to publish before an answer would be
-    # stale, a margin a stalled test process (a busy core, a full collection) keeps.
-    gw = start_gateway(sim.url, PLAN_CACHE_SECONDS=3)
+    # A 5 s lifetime: the reload at 4 s has 1 s to publish before an answer would be stale,
+    # a margin a stalled test process (a busy core, a full collection) keeps.
+    gw = start_gateway(sim.url, PLAN_CACHE_SECONDS=5)
     assert gw.get("/api/v1/internet-plans/").json()["action"] == "internet_plans_listed"
     sim.state.dataset.plans.append({"id": 50, "nombre": "NUEVO 200MB", "tipo": "PCQ"})
     newest = {"plan_id": 50, "name": "NUEVO 200MB", "type": "PCQ"}
 
     def sees_new_plan() -> bool:
-        # The periodic job reloads at 80 % of the ttl: every answer meanwhile is quick and
-        # fresh (no request waits for the reload), and the new plan shows up by itself.
-        started = time.monotonic()
+        # The periodic job reloads at 80 % of the ttl: every answer meanwhile is fresh, and
+        # the new plan shows up by itself. (Not timed: the simulator answers at once, so a
+        # request that waited for the reload would be as quick as one that did not.)
         body = gw.get("/api/v1/internet-plans/").json()
-        assert time.monotonic() - started < 0.5
         assert body["meta"] is None
         return bool(body["data"][-1] == newest)
 
-    wait_until(sees_new_plan, timeout=6, message="the new plan")
+    wait_until(sees_new_plan, timeout=10, message="the new plan")
     assert sim.state.calls[LIST] >= 2
 
 

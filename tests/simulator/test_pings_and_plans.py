@@ -22,7 +22,7 @@ def _start_ping(server: SimServer, service_id: int, pings: Any = 4) -> str:
     return task_id
 
 
-def _final(server: SimServer, task_id: str) -> dict[str, Any]:
+def _final(server: SimServer, task_id: str, timeout: float = 5) -> dict[str, Any]:
     def finished() -> dict[str, Any] | None:
         response = server.client.get(f"/api/tasks/{task_id}/")
         assert response.status_code == 200
@@ -32,7 +32,7 @@ def _final(server: SimServer, task_id: str) -> dict[str, Any]:
         assert task["result"] is None
         return None
 
-    return wait_until(finished, timeout=5, message="the task to finish")
+    return wait_until(finished, timeout=timeout, message="the task to finish")
 
 
 def _ping_run(server: SimServer, kind: str, pings: int = 4) -> dict[str, Any]:
@@ -46,15 +46,17 @@ def _entries(result: list[dict[str, Any]]) -> list[Any]:
 
 
 def test_task_is_process_then_success(server: SimServer) -> None:
-    server.sim.ping_duration = 0.5
+    # 2 s: the first read, right after the create, still comes within it when the test
+    # process stalls (up to a second on a loaded CI machine).
+    server.sim.ping_duration = 2
     service_id = server.sim.dataset.clients[0]["id_servicio"]
     server.sim.set_ping_outcome(service_id, "all_replies")
     started = time.monotonic()
     task_id = _start_ping(server, service_id)
     first = server.client.get(f"/api/tasks/{task_id}/").json()
     assert first == {"task": {"status": "PROCESS", "result": None}}
-    task = _final(server, task_id)
-    assert time.monotonic() - started >= 0.5
+    task = _final(server, task_id, timeout=2 + 10)
+    assert time.monotonic() - started >= 2
     assert task["status"] == "SUCCESS"
     assert [next(iter(item)) for item in task["result"]] == [
         "ping-1",

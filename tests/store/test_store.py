@@ -107,10 +107,11 @@ async def test_set_overwrites_and_delete_removes(store: Store) -> None:
 
 
 async def test_ttl_expiry(store: Store) -> None:
-    await store.set(k("short"), "v", ttl=0.25)
+    # 1 s: the four commands before the get still run within it from a stalled test process.
+    await store.set(k("short"), "v", ttl=1)
     await store.set(k("forever"), "v")
     remaining = await store.ttl(k("short"))
-    assert remaining is not None and 0 < remaining <= 0.25
+    assert remaining is not None and 0 < remaining <= 1
     assert await store.ttl(k("forever")) is None
     assert await store.get(k("short")) == "v"
     await wait_until_async(lambda: gone(store, k("short")), message="the short key to expire")
@@ -125,16 +126,18 @@ async def test_zero_or_tiny_ttl_expires_at_once(store: Store, ttl: float) -> Non
     # both stores must treat it as "already expired", not fail.
     await store.set(k("k"), "v", ttl=ttl)
     assert await store.set_if_absent(k("n"), "v", ttl=ttl) is True
-    # At once: within a few 5 ms polls (a ttl of 0.4 ms may outlive the call by that much).
+    # At once: at the next 5 ms poll (a ttl of 0.4 ms may outlive the call by that much);
+    # the 1 s timeout is only for a reply read late by a stalled test process.
     for key in (k("k"), k("n")):
-        await wait_until_async(lambda key=key: gone(store, key), timeout=0.05, interval=0.005)
+        await wait_until_async(lambda key=key: gone(store, key), timeout=1, interval=0.005)
     assert await store.get(k("k")) is None
     assert await store.get(k("n")) is None
 
 
 async def test_set_if_absent(store: Store) -> None:
-    assert await store.set_if_absent(k("once"), {"first": True}, ttl=0.3) is True
-    assert await store.set_if_absent(k("once"), {"first": False}, ttl=0.3) is False
+    # 1 s: the second set and the get still run within it from a stalled test process.
+    assert await store.set_if_absent(k("once"), {"first": True}, ttl=1) is True
+    assert await store.set_if_absent(k("once"), {"first": False}, ttl=1) is False
     assert await store.get(k("once")) == {"first": True}
     await wait_until_async(lambda: gone(store, k("once")), message="the first value to expire")
     assert await store.set_if_absent(k("once"), {"second": True}) is True
@@ -148,17 +151,20 @@ async def test_set_if_absent_is_atomic_under_concurrency(store: Store) -> None:
 
 
 async def test_incr_counts_and_keeps_the_first_ttl(store: Store) -> None:
-    assert await store.incr(k("c"), 1, ttl=0.6) == 1
+    # A 2 s window, half of it run before the second incr: the window still has 1 s for the
+    # commands after it (a stalled test process included), and an expiry pushed back would
+    # show 2 s left, not 1.
+    assert await store.incr(k("c"), 1, ttl=2) == 1
 
-    async def half_gone() -> bool:  # the window has run for a while (0.25 s or more)
+    async def half_gone() -> bool:  # the window has run for a while (1 s or more)
         left = await store.ttl(k("c"))
-        return left is not None and left <= 0.35
+        return left is not None and left <= 1.0
 
-    await wait_until_async(half_gone, message="the counter's window to run 0.25 s")
-    assert await store.incr(k("c"), 2, ttl=0.6) == 3
+    await wait_until_async(half_gone, message="the counter's window to run 1 s")
+    assert await store.incr(k("c"), 2, ttl=2) == 3
     remaining = await store.ttl(k("c"))
     # Not pushed back by the second incr: the window's expiry is set once.
-    assert remaining is not None and remaining <= 0.35
+    assert remaining is not None and remaining <= 1.0
     assert await store.incr(k("c"), -1) == 2
     assert await store.get(k("c")) == 2
     await wait_until_async(lambda: gone(store, k("c")), message="the counter to expire")

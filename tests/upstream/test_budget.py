@@ -106,10 +106,12 @@ async def test_a_paused_background_call_resumes_when_the_window_moves_on() -> No
     # A "minute" of 2 s (ten buckets of 0.2 s): the background share of 7 is spent, the
     # eighth call waits for the oldest bucket to leave the window, then goes through.
     budget = RateBudget(MemoryStore(), per_minute=10, per_hour=1000, reserve=0.3, minute=2.0)
+    loop = asyncio.get_running_loop()
+    # From before the seven: the oldest bucket leaves the window 2 s after its first call,
+    # however long a stalled test process takes over them.
+    started = loop.time()
     for _ in range(7):
         await budget.acquire(background=True)
-    loop = asyncio.get_running_loop()
-    started = loop.time()
     await asyncio.wait_for(budget.acquire(background=True), timeout=30)
     assert loop.time() - started >= 1.5
 
@@ -117,12 +119,14 @@ async def test_a_paused_background_call_resumes_when_the_window_moves_on() -> No
 async def test_the_window_slides_over_its_edge() -> None:
     # The upstream's throttle is a sliding log: a minute's calls spent just before a window
     # edge must still count just after it (fixed windows would allow twice the limit).
-    budget = RateBudget(MemoryStore(), per_minute=5, per_hour=1000, minute=2.0)
+    # A "minute" of 4 s: the five count for 4 s at least, 2 s more than the wait below, a
+    # margin a stalled test process keeps.
+    budget = RateBudget(MemoryStore(), per_minute=5, per_hour=1000, minute=4.0)
     for _ in range(5):
         await budget.acquire()
     # Real time: half a window later (past a fixed window's edge as often as not), the five
     # must still count.
-    await asyncio.sleep(1.0)
+    await asyncio.sleep(2.0)
     with pytest.raises(UpstreamRateLimited):
         await budget.acquire()
 

@@ -269,7 +269,9 @@ async def test_hang_times_out_and_is_not_retried(
     with pytest.raises(UpstreamUnavailable):
         await gateway.get_json("api/clientes/")
     elapsed = time.monotonic() - started
-    assert 0.4 <= elapsed < 1.5  # one timeout, not two
+    # Timed out (the hang lasts an hour), with room for a stalled test process: the count
+    # of calls below, not the time, is what shows it was not retried.
+    assert 0.4 <= elapsed < 5
     assert simulator.state.calls["GET /api/clientes/"] == 1
     with pytest.raises(UpstreamUnavailable):
         await gateway.request("POST", "api/clientes/101/ping/", json={"pings": 1})
