@@ -75,8 +75,10 @@ def test_workers_share_one_pending_list_load(shared: Shared) -> None:
 
 def test_a_confirmation_on_one_worker_serves_the_other(shared: Shared) -> None:
     sim = shared.sim
-    first = shared.start(STATE_FRESH_SECONDS=1)
-    second = shared.start(STATE_FRESH_SECONDS=1)
+    # 3 s: the second worker must read before the confirmed row ages, a margin a stalled
+    # test process keeps.
+    first = shared.start(STATE_FRESH_SECONDS=3)
+    second = shared.start(STATE_FRESH_SECONDS=3)
     wait_until(
         lambda: all(w.runtime.services.clients.cache.local is not None for w in (first, second)),
         timeout=15,
@@ -84,7 +86,7 @@ def test_a_confirmation_on_one_worker_serves_the_other(shared: Shared) -> None:
     )
     sim.state.set_client_fields(202, {"estado": "Activo"})
     for worker in (first, second):
-        wait_for_list_age(worker, 1)
+        wait_for_list_age(worker, 3)
     sim.state.reset_stats()
     assert first.get("/api/v1/clients/202/account").json()["data"]["service_state"] == "active"
     assert sim.state.calls["GET /api/clientes/"] == 1

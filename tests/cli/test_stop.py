@@ -159,6 +159,10 @@ def test_a_stop_finishes_a_sent_creation_refuses_an_unsent_one_and_leaves_no_loc
 
         sent = creation("stop-sent", service_id=101, zone_id=1)
         wait_until(lambda: post_calls(sim) == 1, message="the first creation to post", timeout=30)
+        # From here ticket calls take 3 s (the POST in flight keeps its 1.5 s): the second
+        # creation must still be in its count when SIGTERM lands, a margin a stalled test
+        # process keeps, and only its count waits longer.
+        sim.state.faults.update({"latency": 3.0})
         unsent = creation("stop-unsent", service_id=301, zone_id=3)
         wait_until(
             lambda: bool(store.exists("ispgw:lock:zone:3")), message="a count in zone 3", timeout=30

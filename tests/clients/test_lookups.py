@@ -118,11 +118,12 @@ def test_unknown_document_asks_upstream_once_then_remembers(pair: Pair) -> None:
 
 def test_negative_cache_expires(start_pair: StartPair) -> None:
     # The confirmed-miss memory alone (no re-check window: see the MISS_RECHECK tests).
-    sim, gw = start_pair(NEGATIVE_CACHE_SECONDS=1, MISS_RECHECK_SECONDS=0)
+    # 3 s: the repeat must come within the memory, a margin a stalled test process keeps.
+    sim, gw = start_pair(NEGATIVE_CACHE_SECONDS=3, MISS_RECHECK_SECONDS=0)
     assert gw.get("/api/v1/clients/by-document/424242").status_code == 404
     assert gw.get("/api/v1/clients/by-document/424242").status_code == 404
     assert calls(sim) == 1
-    # Until the memory expires (1 s), the same 404 without asking upstream; then asked again.
+    # Until the memory expires (3 s), the same 404 without asking upstream; then asked again.
     wait_until(lambda: asked_again(gw, sim, "/api/v1/clients/by-document/424242"))
     assert calls(sim) == 2
 
@@ -207,7 +208,9 @@ def test_lookup_never_says_not_found_when_upstream_fails(pair: Pair) -> None:
 def test_lookup_miss_upstream_failure_modes(
     start_pair: StartPair, faults: dict[str, Any], status: int, action: str
 ) -> None:
-    sim, gw = start_pair(UPSTREAM_TIMEOUT_SECONDS=0.5)
+    # Only the hang is meant to time out (soon); the other answers (the 403, the 429) must
+    # arrive, in a margin a stalled test process keeps.
+    sim, gw = start_pair(UPSTREAM_TIMEOUT_SECONDS=0.5 if "hang_rate" in faults else 2.0)
     sim.state.faults.update(faults)
     response = gw.get("/api/v1/clients/by-service-id/999")
     out = envelope(response, status)
@@ -336,11 +339,12 @@ def test_a_loop_of_misses_on_one_value_costs_one_upstream_call(
 
 
 def test_the_miss_recheck_window_expires(start_pair: StartPair) -> None:
-    sim, gw = start_pair(NEGATIVE_CACHE_SECONDS=0, MISS_RECHECK_SECONDS=1)
+    # 3 s: the repeats must come within the window, a margin a stalled test process keeps.
+    sim, gw = start_pair(NEGATIVE_CACHE_SECONDS=0, MISS_RECHECK_SECONDS=3)
     for _ in range(3):
         assert gw.get("/api/v1/clients/by-document/424242").status_code == 404
     assert calls(sim) == 1
-    # Until the window ends (1 s), the same 404 without asking upstream; then asked again.
+    # Until the window ends (3 s), the same 404 without asking upstream; then asked again.
     wait_until(lambda: asked_again(gw, sim, "/api/v1/clients/by-document/424242"))
     assert calls(sim) == 2
 

@@ -211,14 +211,6 @@ class SentinelGroup:
                 return int(address[1])
         return None
 
-    def wait_for_new_master(self, old_port: int, timeout: float) -> int:
-        """The port of the replica the sentinels promoted in place of `old_port`."""
-        deadline = time.monotonic() + timeout
-        self._wait(deadline, lambda: self.master_port() not in (None, old_port), "a failover")
-        port = self.master_port()
-        assert port is not None
-        return port
-
     @staticmethod
     def _wait(deadline: float, done: Callable[[], bool], what: str) -> None:
         timeout = max(0.0, deadline - time.monotonic())

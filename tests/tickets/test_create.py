@@ -246,7 +246,9 @@ def test_a_creation_answered_200_unreadable_is_never_reported_created(
 def test_a_post_that_timed_out_is_never_posted_twice(
     sim: Simulator, start_gateway: StartGateway
 ) -> None:
-    gw = start_gateway(sim.url, UPSTREAM_TIMEOUT_SECONDS=0.5)
+    # 2 s: the reads before the POST must be answered, a margin a stalled test process
+    # keeps; the hung POST (5 s) still times out (about 2 s and the POST's margin).
+    gw = start_gateway(sim.url, UPSTREAM_TIMEOUT_SECONDS=2.0)
     hang_ticket_posts(sim, 5.0)
     response = gw.post("/api/v1/tickets", json=ticket_body())
     assert response.status_code == 502
