@@ -115,7 +115,7 @@ def test_a_paused_refresh_on_one_worker_leaves_interactive_calls_to_another(
     # happen meanwhile is one more call.
     time.sleep(1.0)
     # The background share of the minute, whatever the lists, and not every client page.
-    assert background_calls() == 14
+    assert background_calls() == 14, dict(sim.state.calls)  # which calls, should it fail
     assert sim.state.calls["GET /api/clientes/"] < 30
 
     # Interactive calls on the other worker (the minute's reserve of six): lookup misses
