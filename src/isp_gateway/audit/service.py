@@ -194,6 +194,23 @@ class AuditLog:
 
         self._tally.add((name, event, str(outcome), kind), make)
 
+    def count_refused_write(
+        self,
+        event: str,
+        outcome: str,
+        service_id: int,
+        details: Mapping[str, Any],
+        reason: str | None = None,
+    ) -> None:
+        """Count a write refused with nothing sent to the backend (a ticket, a client update,
+        a payment promise or report; CALLERS.md 6), grouped by service and `reason` too
+        (default: `details["reason"]`), so an auditor asking about a customer still sees its
+        refusals while a loop of them never pushes the writes out of the audit."""
+        if reason is None:
+            reason = details.get("reason") or ""
+        kind = f"{service_id}:{reason}"
+        self.count(event, outcome, service_id=service_id, details=details, kind=kind)
+
     async def flush(self) -> None:
         """Store this worker's counted refusals now (a reader sees its own at once)."""
         if not self._tally.idle:

@@ -2,9 +2,10 @@
 
 A service records an event where it decides the outcome (`record`, kept one by one), or
 counts a refusal (`count`, CALLERS.md 6: one event per caller, event and minute, so that
-refusals never flush the audit). The audit package (audit/service.py, `AuditLog`) is the one
-implementation, built by the lifespan. Features depend on this protocol only, so the audit's
-own routes may sit above them.
+refusals never flush the audit; `count_refused_write` for a write refused before anything
+reached the backend, grouped by service and reason). The audit package (audit/service.py,
+`AuditLog`) is the one implementation, built by the lifespan. Features depend on this
+protocol only, so the audit's own routes may sit above them.
 """
 
 from __future__ import annotations
@@ -37,4 +38,13 @@ class Recorder(Protocol):
         kind: str | None = None,
         caller: Caller | None = None,
         anonymous_from: str | None = None,
+    ) -> None: ...
+
+    def count_refused_write(
+        self,
+        event: str,
+        outcome: str,
+        service_id: int,
+        details: Mapping[str, Any],
+        reason: str | None = None,
     ) -> None: ...

@@ -286,5 +286,4 @@ class PaymentService:
         if asked:
             await self.audit.record(event, outcome, service_id=service_id, details=details)
             return
-        kind = f"{service_id}:{details.get('reason') or ''}"  # one event a service too
-        self.audit.count(event, outcome, service_id=service_id, details=details, kind=kind)
+        self.audit.count_refused_write(event, outcome, service_id, details)

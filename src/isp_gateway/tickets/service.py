@@ -278,8 +278,6 @@ class TicketService:
         creations never pushes the writes out of the audit."""
         if self.metrics is not None:
             self.metrics.ticket(outcome)
-        # One event a service too: an auditor asking about a customer sees its refusals.
-        kind = f"{service_id}:{details.get('reason') if outcome == 'failed' else ''}"
-        self.audit.count(
-            "ticket_create", outcome, service_id=service_id, details=details, kind=kind
-        )
+        # Only a failure's reason splits its group: the other outcomes name the rule itself.
+        reason = (details.get("reason") or "") if outcome == "failed" else ""
+        self.audit.count_refused_write("ticket_create", outcome, service_id, details, reason)
