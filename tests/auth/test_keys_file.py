@@ -12,6 +12,7 @@ a file of mode 0000: os.access says so too)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -210,7 +211,22 @@ def as_service_user(args: list[str]) -> list[str]:
         return args
     if SETPRIV is None:
         pytest.skip("running as root without setpriv: no user a file mode can refuse")
-    return [SETPRIV, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *args]
+    command = [SETPRIV, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    if not _runs_as_nobody(tuple(command)):
+        # A checkout under a directory only root may enter (`mktemp -d` makes one 0700).
+        pytest.skip(
+            f"needs the checkout readable by user nobody (uid {NOBODY}), to run the gateway "
+            f"as a user a file mode can refuse: clone it where others may enter "
+            f"({sys.prefix} is not)"
+        )
+    return [*command, *args]
+
+
+@functools.cache
+def _runs_as_nobody(command: tuple[str, ...]) -> bool:
+    """Whether `nobody` can run this checkout's Python and import the gateway."""
+    probe = [*command, sys.executable, "-c", "import isp_gateway"]
+    return subprocess.run(probe, capture_output=True, timeout=60, check=False).returncode == 0
 
 
 @pytest.fixture
