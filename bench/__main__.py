@@ -8,6 +8,8 @@
 (a2) `serve --workers 2` on a throwaway Redis, the same lookups;
 (a3) the malformed body's 422, served as shipped beside the same gateway given the body at
      once: how much of its cost is the server's read of the body (bench/body_read.py);
+(a4) the same refusals beside a cached lookup with SERVER=uvicorn, the other server `serve`
+     ships, which reads a body in the event loop;
 (b)  search latency over 50,000 clients, single- and multi-token queries;
 (c)  time and peak memory to load and index 50,000 clients, beside the upstream's own time;
 (d)  accounts: the pending-invoice list (20,000 invoices) loaded beside the upstream's own
@@ -52,6 +54,9 @@ PARTS: dict[str, Callable[[argparse.Namespace], None]] = {
     ),
     "workers": lambda ns: lookups.run_workers(
         clients=ns.clients, duration=ns.duration, connections=ns.connections
+    ),
+    "refusals-uvicorn": lambda ns: lookups.run_refusals_on(
+        "uvicorn", clients=ns.clients, connections=ns.connections
     ),
     "body-read": lambda ns: body_read.run(clients=ns.clients, connections=ns.connections),
     "search": lambda ns: indexing.run_search(clients=ns.index_clients),

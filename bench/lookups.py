@@ -217,6 +217,49 @@ def run(*, clients: int, duration: int, connections: int, rounds: int = 3) -> No
         print(line)
 
 
+def run_refusals_on(server: str, *, clients: int, connections: int) -> None:
+    """(a4) the refusals of (a) on the other server `serve` ships (SERVER=uvicorn), beside
+    its own cached lookup: each server reads a request body its own way (granian in a task
+    of its own runtime that takes the GIL from another thread, uvicorn in the event loop
+    with the headers), and the malformed body's 422 is the refusal that reads one."""
+    if wrk.no_wrk("(a4)"):
+        return
+    print(
+        f"(a4) the refusals of (a) with SERVER={server} (all else shipped), {connections} "
+        f"connections, {refusals.ROUNDS} rounds, each case's {refusals.SECONDS} s run beside "
+        "one of the cached lookup (server CPU a request; medians of the rounds' ratios)"
+    )
+    with (
+        procs.simulator(clients) as upstream,
+        _log_file() as (_, log),
+        tempfile.TemporaryDirectory() as keys_dir,
+    ):
+        document = _documents(upstream, 1)[0]
+        api_key, scopeless_key = keys.generate_key(), keys.generate_key()
+        keys_file = Path(keys_dir) / "keys.json"
+        keys.write_key_entries(
+            keys_file,
+            [
+                keys.new_entry(api_key, "bench", ["clients:read"], None),
+                keys.new_entry(scopeless_key, "bench-plans", ["plans:read"], None),
+            ],
+        )
+        with procs.gateway(upstream, log=log, API_KEYS_FILE=str(keys_file), SERVER=server) as gw:
+            token = _token(gw)
+            body = _warm(gw, token, document)
+            with tempfile.NamedTemporaryFile("wb", suffix=".json", delete=False) as handle:
+                handle.write(body)
+            try:
+                with procs.bare(handle.name, server) as bare:
+                    lines = refusals.measure(
+                        gw, token, document, connections, (api_key, scopeless_key), bare, server
+                    )
+            finally:
+                Path(handle.name).unlink()
+    for line in lines:
+        print(line)
+
+
 def run_workers(*, clients: int, duration: int, connections: int, workers: int = 2) -> None:
     if shutil.which("wrk") is None or shutil.which("redis-server") is None:
         print("(a2) skipped: needs wrk and redis-server")

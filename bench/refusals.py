@@ -24,6 +24,7 @@ def measure(
     connections: int,
     keys_in_use: tuple[str, str],
     bare: procs.Served,
+    server: str = procs.SERVER,
 ) -> list[str]:
     """The server CPU a request of each refusal (an unknown route, a bad token, a key without
     the route's scope, a malformed JSON body), and of the same cached lookup with an API key,
@@ -98,7 +99,7 @@ def measure(
         for r, ratio, cut in zip(runs[cases[-1][0]], ratios[cases[-1][0]], body_costs, strict=True)
     )
     lines.append(
-        f"    the server's own cost of reading that body (bare Starlette on {procs.SERVER}, POST "
+        f"    the server's own cost of reading that body (bare Starlette on {server}, POST "
         f"reading it beside a GET): {statistics.median(body_costs):+.1f} us a request; the 422 "
         f"without it: {net:.2f}x the cached lookup"
     )
