@@ -11,6 +11,7 @@ so either worker may answer it.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from tests.support import serving_workers
 UNKNOWN_PLAN = "/api/v1/internet-plans/524288"
 MINUTE = 100
 LONE_LIMIT = 90  # the minute less UPSTREAM_SHARE_RESERVE (0.1)
+HOUR = 100
 
 
 @dataclass
@@ -51,9 +53,10 @@ class Served:
         return self.request("GET", f"/api/v1/clients/by-document/{70000000 + n}", key, end_user)
 
 
-@pytest.fixture
-def served(start_simulator: StartSimulator, password_hash: str, tmp_path: Path) -> Iterator[Served]:
-    sim = start_simulator()
+@contextlib.contextmanager
+def serving(
+    sim: Simulator, password_hash: str, tmp_path: Path, per_minute: int, per_hour: int
+) -> Iterator[Served]:
     keys = {"key-a": generate_key(), "key-b": generate_key()}
     write_key_entries(
         tmp_path / "keys.json", [new_entry(key, name, ["*"], None) for name, key in keys.items()]
@@ -64,8 +67,8 @@ def served(start_simulator: StartSimulator, password_hash: str, tmp_path: Path) 
         password_hash,
         REDIS_URL=redis.url,
         API_KEYS_FILE=str(tmp_path / "keys.json"),
-        UPSTREAM_RATE_PER_MINUTE=str(MINUTE),
-        UPSTREAM_RATE_PER_HOUR="1000",
+        UPSTREAM_RATE_PER_MINUTE=str(per_minute),
+        UPSTREAM_RATE_PER_HOUR=str(per_hour),
         # An unknown plan reloads the catalogue at once (not only a minute after its load).
         NEGATIVE_CACHE_SECONDS="0",
         # B's ticket is about the budget, not about a zone's cap or an open ticket.
@@ -80,11 +83,27 @@ def served(start_simulator: StartSimulator, password_hash: str, tmp_path: Path) 
         redis.stop()
 
 
-def assert_rate_limited(answer: httpx.Response) -> None:
+@pytest.fixture
+def served(start_simulator: StartSimulator, password_hash: str, tmp_path: Path) -> Iterator[Served]:
+    with serving(start_simulator(), password_hash, tmp_path, MINUTE, 1000) as running:
+        yield running
+
+
+@pytest.fixture
+def hour_bound(
+    start_simulator: StartSimulator, password_hash: str, tmp_path: Path
+) -> Iterator[Served]:
+    """An hour of HOUR calls under a minute that never binds: what the hour's share does
+    is seen without waiting an hour."""
+    with serving(start_simulator(), password_hash, tmp_path, 10 * HOUR, HOUR) as running:
+        yield running
+
+
+def assert_rate_limited(answer: httpx.Response, window: int = 60) -> None:
     assert answer.status_code == 503, answer.text
     body = answer.json()
     assert (body["ok"], body["action"]) == (False, "upstream_rate_limited"), body
-    assert 1 <= int(answer.headers["Retry-After"]) <= 60
+    assert 1 <= int(answer.headers["Retry-After"]) <= window
 
 
 def a_customer(sim: Simulator) -> dict[str, Any]:
@@ -153,3 +172,25 @@ def test_rotating_end_user_ids_cannot_starve_another_key(served: Served) -> None
         assert_rate_limited(served.miss(6000 + n, "key-a", f"newcomer-{n}"))
     # And B goes on being served from what is left of the minute.
     assert served.miss(5001, "key-b", "someone").status_code == 404
+
+
+def test_a_key_rotating_end_users_is_held_to_its_share_of_the_hour_too(
+    hour_bound: Served,
+) -> None:
+    # The probe of round 4's seventh session: held to half of each minute, key A still spent
+    # the whole hour (at the shipped 1000, in twenty minutes), and every other key got 503
+    # for up to an hour. Here the hour is the window that binds.
+    served = hour_bound
+    assert served.miss(9000, "key-b").status_code == 404  # B spends: A has company
+    statuses = [served.miss(n, "key-a", f"person-{n}").status_code for n in range(HOUR)]
+    served_a = statuses.count(404)
+    assert statuses == [404] * served_a + [503] * (HOUR - served_a), statuses
+    # Held to its caller's share of the hour (0.5 of 100), whatever end users it names.
+    assert served_a == HOUR // 2
+    for n in range(4):  # on both workers
+        assert_rate_limited(served.miss(6000 + n, "key-a", f"newcomer-{n}"), window=3600)
+    # B is still served by the upstream, from what A could not take.
+    before = served.upstream_calls()
+    for n in range(3):
+        assert served.miss(9100 + n, "key-b", f"customer-{n}").status_code == 404
+    assert served.upstream_calls() == before + 3

@@ -94,6 +94,21 @@ async def test_rotating_end_users_are_held_to_the_callers_share_once_another_key
     assert await served(budget, "key-b", 10, "customer") == 5  # the rest of the minute
 
 
+async def test_the_hour_is_shared_as_the_minute_is(store: Store) -> None:
+    # A minute that never binds, an hour of 100: the hour's shares are the minute's.
+    budget = RateBudget(store, per_minute=10_000, per_hour=100, share=0.5, share_reserve=0.1)
+    hour = budget.windows[1]
+    assert (budget.caller_share(hour), budget.end_user_share(hour)) == (50, 25)
+    assert budget.uncontended_limit(hour) == 90
+    # A lone key rotating end users: 90 of the hour, the last 10 kept for others ...
+    assert await served(budget, "key-a", 120, *(f"u{n}" for n in range(120))) == 90
+    retry_after = await refusal(budget, "key-a", "fresh")
+    assert 60 < retry_after <= 3600  # the hour, not the minute, holds it
+    # ... whom it cannot keep out, nor share with once they spend.
+    assert await served(budget, "key-b", 20, "customer") == 10
+    await refusal(budget, "key-a", "another")
+
+
 async def test_a_caller_past_its_share_stops_when_another_starts(store: Store) -> None:
     budget = shared(store)
     assert await served(budget, "key-a", 60, *(f"u{n}" for n in range(60))) == 60

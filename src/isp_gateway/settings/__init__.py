@@ -58,11 +58,11 @@ class Settings(BaseSettings):
     # Share of each budget window kept for interactive calls (tickets, pings, lookup
     # misses, confirmations); whole-list refreshes are planned within the rest.
     UPSTREAM_INTERACTIVE_RESERVE: float = Field(default=0.3, ge=0, lt=1)
-    # The fair share (CALLERS.md 6): the most of the interactive minute one caller may take
+    # The fair share (CALLERS.md 6): the most of the minute (and of the hour) one caller may take
     # while another caller spends, and of its caller's share one end user may take while
     # another end user of that caller spends (1 = no share).
     UPSTREAM_CALLER_SHARE: float = Field(default=0.5, gt=0, le=1)
-    # The last part of the minute a caller or end user past its share never takes, even
+    # The last part of each window a caller or end user past its share never takes, even
     # alone: kept for those under their share (a lone bot may use 90 of 100 calls a minute).
     UPSTREAM_SHARE_RESERVE: float = Field(default=0.1, ge=0, lt=1)
 

@@ -19,7 +19,10 @@ binds only under contention: past its share, a caller is still served while no o
 has spent in the window, and an end user while no other end user of its caller has; but
 never into the last `UPSTREAM_SHARE_RESERVE` of the minute, kept for those under their share.
 So a lone bot may use 90 of 100 calls a minute, and a key rotating end-user ids is held to
-its caller's share as soon as another key spends.
+its caller's share as soon as another key spends. The hour is shared the same way (its own
+counters, the same fractions): held to half of the minute, a key rotating end-user ids
+would otherwise still spend the whole hour in twenty minutes and leave every other key a
+503 until it ends.
 
 Every decision is one atomic `Store.take_if` (one round trip, a Lua script on Redis): the
 counters of the window are read, the rule checked and the call counted together, so
@@ -96,20 +99,22 @@ class RateBudget:
 
     # -- the shares -----------------------------------------------------------------------
 
-    def caller_share(self) -> int:
-        """Calls of the minute window one caller may spend under contention (at least one)."""
-        return max(1, _floor(self.windows[0].limit * self.share))
+    def caller_share(self, window: Window | None = None) -> int:
+        """Calls of a window (the minute unless told) one caller may spend under contention
+        (at least one)."""
+        window = window or self.windows[0]
+        return max(1, _floor(window.limit * self.share))
 
-    def end_user_share(self) -> int:
-        """Calls of the minute one end user may spend while another end user of its caller
+    def end_user_share(self, window: Window | None = None) -> int:
+        """Calls of a window one end user may spend while another end user of its caller
         spends too: the same fraction of its caller's share (at least one)."""
-        return max(1, _floor(self.caller_share() * self.share))
+        return max(1, _floor(self.caller_share(window) * self.share))
 
-    def uncontended_limit(self) -> int:
-        """How full the minute may get from calls past a share (no one else contending):
+    def uncontended_limit(self, window: Window | None = None) -> int:
+        """How full a window may get from calls past a share (no one else contending):
         the last UPSTREAM_SHARE_RESERVE of it stays for those under their share."""
-        minute = self.windows[0]
-        return minute.limit - min(minute.limit, _ceil(minute.limit * self.share_reserve))
+        window = window or self.windows[0]
+        return window.limit - min(window.limit, _ceil(window.limit * self.share_reserve))
 
     def reserved(self, window: Window) -> int:
         """Calls of a window kept for interactive callers."""
@@ -146,7 +151,7 @@ class RateBudget:
 
         Series 0 and 1: the minute's calls, its interactive calls; 2 and 3: the hour's. With
         a caller (interactive, fair share on), 4: the minute's calls of every caller, 5: of
-        this caller, 6: of this end user of it."""
+        this caller, 6: of this end user of it; 7, 8 and 9: the same in the hour."""
         minute, hour = self.windows
         interactive = not background
         counted = [
@@ -177,30 +182,39 @@ class RateBudget:
         rule.append([[at_most(hour.limit - 1, (2, 1))]])
         if caller is None:
             return counted, rule
-        length = f"{minute.length:g}"
         # Unambiguous whatever the names hold: the caller's length first.
         who = f"{len(caller.caller)}:{caller.caller}"
-        counted += [
-            self._counted(minute, now, f"budget:callers:{length}:"),
-            self._counted(minute, now, f"budget:caller:{length}:", f":{who}"),
-            self._counted(minute, now, f"budget:user:{length}:", f":{who}:{caller.end_user}"),
-        ]
-        beyond = self.uncontended_limit() - 1
-        # The caller: under its share, or alone (no other caller spent) and short of the
-        # share reserve.
-        rule.append(
-            [
-                [at_most(self.caller_share() - 1, (5, 1))],
-                [at_most(0, (4, 1), (5, -1)), at_most(beyond, (0, 1))],
+        for window, total in ((minute, 0), (hour, 2)):
+            length = f"{window.length:g}"
+            first = len(counted)
+            everyone, this_caller, this_user = first, first + 1, first + 2
+            counted += [
+                self._counted(window, now, f"budget:callers:{length}:"),
+                self._counted(window, now, f"budget:caller:{length}:", f":{who}"),
+                self._counted(window, now, f"budget:user:{length}:", f":{who}:{caller.end_user}"),
             ]
-        )
-        # The end user, likewise among the end users of its caller.
-        rule.append(
-            [
-                [at_most(self.end_user_share() - 1, (6, 1))],
-                [at_most(0, (5, 1), (6, -1)), at_most(beyond, (0, 1))],
-            ]
-        )
+            beyond = self.uncontended_limit(window) - 1
+            # The caller: under its share, or alone (no other caller spent) and short of the
+            # share reserve.
+            rule.append(
+                [
+                    [at_most(self.caller_share(window) - 1, (this_caller, 1))],
+                    [
+                        at_most(0, (everyone, 1), (this_caller, -1)),
+                        at_most(beyond, (total, 1)),
+                    ],
+                ]
+            )
+            # The end user, likewise among the end users of its caller.
+            rule.append(
+                [
+                    [at_most(self.end_user_share(window) - 1, (this_user, 1))],
+                    [
+                        at_most(0, (this_caller, 1), (this_user, -1)),
+                        at_most(beyond, (total, 1)),
+                    ],
+                ]
+            )
         return counted, rule
 
     async def _try(self, background: bool, *, take: bool = True) -> tuple[float, float]:
