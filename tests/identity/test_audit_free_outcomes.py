@@ -169,3 +169,71 @@ def test_free_identity_outcomes_cannot_flush_the_identity_stream(
     assert reasons == {"nowhere": {"client_not_found"}, "ambiguous": {"ambiguous"}}.get(
         flooded, {None}
     )
+
+
+# The same for a key with network:ping only, on the network stream: pings of 103 (the first
+# starts its task, the others join it), then diagnoses: of 101 (joining the bot's task), of
+# a suspended customer (from the cached state), of services that do not exist.
+NETWORK_FLOODS: dict[str, list[Request]] = {
+    "joins": [("POST", "/api/v1/103/ping/", {"pings": 4}, 200)],
+    "diagnoses": [
+        ("POST", "/api/v1/clients/101/diagnose?wait=0", {}, 200),
+        ("POST", "/api/v1/clients/102/diagnose?wait=0", {}, 200),
+        ("POST", "/api/v1/clients/{nowhere}/diagnose?wait=0", {}, 404),
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("flooded", "policy"), [("joins", "spec"), ("joins", "strict"), ("diagnoses", "spec")]
+)
+def test_free_network_outcomes_cannot_flush_the_network_stream(
+    serve_workers: ServeWorkers, flooded: str, policy: str
+) -> None:
+    # Strict: a ping needs no verification even so (diagnoses do: refused, counted already).
+    served = serve_workers(
+        keys={"pinger": ["network:ping"]},
+        AUDIT_MAX_EVENTS=CAP,
+        PING_COALESCE_SECONDS=600,
+        IDENTITY_POLICY=policy,
+    )
+    # The events that must stay: a bot's diagnose of 101, which starts a ping task.
+    headers = served.headers()
+    if policy == "strict":
+        check = served.post("/api/v1/clients/101/verify", json=GOOD)
+        assert check.status_code == 200, check.text
+        headers["X-Verification-Id"] = check.json()["data"]["verification_id"]
+    path = "/api/v1/clients/101/diagnose"
+    diagnosed = httpx.post(served.url + path, params={"wait": 0}, headers=headers, timeout=15)
+    assert diagnosed.status_code == 200, diagnosed.text
+    action = diagnosed.json()["action"]
+    started = time.time()
+    flood(served, "pinger", NETWORK_FLOODS[flooded])
+    minutes = int(time.time() // 60) - int(started // 60) + 1
+    many = THREADS * ROUNDS
+
+    kept = events(served, event="diagnose", service_id=101, caller="jwt:bot")
+    assert [(e["outcome"], "count" in e["details"]) for e in kept] == [(action, False)]
+    assert ("ping", "ping_created", 101, False) in tally(events(served, caller="jwt:bot"))
+
+    def complete(t: Tally) -> bool:
+        if flooded == "joins":
+            return t[("ping", "ping_created", 103, False)] == 1 and (
+                t[("ping", "ping_created", 103, True)] == many - 1
+            )
+        return (
+            sum(n for k, n in t.items() if k[:1] == ("diagnose",) and k[2] == 101) == many
+            and t[("diagnose", "service_suspended", 102, True)] == many
+            and t[("diagnose", "client_not_found", None, True)] == many
+        )
+
+    found = settled(served, complete, caller="pinger")
+    # One task started for 103, kept; the joins counted, saying so (the diagnoses of 101
+    # joined the bot's task). No diagnose of the key started a task: each was counted.
+    joins = [e for e in found if e["event"] == "ping" and "count" in e["details"]]
+    assert {(e["service_id"], e["details"]["joined"]) for e in joins} == {
+        (103 if flooded == "joins" else 101, True)
+    }
+    assert all("count" in e["details"] for e in found if e["event"] == "diagnose")
+    # A poll of 101's task by a diagnose may record its result, once (kept).
+    assert len(found) <= (1 if flooded == "joins" else 5) * minutes + 2
