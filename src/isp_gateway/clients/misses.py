@@ -14,7 +14,7 @@ must still be found.
   load). A failed read (an upstream error, a short read) is no answer: the slot is freed,
   nothing is remembered, and the lookups waiting for it answer the failure, never 404.
 
-The slot (`clients:recheck:<kind>:<key>`): {"open": time} while the question is asked,
+The slot (`clients:recheck:<kind>:<value>`): {"open": time} while the question is asked,
 {"answer": [records]} once answered (an empty list: no such client); `true` from an older
 release reads as a miss.
 """
