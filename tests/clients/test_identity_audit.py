@@ -62,8 +62,11 @@ def test_verify_records_verified_failed_and_locked(start_pair: StartPair) -> Non
         ("failed", 101, "mismatch"),
         ("failed", 101, "mismatch"),
         ("locked", 101, None),
-        ("failed", 999999, "client_not_found"),
+        # No such service: no comparison, nothing counted against anyone, so counted in the
+        # audit rather than kept (CALLERS.md 6), and naming no service (there is none).
+        ("failed", None, "client_not_found"),
     ]
+    assert found[-1]["details"]["count"] == 1
     assert found[0]["details"]["matched_fields"] == [
         "name",
         "address",

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.clients.conftest import StartPair, assert_fields, body, by_doc, calls, envelope
+from tests.clients.conftest import StartPair, assert_fields, body, by_doc, calls, envelope, row
 from tests.conftest import Gateway, Pair, Simulator
 from tests.support import wait_until
 
@@ -360,3 +360,79 @@ def test_a_failed_recheck_is_no_answer_and_is_asked_again(start_pair: StartPair)
     response = gw.get("/api/v1/clients/by-document/77777777")
     assert response.status_code == 200 and body(response)["data"]["service_id"] == 105
     assert calls(sim) == 2
+
+
+# -- documents with letters: the upstream's `cedula` filter is exact ----------------------
+
+
+def _new_customer(sim: Simulator, document: str) -> None:
+    """A customer the cached list does not know yet (added upstream since), whose document
+    is stored as `document`."""
+    sim.state.add_client(row(9001, cedula=document, telefono="3157778899"))
+
+
+MEMORIES = [
+    pytest.param({}, id="both"),
+    pytest.param({"NEGATIVE_CACHE_SECONDS": 0}, id="recheck-slot"),
+    pytest.param({"MISS_RECHECK_SECONDS": 0}, id="negative-cache"),
+]
+
+
+@pytest.mark.parametrize("memory", MEMORIES)
+def test_a_new_customer_is_found_by_its_document_in_lower_case(
+    start_pair: StartPair, memory: dict[str, Any]
+) -> None:
+    """Stored "PA778899", asked "pa778899": the upper-case form is asked too, and the
+    exact document then answers 200 as well (it was answered 404 for the whole window: the
+    miss of "pa778899" was remembered as one of "PA778899")."""
+    sim, gw = start_pair(**memory)
+    _new_customer(sim, "PA778899")
+    response = gw.get("/api/v1/clients/by-document/pa778899")
+    assert body(response)["data"]["service_id"] == 9001, response.text
+    assert calls(sim) == 1  # "PA778899" found: "pa778899" was not asked
+    wait_until(  # the index is patched in the background
+        lambda: by_doc(gw.runtime.services.clients.cache.local, "PA778899") is not None,
+        timeout=5,
+        interval=0.01,
+        message="the index to be patched",
+    )
+    for document in ("PA778899", "pA778899"):
+        response = gw.get(f"/api/v1/clients/by-document/{document}")
+        assert body(response)["data"]["service_id"] == 9001, (document, response.text)
+    assert calls(sim) == 1
+
+
+@pytest.mark.parametrize("memory", MEMORIES)
+def test_a_miss_in_lower_case_is_no_miss_of_the_exact_document(
+    start_pair: StartPair, memory: dict[str, Any]
+) -> None:
+    """Stored "Pa778899" (neither form a lower-case lookup asks): that lookup misses, and
+    its misses are remembered for what it asked only, so the exact document is still
+    found."""
+    sim, gw = start_pair(**memory)
+    _new_customer(sim, "Pa778899")
+    assert gw.get("/api/v1/clients/by-document/pa778899").status_code == 404
+    response = gw.get("/api/v1/clients/by-document/Pa778899")
+    assert body(response)["data"]["service_id"] == 9001, response.text
+    # "PA778899" and "pa778899", then only "Pa778899": "PA778899" was a miss remembered.
+    assert calls(sim) == 3
+
+
+def test_a_lookup_in_lower_case_in_flight_does_not_answer_for_the_exact_one(
+    start_pair: StartPair,
+) -> None:
+    """A lookup in lower case is still waiting for the upstream when the exact document is
+    looked up: the exact lookup shares only the question of a value it asks itself."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    sim, gw = start_pair()
+    _new_customer(sim, "Pa778899")
+    sim.state.faults.update(
+        {"latency": 0.5, "scopes": {"latency": {"path_prefix": "/api/clientes/"}}}
+    )
+    with ThreadPoolExecutor(1) as pool:
+        lower = pool.submit(gw.get, "/api/v1/clients/by-document/pa778899")
+        wait_until(lambda: calls(sim) >= 1, timeout=5, interval=0.01)
+        exact = gw.get("/api/v1/clients/by-document/Pa778899")
+        assert lower.result().status_code == 404
+    assert body(exact)["data"]["service_id"] == 9001, exact.text

@@ -119,10 +119,11 @@ def test_a_paused_refresh_on_one_worker_leaves_interactive_calls_to_another(
     assert sim.state.calls["GET /api/clientes/"] < 30
 
     # Interactive calls on the other worker (the minute's reserve of six): lookup misses
-    # asked upstream, answered at once.
+    # asked upstream, answered at once. Upper case: one question each (a document with
+    # lower-case letters is asked in upper case and as typed).
     started = time.monotonic()
     for n in range(5):
-        missing = other.get(f"/api/v1/clients/by-document/NOPE{n}{uuid.uuid4().hex[:6]}")
+        missing = other.get(f"/api/v1/clients/by-document/NOPE{n}{uuid.uuid4().hex[:6]}".upper())
         assert missing.status_code == 404, missing.text
     known = sim.state.dataset.clients[250]  # on a page the paused load has not read
     found = other.get(f"/api/v1/clients/by-document/{known['cedula']}")

@@ -76,10 +76,10 @@ def _get(url: str, path: str, auth: dict[str, str]) -> int:
     return httpx.get(url + path, headers={**auth, "Connection": "close"}, timeout=30).status_code
 
 
-def _slow_questions(sim: Simulator) -> None:
+def _slow_questions(sim: Simulator, new: dict[str, Any] = NEW_ROW) -> None:
     """The new customer is added upstream, and the backend takes 0.8 s to answer a query
     about it: every concurrent lookup arrives while the question is open."""
-    sim.state.add_client(NEW_ROW)
+    sim.state.add_client(new)
     sim.state.faults.update(
         {"latency": [0.8, 0.8], "scopes": {"latency": {"path_prefix": "/api/clientes/"}}}
     )
@@ -102,6 +102,22 @@ def test_concurrent_lookups_of_a_new_customer_share_one_question(
     # One question, across both workers; the customer is in the cached list from then on.
     assert sim.state.calls["GET /api/clientes/"] == 1
     assert _get(url, f"/api/v1/clients/by-service-id/{NEW}", auth) == 200
+    assert sim.state.calls["GET /api/clientes/"] == 1
+
+
+def test_concurrent_lookups_in_lower_case_find_a_document_stored_in_upper_case(
+    served: tuple[Simulator, str, dict[str, str]],
+) -> None:
+    """A new customer whose document holds letters, looked up in lower case on both
+    workers at once: they share the question of the upper-case form (the upstream's filter
+    is exact) and find it; the exact document is found too, with no further call (it
+    answered 404 for the whole recheck window when the lower-case text was sent and its miss
+    remembered under the upper-case one)."""
+    sim, url, auth = served
+    _slow_questions(sim, {**NEW_ROW, "cedula": "PA778899"})
+    statuses = _at_once(lambda _: _get(url, "/api/v1/clients/by-document/pa778899", auth))
+    assert statuses == [200] * CONCURRENT
+    assert _get(url, "/api/v1/clients/by-document/PA778899", auth) == 200
     assert sim.state.calls["GET /api/clientes/"] == 1
 
 

@@ -1,5 +1,7 @@
 """Audit events of pings and diagnose (CALLERS.md 4): one per decided answer, its action as
-the outcome, the caller and end user of the request, no customer data in clear."""
+the outcome, the caller and end user of the request, no customer data in clear. Kept one by
+one when the backend started a ping task for it; counted otherwise (CALLERS.md 6: free to
+repeat), per service, or per caller alone for a service that does not exist."""
 
 from __future__ import annotations
 
@@ -57,9 +59,11 @@ def test_a_ping_is_audited_when_created_and_once_when_decided(gw: Gateway, sim: 
     first = events(gw, "ping")[0]
     assert first["caller"] == "jwt:bot" and first["end_user"] == END_USER
     assert first["details"] == {} and first["request_id"]
-    # Refused: an unknown service, audited with the answer's action.
+    # Refused: an unknown service, counted with the answer's action and no service (there
+    # is none: a loop over made-up ids adds one event a minute, not one an id).
     assert gw.post("/api/v1/999999/ping/", json={"pings": 4}).status_code == 404
-    assert outcomes(gw, "ping")[-1] == (999999, "client_not_found")
+    assert outcomes(gw, "ping")[-1] == (None, "client_not_found")
+    assert events(gw, "ping")[-1]["details"] == {"count": 1}
     assert_no_customer_data(gw, sim, 101)
 
 
@@ -76,8 +80,11 @@ def test_every_diagnose_answer_is_audited_with_its_action(gw: Gateway, sim: Simu
         body = diagnose(gw, service_id).json()
         assert body["action"] == action, body
     assert diagnose(gw, 999999).status_code == 404
-    assert outcomes(gw, "diagnose") == [*expected.items(), (999999, "client_not_found")]
+    assert outcomes(gw, "diagnose") == [*expected.items(), (None, "client_not_found")]
     assert {e["end_user"] for e in events(gw, "diagnose")} == {END_USER}
+    # Kept one by one: the diagnose that had the backend start a ping. Counted: the answers
+    # from what the gateway held (the states) and the unknown service.
+    assert [e["details"].get("count") for e in events(gw, "diagnose")] == [None, 1, 1, 1, 1]
     # The diagnose of 101 pinged: its ping's own events are there too.
     assert outcomes(gw, "ping") == [(101, "ping_created"), (101, "stable_connection")]
     assert_no_customer_data(gw, sim, *CLIENT_IDS)

@@ -5,6 +5,7 @@ is that the workers share them (the per-caller counters, the audit)."""
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +61,27 @@ class Served:
 
 
 ServeWorkers = Callable[..., Served]
+
+
+def events(served: Served, **params: Any) -> list[dict[str, Any]]:
+    """`GET /api/v1/audit` with `params` (up to 500 events, newest first)."""
+    response = served.get("/api/v1/audit", params={"limit": 500, **params})
+    assert response.status_code == 200, response.text
+    found: list[dict[str, Any]] = response.json()["data"]
+    return found
+
+
+def counted(served: Served, want: int, deadline: float = 10, **params: Any) -> list[dict[str, Any]]:
+    """The counted events matching `params`, once their counts add up to `want` (each
+    worker flushes its counts every second)."""
+    end = time.monotonic() + deadline
+    while True:
+        found = events(served, **params)
+        total = sum(e["details"].get("count", 0) for e in found)
+        if total >= want or time.monotonic() > end:
+            assert total == want, (total, want, found)
+            return found
+        time.sleep(0.2)
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from isp_gateway.audit.service import AuditLog
 from isp_gateway.kit.callers import Caller, set_current_caller
 from isp_gateway.store import Store
 from tests.agents.conftest import call, mcp_session_at
-from tests.identity.conftest import Served, ServeWorkers
+from tests.identity.conftest import ServeWorkers, counted, events
 from tests.support import RUN, memory_or_redis_store
 
 REDIS_DB = 2
@@ -31,26 +31,6 @@ CAP = 100  # AUDIT_MAX_EVENTS' least value: thousands of refusals are many times
 ROUNDS = 100  # per thread, 8 threads, 3 kinds of refusal: 2,400 refused requests, 24 times CAP
 THREADS = 8
 STATEMENT = {"name": "Juan Perez", "address": "Vereda el Rosal", "plan_name": "plan 10mb"}
-
-
-def events(served: Served, **params: Any) -> list[dict[str, Any]]:
-    response = served.get("/api/v1/audit", params={"limit": 500, **params})
-    assert response.status_code == 200, response.text
-    found: list[dict[str, Any]] = response.json()["data"]
-    return found
-
-
-def counted(served: Served, want: int, deadline: float = 10, **params: Any) -> list[dict[str, Any]]:
-    """The counted events matching `params`, once their counts add up to `want` (each
-    worker flushes its counts every second)."""
-    end = time.monotonic() + deadline
-    while True:
-        found = events(served, **params)
-        total = sum(e["details"].get("count", 0) for e in found)
-        if total >= want or time.monotonic() > end:
-            assert total == want, (total, want, found)
-            return found
-        time.sleep(0.2)
 
 
 def test_a_refused_key_cannot_flush_the_audit(serve_workers: ServeWorkers) -> None:

@@ -20,6 +20,7 @@ before the answer is sent, or `audit.count("scope_denied", "denied", ...)` for a
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -66,6 +67,9 @@ __all__ = [
 log = logging.getLogger("isp_gateway.audit")
 
 AUDIT_KEY = "audit:events"
+# How long the mark of a caller's first outcome of a minute lives: past its minute, with a
+# margin for the clocks of workers a little apart.
+FIRST_SECONDS = 120
 
 AuditEventName = Literal[
     "login",
@@ -206,10 +210,52 @@ class AuditLog:
         a payment promise or report; CALLERS.md 6), grouped by service and `reason` too
         (default: `details["reason"]`), so an auditor asking about a customer still sees its
         refusals while a loop of them never pushes the writes out of the audit."""
+        self.count_about(event, outcome, service_id, details, reason)
+
+    def count_about(
+        self,
+        event: str,
+        outcome: str,
+        service_id: int | None,
+        details: Mapping[str, Any] | None = None,
+        reason: str | None = None,
+    ) -> None:
+        """Count an outcome about one service that asked nothing new of the backend and
+        that a caller may repeat at no cost (a refusal, a ping that joined a running task, a
+        diagnose answered from what the gateway holds; CALLERS.md 6): one event per caller,
+        event, outcome, service, `reason` (default: `details["reason"]`) and minute. None
+        for a service that does not exist: it names no customer, and its outcomes group per
+        caller alone, so a loop over made-up ids adds one event a minute, not one an id."""
         if reason is None:
-            reason = details.get("reason") or ""
-        kind = f"{service_id}:{reason}"
+            reason = (details or {}).get("reason") or ""
+        kind = f"{'-' if service_id is None else service_id}:{reason}"
         self.count(event, outcome, service_id=service_id, details=details, kind=kind)
+
+    async def record_once_a_minute(
+        self,
+        event: str,
+        outcome: str,
+        service_id: int,
+        details: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Record the first `outcome` of the request's caller about `service_id` in a minute
+        one by one, and count the others (count_about): for a success a caller may repeat
+        as often as it likes at no cost (a verify it passes again), which must still say who
+        did it and when, but whose loop must not push other events out of its stream. Keyed
+        by the caller, not the end user it names (its own claim, free to rotate)."""
+        if not self.enabled:
+            return
+        who = current_caller()
+        name = who.caller if who is not None else "-"
+        minute = int(time.time() // 60)
+        digest = hashlib.blake2s(
+            json.dumps([name, event, str(outcome), service_id]).encode(), digest_size=10
+        ).hexdigest()
+        first = f"{self._key}:first:{minute}:{digest}"
+        if await self._store.set_if_absent(first, True, ttl=FIRST_SECONDS):
+            await self.record(event, outcome, service_id=service_id, details=details)
+        else:
+            self.count_about(event, outcome, service_id, details)
 
     async def flush(self) -> None:
         """Store this worker's counted refusals now (a reader sees its own at once)."""

@@ -3,8 +3,12 @@ without a service id, under the identity policy (policy.py), on the identity cou
 (attempts.py) and the caller's quota of distinct resolves an hour.
 
 Built on the client lookups (clients/lookups.py) and the plans (a record without a price).
-Every verify and resolve records its audit event (CALLERS.md 4) where its outcome is
-decided: `verified`, `failed` or `locked`; the details hold field names, never values.
+Every verify and resolve has its audit event (CALLERS.md 4) where its outcome is decided:
+`verified`, `failed` or `locked`; the details hold field names, never values. Kept one by
+one: the failures that count against someone (a mismatch, a resolve that names no one),
+each bounded by the identity counters, and a caller's first success about a service in a
+minute. Counted (CALLERS.md 6), as nothing bounds them: a refusal, a verify of a service
+that does not exist, an ambiguous resolve, the same success again within its minute.
 """
 
 from __future__ import annotations
@@ -200,7 +204,13 @@ class IdentityService:
             try:
                 found = await self.clients.by_service_id(service_id)
             except NotFound:
-                await self._audit("verify", "failed", service_id, reason=Action.CLIENT_NOT_FOUND)
+                # No comparison was made and nothing is counted against anyone, so a caller
+                # may send this for free: counted, not kept one by one, and with no service
+                # (there is none), so that a loop over made-up ids cannot push the verifies
+                # that happened out of the identity stream (CALLERS.md 6).
+                self.audit.count_about(
+                    "verify", "failed", None, {"reason": Action.CLIENT_NOT_FOUND}
+                )
                 raise client_not_found(VERIFY) from None
             client = found.client
             matched, price = await self._match(
@@ -215,7 +225,11 @@ class IdentityService:
             caller_unit, pair, *wider = reservation.counters
             await pair[0].success(pair[1])
             await self.counters.release([caller_unit, *wider])
-            await self._audit("verify", "verified", service_id, matched_fields=matched)
+            # A success costs the caller nothing and may be repeated at will: kept once a
+            # minute per caller and service, counted after.
+            await self.audit.record_once_a_minute(
+                "verify", "verified", service_id, {"matched_fields": matched}
+            )
             return Verification(True, matched, None)
         # A mismatch: the reserved attempt stays counted as a failure on every counter.
         await self._audit("verify", "failed", service_id, reason="mismatch", matched_fields=matched)
@@ -303,9 +317,10 @@ class IdentityService:
                 await self.counters.service.failure(str(candidates[0]["service_id"]))
             raise NotFound(action=Action.CLIENT_VERIFICATION_FAILED, variant=MISMATCH_VARIANT)
         if len(verified) > 1:
-            # Never guess between two customers; neither a failure nor a success.
+            # Never guess between two customers; neither a failure nor a success, so it costs
+            # the caller nothing: counted, not kept one by one (CALLERS.md 6).
             await self.counters.release(reservation.counters)
-            await self._audit("resolve", "failed", None, reason="ambiguous")
+            self.audit.count_about("resolve", "failed", None, {"reason": "ambiguous"})
             raise Conflict(action=Action.CLIENT_AMBIGUOUS)
         await self.counters.release(reservation.counters)
         service_id = verified[0]["service_id"]
@@ -317,5 +332,8 @@ class IdentityService:
                 retry_after=retry_after, action=Action.IDENTITY_RATE_LIMITED, variant="resolves"
             )
         await self.counters.succeeded(service_id, caller, end_user)
-        await self._audit("resolve", "verified", service_id, matched_fields=sorted(given))
+        # Like a verify passed again: the caller's quota counts distinct services only.
+        await self.audit.record_once_a_minute(
+            "resolve", "verified", service_id, {"matched_fields": sorted(given)}
+        )
         return Found(verified[0], stale)

@@ -14,7 +14,7 @@ must still be found.
   load). A failed read (an upstream error, a short read) is no answer: the slot is freed,
   nothing is remembered, and the lookups waiting for it answer the failure, never 404.
 
-The slot (`clients:recheck:<kind>:<key>`): {"open": time} while the question is asked,
+The slot (`clients:recheck:<kind>:<value>`): {"open": time} while the question is asked,
 {"answer": [records]} once answered (an empty list: no such client); `true` from an older
 release reads as a miss.
 """
@@ -28,6 +28,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from isp_gateway.clients.packed import document_key
 from isp_gateway.kit import deadline
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.errors import (
@@ -64,24 +65,37 @@ def unable_to_fetch() -> ServiceError:
     return ServiceError(action=Action.UPSTREAM_REFUSED_CLIENT_FETCH, status_code=502)
 
 
-def miss_key(kind: str, key: str) -> str:
+def miss_key(kind: str, value: str) -> str:
     """A confirmed miss of one value, remembered for NEGATIVE_CACHE_SECONDS."""
-    return f"clients:miss:{kind}:{key}"
+    return f"clients:miss:{kind}:{value}"
 
 
-def recheck_key(kind: str, key: str) -> str:
+def recheck_key(kind: str, value: str) -> str:
     """The slot of one value's upstream question, taken for MISS_RECHECK_SECONDS."""
-    return f"clients:recheck:{kind}:{key}"
+    return f"clients:recheck:{kind}:{value}"
+
+
+def document_values(document: str) -> list[str]:
+    """The values a lookup of `document` asks the upstream, in order. Its `cedula` filter
+    is exact (UPSTREAM.md) and a document with letters is usually stored in upper case: the
+    upper-case form first, then the text as typed when it differs."""
+    text = document.strip()
+    key = document_key(text)
+    return [key] if text == key else [key, text]
 
 
 @dataclass(frozen=True, slots=True)
 class Question:
-    """One value a lookup asks about: `kind` ("document", "phone", "service_id") and its
-    `key` in the index, the value sent upstream, and which of the upstream's records match."""
+    """One value a lookup asks about: `kind` ("document", "phone", "service_id"), the
+    `value` sent upstream, and which of the upstream's records match.
+
+    The value sent is also what keys the question's miss, recheck slot and join: a miss is
+    remembered only for what was really asked. (A document keyed in upper case but asked as
+    typed let a lower-case miss answer 404 to the exact, upper-case document: the upstream's
+    `cedula` filter is exact.)"""
 
     kind: str
-    key: str
-    upstream_value: str
+    value: str
     accept: Callable[[Client], bool]
 
 
@@ -97,7 +111,7 @@ class Misses:
         # or many asking at once, costs one upstream call, not N.
         self._queries: dict[tuple[str, str], asyncio.Future[list[ClientRecord]]] = {}
         # Questions of this process in flight (the slot, the query, the answer), by (kind,
-        # key): every lookup of the value waits for the one there is.
+        # value): every lookup of the value waits for the one there is.
         self._asking: dict[tuple[str, str], asyncio.Future[list[ClientRecord]]] = {}
 
     async def aclose(self) -> None:
@@ -110,14 +124,14 @@ class Misses:
         """The upstream's records of one value the cached list missed (those the question
         accepts), or NotFound. `complete`: a whole list is loaded (a short read never is)."""
         asking = _joined(
-            self._asking, (question.kind, question.key), lambda: self._ask(question, complete)
+            self._asking, (question.kind, question.value), lambda: self._ask(question, complete)
         )
         # shield: a caller that disconnects must not cancel the question others wait for.
         return await asyncio.shield(asking)
 
     async def _ask(self, question: Question, complete: bool) -> list[ClientRecord]:
         store = self.store
-        if await store.get(miss_key(question.kind, question.key)) is not None:
+        if await store.get(miss_key(question.kind, question.value)) is not None:
             raise client_not_found()
         recheck = self.settings.MISS_RECHECK_SECONDS
         if not complete or recheck <= 0:
@@ -126,7 +140,7 @@ class Misses:
         # MISS_RECHECK_SECONDS, across all workers: the slot is taken in the store before
         # the call, so a loop of the same miss, or the same miss on two workers at once,
         # costs one call (CALLERS.md 2); the others wait for its answer.
-        slot = recheck_key(question.kind, question.key)
+        slot = recheck_key(question.kind, question.value)
         opened = time.time()
         if not await store.set_if_absent(slot, {"open": opened}, ttl=recheck):
             taken = await self._answer_of(slot)
@@ -152,14 +166,14 @@ class Misses:
         """Ask the upstream: the records the question accepts, or NotFound (remembered for
         NEGATIVE_CACHE_SECONDS)."""
         try:
-            records = await self.query(question.kind, question.upstream_value)
+            records = await self.query(question.kind, question.value)
         except UpstreamUnauthorized:
             raise unable_to_fetch() from None
         found = [r for r in records if question.accept(r["client"])]
         if not found:
             if self.settings.NEGATIVE_CACHE_SECONDS > 0:
                 ttl = self.settings.NEGATIVE_CACHE_SECONDS
-                await self.store.set(miss_key(question.kind, question.key), True, ttl=ttl)
+                await self.store.set(miss_key(question.kind, question.value), True, ttl=ttl)
             raise client_not_found()
         if complete:
             self._learned(found)

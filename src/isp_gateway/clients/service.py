@@ -20,7 +20,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from isp_gateway.clients.index import ClientIndex, document_key, pack_lines, pack_records
-from isp_gateway.clients.misses import Misses, Question, client_not_found, unable_to_fetch
+from isp_gateway.clients.misses import (
+    Misses,
+    Question,
+    client_not_found,
+    document_values,
+    unable_to_fetch,
+)
 from isp_gateway.clients.phones import MIN_PHONE_DIGITS, field_phones, normalize_phone
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.cache import CachedResource
@@ -193,17 +199,28 @@ class ClientService:
     async def _lookup(
         self,
         from_index: Callable[[ClientIndex], tuple[Client, list[int] | None] | None],
-        question: Question,
+        *questions: Question,
     ) -> Found:
+        """The index's answer, else the upstream's to the first of `questions` that finds
+        the client (each a value of its own, with its own miss memory); NotFound when none
+        does."""
         snapshot = await self.cache.peek()
         if snapshot is not None:
             hit = from_index(snapshot.value)
             if hit is not None:
                 return Found(hit[0], snapshot.stale, others=hit[1])
-        matches = await self.misses.matches(question, complete=snapshot is not None)
+        *before, last = questions
+        for question in before:
+            try:
+                matches = await self.misses.matches(question, complete=snapshot is not None)
+                break
+            except NotFound:
+                continue
+        else:
+            matches = await self.misses.matches(last, complete=snapshot is not None)
         record = self._choose(matches)
         others = None
-        if question.kind != "service_id":
+        if last.kind != "service_id":
             chosen = record["client"]["service_id"]
             others = sorted({r["client"]["service_id"] for r in matches} - {chosen})
         return Found(record["client"], record=record, others=others)
@@ -249,14 +266,15 @@ class ClientService:
         if not DOCUMENT.fullmatch(text):
             raise InvalidInput(action=Action.INVALID_DOCUMENT, variant="format")
         key = document_key(text)
+
+        def accept(client: Client) -> bool:
+            return client["document"] is not None and document_key(client["document"]) == key
+
+        # Each form is asked as it is sent (the upstream's filter is exact), so a miss of
+        # "pa778899" is never remembered as one of "PA778899".
         return await self._lookup(
             lambda index: index.found_with_others("document", text),
-            Question(
-                "document",
-                key,
-                text,
-                lambda c: c["document"] is not None and document_key(c["document"]) == key,
-            ),
+            *(Question("document", value, accept) for value in document_values(text)),
         )
 
     def normalized_phone(self, phone: str) -> str:
@@ -274,7 +292,6 @@ class ClientService:
             Question(
                 "phone",
                 number,
-                number,
                 lambda c: (
                     number
                     in field_phones(c["phone"], s.PHONE_COUNTRY_CODE, s.PHONE_NATIONAL_LENGTH)
@@ -286,7 +303,7 @@ class ClientService:
         text = str(service_id)
         return await self._lookup(
             lambda index: _alone(index.get(service_id)),
-            Question("service_id", text, text, lambda c: c["service_id"] == service_id),
+            Question("service_id", text, lambda c: c["service_id"] == service_id),
         )
 
     async def by_service_id_text(self, raw: str) -> Found:

@@ -12,8 +12,13 @@ import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from isp_gateway.clients.index import document_key
-from isp_gateway.clients.misses import client_not_found, unable_to_fetch
+from isp_gateway.clients.misses import (
+    client_not_found,
+    document_values,
+    miss_key,
+    recheck_key,
+    unable_to_fetch,
+)
 from isp_gateway.clients.phones import is_update_phone, replace_first_phone
 from isp_gateway.clients.service import DOCUMENT
 from isp_gateway.kit.actions import Action
@@ -143,11 +148,12 @@ class UpdateService:
         store = self.store
         # A miss remembered for the new values would hide the client for a minute.
         if document is not None:
-            await store.delete(f"clients:miss:document:{document_key(document)}")
-            await store.delete(f"clients:recheck:document:{document_key(document)}")
+            for value in document_values(document):
+                await store.delete(miss_key("document", value))
+                await store.delete(recheck_key("document", value))
         if phone is not None:
-            await store.delete(f"clients:miss:phone:{phone}")
-            await store.delete(f"clients:recheck:phone:{phone}")
+            await store.delete(miss_key("phone", phone))
+            await store.delete(recheck_key("phone", phone))
         snapshot = await self.clients.cache.peek()
         if snapshot is None:
             return

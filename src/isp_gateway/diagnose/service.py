@@ -14,6 +14,11 @@ failure in the state, debt or outage checks raises (502): never a guess that the
 
 Audit (CALLERS.md 4): one `diagnose` event per answer, its action as the outcome (an error's
 action when it raises); the ping it starts has its own `ping` events (network/service.py).
+Kept one by one, like the ping, when it had the backend start a ping task. Any other answer
+(from the cached state, debt or outage, a joined ping, an error) asked nothing new of the
+backend and a caller may repeat it at will, with no limit of its own: counted per caller,
+service, outcome and minute (CALLERS.md 6), so a loop of it never pushes the pings and
+diagnoses that happened out of the network stream.
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ class Diagnosis:
 
     view: PingView
     stale: bool
+    # This diagnose had the backend start a ping task (not joined one already running).
+    pinged: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,9 +71,13 @@ class DiagnoseService:
         except StoreUnavailable:
             raise  # the audit lives in the store too: the 503 says it all
         except ServiceError as exc:
-            await self.audit.record("diagnose", exc.action, service_id=service_id)
+            unknown = exc.action == Action.CLIENT_NOT_FOUND
+            self.audit.count_about("diagnose", exc.action, None if unknown else service_id)
             raise
-        await self.audit.record("diagnose", result.view.action, service_id=service_id)
+        if result.pinged:
+            await self.audit.record("diagnose", result.view.action, service_id=service_id)
+        else:
+            self.audit.count_about("diagnose", result.view.action, service_id)
         return result
 
     async def _diagnose(self, service_id: int, pings: int, wait: float) -> Diagnosis:
@@ -135,14 +146,15 @@ class DiagnoseService:
         figures: dict[str, Any] = {"task_id": None, "sent": None, "received": None}
         figures["loss_percent"] = None
         try:
-            task_id = await self.pings.create(service_id, pings)
+            started = await self.pings.create(service_id, pings)
         except PingFailed as refused:
             data.update(figures)
             message = messages.say(Action.PING_FAILED, "refused")
             return Diagnosis(PingView(False, "error", refused.action, data, message), stale)
-        view = await self.pings.result(task_id, wait)
-        figures["task_id"] = task_id
+        view = await self.pings.result(started.task_id, wait)
+        figures["task_id"] = started.task_id
         for name in ("sent", "received", "loss_percent"):
             figures[name] = view.data.get(name)
         data.update(figures)
-        return Diagnosis(PingView(view.ok, view.type, view.action, data, view.message), stale)
+        answer = PingView(view.ok, view.type, view.action, data, view.message)
+        return Diagnosis(answer, stale, pinged=not started.joined)

@@ -38,8 +38,8 @@ async def create_ping(
     service_id: ServiceIdPath, body: PingRequest, pings: PingsDep
 ) -> dict[str, Any]:
     """Start a remote ping of the customer's device; poll the result with the task id."""
-    task_id = await pings.create(parse_service_id(service_id), body.pings)
-    return success(Action.PING_CREATED, {"task_id": task_id})
+    started = await pings.create(parse_service_id(service_id), body.pings)
+    return success(Action.PING_CREATED, {"task_id": started.task_id})
 
 
 @router.get(

@@ -9,9 +9,13 @@ PING_TASK_TTL_SECONDS) so that any worker can answer a poll:
 - two creates for one service within PING_COALESCE_SECONDS share one upstream task
   (`ping:service:{service_id}` → our task id, written under a per-service lock).
 
-Audit (CALLERS.md 4): a `ping` event per create, its answer's action as the outcome
+Audit (CALLERS.md 4 and 6): a `ping` event per create, its answer's action as the outcome
 (`ping_created`, `client_not_found`, `ping_failed`), and one per task when its result is
 decided (the final action), recorded by the poll that read it: a loop of polls adds none.
+Kept one by one only what had the backend start a task (its creation and its result);
+a create that joined a running task and a refused one started nothing, and any caller may
+repeat them at no cost: counted per caller, service and minute (a made-up service per
+caller and minute), so a loop of them never pushes the pings and diagnoses out.
 """
 
 from __future__ import annotations
@@ -81,6 +85,15 @@ class PingView:
     message: str
 
 
+@dataclass(frozen=True, slots=True)
+class PingStart:
+    """A create's answer: our task id, and whether it joined the service's running task
+    (PING_COALESCE_SECONDS) rather than have the backend start one."""
+
+    task_id: str
+    joined: bool
+
+
 def _task_key(task_id: str) -> str:
     return f"ping:task:{task_id}"
 
@@ -110,31 +123,36 @@ class PingService:
 
     # -- create ------------------------------------------------------------------------
 
-    async def create(self, service_id: int, pings: int) -> str:
-        """Start (or join) a ping task for a service; our task id. Audited either way."""
+    async def create(self, service_id: int, pings: int) -> PingStart:
+        """Start (or join) a ping task for a service. Audited either way."""
         try:
-            task_id = await self._create(service_id, pings)
+            started = await self._create(service_id, pings)
         except StoreUnavailable:
             raise  # the audit lives in the store too: the 503 says it all
         except ServiceError as refused:
             # No ping was started (an unknown service, the ping rate, the budget, a backend
-            # that failed): counted as every refusal is (CALLERS.md 6), one event a caller,
-            # service, outcome and minute, so a loop of them never pushes the pings out.
-            self.audit.count("ping", refused.action, service_id=service_id, kind=str(service_id))
+            # that failed): counted as every refusal is (CALLERS.md 6).
+            unknown = refused.action == Action.CLIENT_NOT_FOUND
+            self.audit.count_about("ping", refused.action, None if unknown else service_id)
             raise
-        # No task id in details: the audit masks its digit runs (CALLERS.md 4), so it would
-        # not name the task anyway; the service and the time do.
-        await self.audit.record("ping", Action.PING_CREATED, service_id=service_id)
-        return task_id
+        if started.joined:
+            # The service's running task: nothing asked of the backend, free to repeat.
+            details = {"joined": True}
+            self.audit.count_about("ping", Action.PING_CREATED, service_id, details)
+        else:
+            # No task id in details: the audit masks its digit runs (CALLERS.md 4), so it
+            # would not name the task anyway; the service and the time do.
+            await self.audit.record("ping", Action.PING_CREATED, service_id=service_id)
+        return started
 
-    async def _create(self, service_id: int, pings: int) -> str:
+    async def _create(self, service_id: int, pings: int) -> PingStart:
         if service_id < 1:
             raise NotFound(action=Action.CLIENT_NOT_FOUND, variant=LOOKUP)
         coalesce = self.settings.PING_COALESCE_SECONDS > 0
         if coalesce:
             shared = await self._shared_task(service_id)
             if shared is not None:
-                return shared
+                return PingStart(shared, joined=True)
         await self._check_client(service_id)
         try:
             async with self.store.lock(
@@ -146,7 +164,7 @@ class PingService:
                     # Checked again under the lock: a concurrent request may have just created it.
                     shared = await self._shared_task(service_id)
                     if shared is not None:
-                        return shared
+                        return PingStart(shared, joined=True)
                 upstream_id = await self._start_upstream(service_id, pings)
                 task_id = uuid.uuid4().hex
                 now = time.time()
@@ -168,7 +186,7 @@ class PingService:
                         _service_key(service_id), task_id, ttl=self.settings.PING_COALESCE_SECONDS
                     )
                 log.info("ping task %s started for service %d", task_id, service_id)
-                return task_id
+                return PingStart(task_id, joined=False)
         except LockTimeout:
             raise UpstreamUnavailable() from None
 
