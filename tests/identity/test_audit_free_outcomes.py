@@ -237,3 +237,48 @@ def test_free_network_outcomes_cannot_flush_the_network_stream(
     assert all("count" in e["details"] for e in found if e["event"] == "diagnose")
     # A poll of 101's task by a diagnose may record its result, once (kept).
     assert len(found) <= (1 if flooded == "joins" else 5) * minutes + 2
+
+
+def test_a_verified_agent_looping_one_read_cannot_flush_the_mcp_stream(
+    serve_workers: ServeWorkers,
+) -> None:
+    # An agent with a verification of 102 reads it again and again: a read of a customer,
+    # kept, but free to repeat; each was kept one by one and a loop of CAP + 20 pushed the
+    # bot's reads of 101 out of the MCP stream.
+    served = serve_workers(keys={"agent": ["clients:read", "clients:verify"]}, AUDIT_MAX_EVENTS=CAP)
+    facts = {"name": "Juan Perez", "address": "Vereda el Rosal", "plan_name": "plan 10mb"}
+    known = {**KNOWN, "plan_name": KNOWN["internet_plan_name"]}
+    del known["internet_plan_name"]
+    loops = CAP + 20
+
+    async def conversations() -> float:
+        async with mcp_session_at(served.url, served.token, end_user="cust-1") as bot:
+            checked = await call(bot, "verify_customer", service_id=101, **facts)
+            assert not checked.is_error, checked.texts
+            vid = checked.data["verification_id"]
+            assert not (await call(bot, "customer_summary", verification_id=vid)).is_error
+        started = time.time()
+        async with mcp_session_at(served.url, served.keys["agent"], end_user="x") as agent:
+            checked = await call(agent, "verify_customer", service_id=102, **known)
+            assert not checked.is_error, checked.texts
+            vid = checked.data["verification_id"]
+            for _ in range(loops):
+                assert not (await call(agent, "customer_summary", verification_id=vid)).is_error
+        return started
+
+    started = asyncio.run(conversations())
+    minutes = int(time.time() // 60) - int(started // 60) + 1
+    kept = events(served, event="mcp_tool", service_id=101)
+    assert sorted((e["details"]["tool"], "count" in e["details"]) for e in kept) == [
+        ("customer_summary", False),
+        ("verify_customer", False),
+    ]
+    # The loop: its first read of each minute kept, the rest counted; all of it there.
+    found = settled(
+        served,
+        lambda t: t[("mcp_tool", "ok", 102, False)] + t[("mcp_tool", "ok", 102, True)] == loops + 1,
+        caller="agent",
+        event="mcp_tool",
+    )
+    kept_reads = [e for e in found if "count" not in e["details"]]
+    assert len(kept_reads) <= 1 + minutes  # the verify, and a read a minute

@@ -237,25 +237,28 @@ class AuditLog:
         outcome: str,
         service_id: int,
         details: Mapping[str, Any] | None = None,
+        kind: str | None = None,
     ) -> None:
         """Record the first `outcome` of the request's caller about `service_id` in a minute
         one by one, and count the others (count_about): for a success a caller may repeat
-        as often as it likes at no cost (a verify it passes again), which must still say who
-        did it and when, but whose loop must not push other events out of its stream. Keyed
-        by the caller, not the end user it names (its own claim, free to rotate)."""
+        as often as it likes at no cost (a verify it passes again, an MCP tool's read of the
+        customer its verification names), which must still say who did it and when, but
+        whose loop must not push other events out of its stream. Keyed by the caller, not
+        the end user it names (its own claim, free to rotate), and by `kind` when given (a
+        tool: each tool's first read of the minute is kept)."""
         if not self.enabled:
             return
         who = current_caller()
         name = who.caller if who is not None else "-"
         minute = int(time.time() // 60)
         digest = hashlib.blake2s(
-            json.dumps([name, event, str(outcome), service_id]).encode(), digest_size=10
+            json.dumps([name, event, str(outcome), service_id, kind]).encode(), digest_size=10
         ).hexdigest()
         first = f"{self._key}:first:{minute}:{digest}"
         if await self._store.set_if_absent(first, True, ttl=FIRST_SECONDS):
             await self.record(event, outcome, service_id=service_id, details=details)
         else:
-            self.count_about(event, outcome, service_id, details)
+            self.count_about(event, outcome, service_id, details, kind)
 
     async def flush(self) -> None:
         """Store this worker's counted refusals now (a reader sees its own at once)."""

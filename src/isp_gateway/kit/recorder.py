@@ -68,4 +68,5 @@ class Recorder(Protocol):
         outcome: str,
         service_id: int,
         details: Mapping[str, Any] | None = None,
+        kind: str | None = None,
     ) -> None: ...

@@ -68,7 +68,9 @@ async def call_tool(
 ) -> types.CallToolResult:
     """Every tool call, audited (CALLERS.md 4 and 6) once its outcome is decided, before
     the answer is sent: `mcp_tool` (the tool's name, `ok` or `error`, and the service its
-    verification names). A call that served a customer is kept one by one; any other (a
+    verification names). A call that served a customer is kept one by one, the first of
+    its caller, tool and customer in a minute (the same read again within it is counted:
+    a verified agent looping one tool cannot flush the others' reads either); any other (a
     catalogue, a lookup, a refusal, an error) is counted per caller, tool and minute, so no
     key can flush the customer reads out of the audit with calls about no one. A refusal
     for a missing, unknown, expired or foreign verification id is also counted as
@@ -90,7 +92,7 @@ async def call_tool(
         audit.count("mcp_tool", outcome, service_id=service_id, details=details, kind=kind)
         return result
     try:
-        await audit.record("mcp_tool", outcome, service_id=service_id, details=details)
+        await audit.record_once_a_minute("mcp_tool", outcome, service_id, details, kind=tool)
     except ServiceError as exc:
         # The store is away (the log line was written): the agent still gets its answer.
         log.warning("mcp tool %s: audit event not stored (%s)", tool, exc.action)
