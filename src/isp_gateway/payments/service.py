@@ -23,7 +23,7 @@ from collections.abc import AsyncIterable, AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import date
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from isp_gateway.kit import messages
 from isp_gateway.kit.actions import Action
@@ -114,6 +114,20 @@ class PaymentService:
             raise
         request = {"service_id": service_id, "until": until.isoformat(), "invoice_id": invoice_id}
         return PromiseOrder(service_id, until, invoice_id, fingerprint(request))
+
+    def count_malformed(
+        self, route: Literal["promise", "report"], service_id: int, field: str
+    ) -> None:
+        """A money request of a verified caller that the route refused before it ran: 422
+        `validation_error` for a body or header not as documented (`field`, e.g. `until`).
+        Counted as the route's own 422s are (a promise `refused`, a report `failed`, reason
+        `validation_error`): nothing was done."""
+        if route == "promise":
+            event, outcome = "payment_promise", "refused"
+        else:
+            event, outcome = "payment_report", "failed"
+        details = {"reason": Action.VALIDATION_ERROR.value, "field": field}
+        self.audit.count_refused_write(event, outcome, service_id, details)
 
     async def promise(self, order: PromiseOrder, idempotency_key: str | None = None) -> Answer:
         """Make the promise: 201 `payment_promise_created`, or a final refusal of a rule as
