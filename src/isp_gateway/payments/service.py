@@ -18,9 +18,8 @@ outcome: not audited.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterable, AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterable
+from contextlib import AbstractAsyncContextManager
 from datetime import date
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
@@ -36,7 +35,6 @@ from isp_gateway.payments.errors import (
     PaymentReportDuplicate,
     PaymentReportFailed,
     PaymentReportNotAllowed,
-    PaymentsBusy,
     PromiseAlreadyActive,
     PromiseNotAllowed,
     spoken_date,
@@ -48,6 +46,7 @@ from isp_gateway.payments.receipt import read_report_form
 from isp_gateway.payments.reporting import ReportFiler, ReportOrder
 from isp_gateway.payments.rules import check_paid_on, check_until, refusal
 from isp_gateway.payments.schemas import ReportFields
+from isp_gateway.payments.slots import ReceiptSlots
 
 if TYPE_CHECKING:
     from isp_gateway.accounts.service import AccountService
@@ -56,9 +55,6 @@ if TYPE_CHECKING:
 
 # A report's `paid_on`: at most this many days back (MONEY.md 2).
 PAID_ON_DAYS_BACK = 60
-# Receipts a worker holds in memory at once (each at most RECEIPT_MAX_BYTES): one more is
-# refused with 503 before its body is read, so a burst of uploads cannot exhaust memory.
-RECEIPTS_AT_ONCE = 8
 
 PROMISE_FINAL = (PromiseNotAllowed, PromiseAlreadyActive)
 REPORT_FINAL = (PaymentReportDuplicate, PaymentReportNotAllowed)
@@ -96,7 +92,7 @@ class PaymentService:
             lock_seconds=3 * timeout + 5,
             wait_seconds=max(5.0, timeout),
         )
-        self._receipts = asyncio.Semaphore(RECEIPTS_AT_ONCE)
+        self.receipts = ReceiptSlots()
 
     # -- promises ------------------------------------------------------------------------
 
@@ -200,13 +196,10 @@ class PaymentService:
 
     # -- reports -------------------------------------------------------------------------
 
-    @asynccontextmanager
-    async def receipt_slot(self) -> AsyncIterator[None]:
-        """Room to hold one receipt in this worker's memory, or 503 at once."""
-        if self._receipts.locked():
-            raise PaymentsBusy(Action.PAYMENT_REPORT_FAILED, "receipts_busy")
-        async with self._receipts:
-            yield
+    def receipt_slot(self) -> AbstractAsyncContextManager[None]:
+        """Room to hold one receipt in this worker's memory, within the caller's part of it,
+        or 503 `receipts_busy` at once (payments/slots.py)."""
+        return self.receipts.taken()
 
     async def read_report(
         self, service_id: int, content_type: str | None, body: AsyncIterable[bytes]
