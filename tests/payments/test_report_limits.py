@@ -11,6 +11,7 @@ import contextlib
 import socket
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from tests.payments.conftest import (
     PROMISE,
     REPORT,
     StartMoney,
+    audit_events,
     pdf_file,
     report,
     report_fields,
@@ -332,3 +334,37 @@ def test_a_stalled_uploader_cannot_keep_another_key_from_reporting(
 def read_answer_first_line(sock: socket.socket) -> tuple[int, bytes]:
     data = sock.recv(65536)
     return int(data.split(b" ", 2)[1]), data
+
+
+def test_a_stalled_upload_is_cut_at_the_deadline_and_its_slot_comes_back(
+    start_money: StartMoney,
+) -> None:
+    sim, gw = start_money(RECEIPT_UPLOAD_TIMEOUT_SECONDS=1)
+    sid = DEBTORS[7]
+    vid = verification_id(gw, sid)
+    with contextlib.ExitStack() as stack:
+        stalled = []
+        for n in range(RECEIPTS_PER_CALLER):
+            stalled.append(stall(stack, gw, sid, vid))
+            wait_until(lambda n=n: held(gw) == n + 1, message=f"upload {n + 1} read")
+        started = time.monotonic()
+        # The caller's part is taken while they stall...
+        assert_busy(report(gw, sid, vid, PDF_RECEIPT, reference="T1"))
+        # ... until the deadline: each is answered, the rest of its body never read.
+        for sock in stalled:
+            status, answer = read_answer(sock)
+            assert status == 408, answer[:300]
+            assert b'"action":"upload_timeout"' in answer
+            assert b"connection: close" in answer.lower()
+        assert time.monotonic() - started >= 0.5  # cut by the deadline, not at once
+    wait_until(lambda: held(gw) == 0, message="every slot freed")
+    filed = report(gw, sid, vid, PDF_RECEIPT, reference="T2")
+    assert filed.status_code == 202, filed.text
+    assert [r.reference for r in sim_reports(sim)] == ["T2"]
+    cut = [
+        e
+        for e in audit_events(gw, "payment_report")
+        if e["details"].get("reason") == "upload_timeout"
+    ]
+    assert {e["outcome"] for e in cut} == {"failed"}
+    assert sum(e["details"]["count"] for e in cut) == RECEIPTS_PER_CALLER

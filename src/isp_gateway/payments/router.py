@@ -150,7 +150,7 @@ _REPORT_RESPONSES = _write_responses(
     Action.PAYMENT_REPORT_FAILED,
     [Action.PAYMENT_REPORT_DUPLICATE, Action.PAYMENT_REPORT_NOT_ALLOWED],
     BackendResponse[ReportReceivedResponse | ReportRefusedResponse],
-    {413: Action.PAYLOAD_TOO_LARGE, 415: Action.UNSUPPORTED_RECEIPT},
+    {408: Action.UPLOAD_TIMEOUT, 413: Action.PAYLOAD_TOO_LARGE, 415: Action.UNSUPPORTED_RECEIPT},
     "`receipts_busy` or `server_stopping`",
 )
 _REPORT_RESPONSES[409]["description"] = (
@@ -158,6 +158,11 @@ _REPORT_RESPONSES[409]["description"] = (
     "days; `data`: that report), `payment_report_not_allowed` (`data.reason`: "
     "`nothing_owed`, or `too_many_reports` with `data.allowed_from`: 5 a day per service), "
     "or `idempotency_key_in_progress`."
+)
+_REPORT_RESPONSES[408]["description"] = (
+    "The body did not arrive whole within RECEIPT_UPLOAD_TIMEOUT_SECONDS (60 s) of the route "
+    "starting to read it: nothing was done, the rest is not read and the connection closes. "
+    "`action`: `upload_timeout`."
 )
 _REPORT_RESPONSES[413]["description"] = (
     "The receipt is larger than RECEIPT_MAX_BYTES, the text fields than 4 KiB, or the body "

@@ -18,6 +18,7 @@ outcome: not audited.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterable
 from contextlib import AbstractAsyncContextManager
 from datetime import date
@@ -37,6 +38,7 @@ from isp_gateway.payments.errors import (
     PaymentReportNotAllowed,
     PromiseAlreadyActive,
     PromiseNotAllowed,
+    UploadTimedOut,
     spoken_date,
     spoken_money,
 )
@@ -204,12 +206,20 @@ class PaymentService:
     async def read_report(
         self, service_id: int, content_type: str | None, body: AsyncIterable[bytes]
     ) -> ReportOrder:
-        """The report's body read and checked (422, 413, 415 as soon as known, audited as
-        `failed`): its order, with the fingerprint of its fields and its receipt."""
+        """The report's body read and checked (422, 413, 415 as soon as known, 408 past
+        RECEIPT_UPLOAD_TIMEOUT_SECONDS, audited as `failed`): its order, with the
+        fingerprint of its fields and its receipt."""
+        seconds = self.settings.RECEIPT_UPLOAD_TIMEOUT_SECONDS
         try:
-            form = await read_report_form(
-                content_type, body, max_receipt=self.settings.RECEIPT_MAX_BYTES
-            )
+            try:
+                # The whole body, not each read: an upload that trickles a byte at a time
+                # holds its slot no longer than one that stalls.
+                async with asyncio.timeout(seconds):
+                    form = await read_report_form(
+                        content_type, body, max_receipt=self.settings.RECEIPT_MAX_BYTES
+                    )
+            except TimeoutError:
+                raise UploadTimedOut(seconds) from None
             fields = ReportFields.of(form.fields)
             if form.receipt is None:
                 raise InvalidField("receipt", "required", "receipt_required")
