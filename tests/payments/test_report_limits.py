@@ -368,3 +368,21 @@ def test_a_stalled_upload_is_cut_at_the_deadline_and_its_slot_comes_back(
     ]
     assert {e["outcome"] for e in cut} == {"failed"}
     assert sum(e["details"]["count"] for e in cut) == RECEIPTS_PER_CALLER
+
+
+def test_a_slow_upload_still_gives_the_backend_its_whole_time(start_money: StartMoney) -> None:
+    """The request's deadline (UPSTREAM_TIMEOUT_SECONDS) counts from the body's last byte on
+    this route: the customer's slow connection does not eat the backend's time."""
+    sim, gw = start_money(UPSTREAM_TIMEOUT_SECONDS=2)
+    sim.state.faults.update({"latency": [1.5, 1.5], "path_prefix": "/api/facturas/reportar-pago/"})
+    sid = DEBTORS[8]
+    vid = verification_id(gw, sid)
+    head = form_head(report_fields())
+    body = head + receipt_of(100_000) + TAIL
+    with connection(gw) as sock:
+        sock.sendall(request_head(gw, sid, vid, len(body)) + body[: len(head) + 50_000])
+        time.sleep(3)  # longer than the whole deadline, well within the upload's
+        sock.sendall(body[len(head) + 50_000 :])
+        status, answer = read_answer_first_line(sock)
+    assert status == 202, answer[:400]
+    assert len(sim_reports(sim)) == 1

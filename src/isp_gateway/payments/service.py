@@ -25,7 +25,7 @@ from datetime import date
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
-from isp_gateway.kit import messages
+from isp_gateway.kit import deadline, messages
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.answers import Answer, success
 from isp_gateway.kit.errors import ServiceError, StoreUnavailable
@@ -220,6 +220,9 @@ class PaymentService:
                     )
             except TimeoutError:
                 raise UploadTimedOut(seconds) from None
+            # The time the customer's connection took is not the backend's: the checks and
+            # the upstream call get the request's whole deadline from the body's last byte.
+            deadline.restart()
             fields = ReportFields.of(form.fields)
             if form.receipt is None:
                 raise InvalidField("receipt", "required", "receipt_required")
