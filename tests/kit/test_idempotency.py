@@ -1,13 +1,16 @@
 """idempotency.py, the helper any write takes, on the memory store and the real Redis (db 9):
 the key bound to the request's fingerprint, final answers replayed as they were, other errors
-not final, one request per key at a time. (POST /tickets through it: tests/tickets.)"""
+not final, one request per key at a time, each key its caller's own. (POST /tickets through it:
+tests/tickets; the money routes, between two API keys: tests/payments/test_idempotency_callers.)"""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 import pytest
 
+from isp_gateway.kit.callers import Caller, set_current_caller
 from isp_gateway.kit.errors import Conflict, UpstreamUnavailable
 from isp_gateway.kit.idempotency import Answer, Idempotency, KeyInProgress, KeyReused, fingerprint
 from isp_gateway.store import Store
@@ -115,3 +118,35 @@ async def test_a_key_in_flight_is_409_with_retry_after(store: Store) -> None:
     release.set()
     assert (await first).status_code == 201
     assert (await idem.run("k1", "fp", slow)).headers == {"Idempotent-Replayed": "true"}
+
+
+async def as_caller(name: str, work: Callable[[], Awaitable[Answer]]) -> Answer:
+    """`work` run as a request of caller `name` would run it (its own context)."""
+
+    async def request() -> Answer:
+        set_current_caller(Caller(name, name, "127.0.0.1"))
+        return await work()
+
+    return await asyncio.create_task(request())
+
+
+async def test_a_key_is_its_callers_own(store: Store) -> None:
+    """CALLERS.md 1: the caller is the credential. Another caller's same key neither gets the
+    first caller's answer nor can take the key from it, whichever comes first."""
+    idem, work = helper(store), Counter()
+    first = await as_caller("bot-a", lambda: idem.run("k1", "fp", work.ok))
+    # Another caller, the same key and body: its own request, not a replay of bot-a's.
+    other = await as_caller("bot-b", lambda: idem.run("k1", "fp", work.ok))
+    assert other.headers == {} and other.body["data"] == {"n": 2}
+    # bot-b takes a key with its body first; bot-a's own request with that key is done.
+    await as_caller("bot-b", lambda: idem.run("k2", "fp-b", work.ok))
+    mine = await as_caller("bot-a", lambda: idem.run("k2", "fp-a", work.ok))
+    assert (mine.headers, mine.body["data"]) == ({}, {"n": 4})
+    # Each caller's repeat still replays its own first answer, and a JWT subject is a
+    # caller of its own too.
+    again = await as_caller("bot-a", lambda: idem.run("k1", "fp", work.ok))
+    assert (again.body, again.headers) == (first.body, {"Idempotent-Replayed": "true"})
+    with pytest.raises(KeyReused):
+        await as_caller("bot-b", lambda: idem.run("k2", "fp-a", work.ok))
+    jwt = await as_caller("jwt:bot-a", lambda: idem.run("k1", "fp", work.ok))
+    assert jwt.headers == {} and work.calls == 5

@@ -233,10 +233,12 @@ def report(
     *,
     key: str | None = None,
     end_user: str | None = None,
+    headers: dict[str, str] | None = None,
     **fields: Any,
 ) -> httpx.Response:
-    """A multipart report (the text fields as parts, and the receipt's when given)."""
-    headers = money_headers(vid, key, end_user)
+    """A multipart report (the text fields as parts, and the receipt's when given); `headers`
+    added (an `X-API-Key` is read before the gateway's JWT)."""
+    headers = {**money_headers(vid, key, end_user), **(headers or {})}
     parts: list[tuple[str, Any]] = [
         (name, (None, value)) for name, value in report_fields(**fields).items()
     ]

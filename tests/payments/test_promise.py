@@ -343,3 +343,37 @@ def test_every_outcome_is_audited_with_its_reason(pair: Pair) -> None:
     text = str(events)
     assert not any(vid in text for vid in vids.values())
     assert day(3) not in text and "CLIENTE" not in text
+
+
+def test_a_malformed_promise_is_counted_as_refused(pair: Pair) -> None:
+    """MONEY.md 3: a promise refused is in the audit with its reason, a body or header the
+    route refuses before its rules too (422 `validation_error`), counted as every refusal."""
+    sim, gw = pair
+    sid = DEBTORS[19]
+    vid = verification_id(gw, sid)
+    route = f"/api/v1/clients/{sid}/payment-promise"
+    headers = {"X-Verification-Id": vid}
+    malformed: list[tuple[dict[str, Any], dict[str, str], str]] = [
+        ({"until": day(2) + "T00:00"}, {}, "until"),
+        ({"until": day(2), "invoice_id": 0}, {}, "invoice_id"),
+        ({"until": day(2), "invoice_id": "5"}, {}, "invoice_id"),
+        ({}, {}, "until"),
+        ({"until": day(2)}, {"Idempotency-Key": "k" * 256}, "header.Idempotency-Key"),
+    ]
+    for body, more, field in malformed:
+        answer = gw.post(route, json=body, headers={**headers, **more})
+        errors = refused(answer, 422, "validation_error", "error")["meta"]["errors"]
+        assert errors[0]["field"] in (f"body.{field}", field), (body, errors)
+    refused(promise(gw, sid, vid, day(30)), 422, "validation_error", "error")
+    # Without the verification it is the 403, counted as such, never as a promise refused.
+    refused(gw.post(route, json={"until": 5}), 403, "verification_required", "error")
+    assert promises_of(sim, sid) == []
+    events = [e for e in audit_events(gw, "payment_promise") if e["service_id"] == sid]
+    counted: dict[str, int] = {}
+    for event in events:
+        assert event["outcome"] == "refused"
+        reason = event["details"]["reason"]
+        counted[reason] = counted.get(reason, 0) + event["details"]["count"]
+    assert counted == {"validation_error": len(malformed), "until_out_of_range": 1}
+    first = next(e for e in events if e["details"]["reason"] == "validation_error")
+    assert first["details"]["field"] == "until"

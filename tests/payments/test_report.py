@@ -318,3 +318,21 @@ def test_at_most_five_reports_a_day_for_one_service(pair: Pair) -> None:
         "upstream_unauthorized",
         "too_many_reports",
     ]
+
+
+def test_a_report_the_route_refuses_for_a_header_is_counted(pair: Pair) -> None:
+    """Its only part FastAPI checks (the Idempotency-Key's length) is counted as the
+    service's own 422s are: `failed`, reason `validation_error`, the field named."""
+    sim, gw = pair
+    sid = DEBTORS[12]
+    vid = verification_id(gw, sid)
+    answer = report(gw, sid, vid, ("r.png", PNG, "image/png"), key="k" * 256)
+    body = answered(answer, 422, "validation_error")
+    assert body["meta"]["errors"][0]["field"] == "header.Idempotency-Key"
+    assert reports_of(sim, sid) == []
+    [event] = [e for e in audit_events(gw, "payment_report") if e["service_id"] == sid]
+    assert (event["outcome"], event["details"]["reason"], event["details"]["field"]) == (
+        "failed",
+        "validation_error",
+        "header.Idempotency-Key",
+    )

@@ -11,6 +11,7 @@ import contextlib
 import socket
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,21 +19,27 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from isp_gateway.payments.service import RECEIPTS_AT_ONCE
+from isp_gateway.auth.keys import generate_key, new_entry, write_key_entries
+from isp_gateway.payments.slots import RECEIPTS_AT_ONCE, RECEIPTS_PER_CALLER
 from tests.conftest import Gateway
 from tests.payments.conftest import (
     DEBTORS,
     PROMISE,
     REPORT,
     StartMoney,
+    audit_events,
     pdf_file,
     report,
     report_fields,
     sim_reports,
+    statement_of,
     verification_id,
 )
+from tests.support import wait_until
 
 BOUNDARY = "b0undary5c1a7e"
+REPORTER = ["clients:verify", "payments:report"]
+PDF_RECEIPT = ("r.pdf", pdf_file(), "application/pdf")
 SMALL_CAP = 64 * 1024
 
 
@@ -66,11 +73,15 @@ def connection(gw: Gateway) -> Iterator[socket.socket]:
         yield sock
 
 
-def request_head(gw: Gateway, service_id: int, vid: str, length: int | None) -> bytes:
+def request_head(
+    gw: Gateway, service_id: int, vid: str, length: int | None, auth: str | None = None
+) -> bytes:
+    """A report's request line and headers; `auth`, the credential's header line (default:
+    the gateway's JWT)."""
     lines = [
         f"POST {REPORT.format(service_id)} HTTP/1.1",
         f"Host: {urlsplit(gw.url).netloc}",
-        f"Authorization: Bearer {gw.token}",
+        auth or f"Authorization: Bearer {gw.token}",
         f"X-Verification-Id: {vid}",
         f"Content-Type: multipart/form-data; boundary={BOUNDARY}",
     ]
@@ -201,48 +212,177 @@ def watched(
     return make
 
 
-def test_a_worker_holds_a_bounded_number_of_receipts(start_money: StartMoney) -> None:
-    _sim, gw = start_money()
-    sid = DEBTORS[4]
-    vid = verification_id(gw, sid)
+def keyed(
+    start_money: StartMoney, tmp_path: Path, names: list[str], **settings: Any
+) -> tuple[Gateway, dict[str, str]]:
+    """A gateway with an API key per name (scopes to verify and report), and the keys."""
+    keys = {name: generate_key() for name in names}
+    path = tmp_path / "keys.json"
+    entries = [new_entry(key, name, REPORTER, None) for name, key in keys.items()]
+    write_key_entries(path, entries)
+    _sim, gw = start_money(API_KEYS_FILE=str(path), **settings)
+    return gw, keys
+
+
+def key_verification(gw: Gateway, service_id: int, key: str, end_user: str | None = None) -> str:
+    headers = {"X-API-Key": key, **({"X-End-User-Id": end_user} if end_user else {})}
+    answer = gw.client.post(
+        f"/api/v1/clients/{service_id}/verify", json=statement_of(service_id), headers=headers
+    )
+    assert answer.status_code == 200, answer.text
+    return str(answer.json()["data"]["verification_id"])
+
+
+def stall(
+    stack: contextlib.ExitStack, gw: Gateway, service_id: int, vid: str, auth: str | None = None
+) -> socket.socket:
+    """An upload that sends its head and part of its receipt, then nothing more."""
     head = form_head(report_fields())
     body = head + receipt_of(200_000) + TAIL
+    sock = stack.enter_context(connection(gw))
+    sock.sendall(request_head(gw, service_id, vid, len(body), auth) + body[: len(head) + 50_000])
+    return sock
+
+
+def held(gw: Gateway) -> int:
+    """The receipts the gateway holds now."""
+    slots: int = gw.runtime.services.payments.receipts.held
+    return slots
+
+
+def assert_busy(answer: Any) -> None:
+    assert answer.status_code == 503, answer.text
+    body = answer.json()
+    assert (body["action"], body["meta"]) == ("payment_report_failed", {"reason": "receipts_busy"})
+    assert answer.headers["Retry-After"] == "2"
+
+
+def refused_at_once(sock: socket.socket) -> None:
+    """The answer to an upload refused before its body is read: 503 `receipts_busy`."""
+    status, answer = read_answer_first_line(sock)
+    assert status == 503 and b'"reason":"receipts_busy"' in answer, answer[:300]
+
+
+def test_a_worker_holds_a_bounded_number_of_receipts(
+    start_money: StartMoney, tmp_path: Path
+) -> None:
+    gw, keys = keyed(start_money, tmp_path, ["second", "third"])
+    sid = DEBTORS[4]
+    vid = verification_id(gw, sid)
+    second = key_verification(gw, sid, keys["second"])
+    third = key_verification(gw, sid, keys["third"])
     with contextlib.ExitStack() as stack:
-        # RECEIPTS_AT_ONCE uploads under way, each stalled halfway through its receipt.
+        # Two callers, each with its part of the slots, every upload stalled halfway
+        # through its receipt: the worker's RECEIPTS_AT_ONCE are all taken.
         stalled = []
-        for _ in range(RECEIPTS_AT_ONCE):
-            sock = stack.enter_context(connection(gw))
-            sock.sendall(request_head(gw, sid, vid, len(body)) + body[: len(head) + 50_000])
-            stalled.append(sock)
-        ready = threading.Event()
-
-        def wait_until_all_read() -> None:
-            # The gateway reads each one up to where it stalls; then one more is refused.
-            slots = gw.runtime.services.payments._receipts
-            while not slots.locked():
-                ready.wait(0.02)
-            ready.set()
-
-        threading.Thread(target=wait_until_all_read, daemon=True).start()
-        assert ready.wait(10), "the stalled uploads did not take every slot"
-        one_more = report(gw, sid, vid, ("r.pdf", pdf_file(), "application/pdf"))
-        assert one_more.status_code == 503, one_more.text
-        body_json = one_more.json()
-        assert (body_json["action"], body_json["meta"]) == (
-            "payment_report_failed",
-            {"reason": "receipts_busy"},
-        )
-        assert one_more.headers["Retry-After"] == "2"
+        for n in range(RECEIPTS_AT_ONCE):
+            if n < RECEIPTS_PER_CALLER:
+                stalled.append(stall(stack, gw, sid, vid))
+            else:
+                stalled.append(stall(stack, gw, sid, second, f"X-API-Key: {keys['second']}"))
+            wait_until(lambda n=n: held(gw) == n + 1, message=f"upload {n + 1} read")
+        # A third caller, within its own part, still finds the worker full.
+        as_third = {"X-API-Key": keys["third"]}
+        assert_busy(report(gw, sid, third, PDF_RECEIPT, headers=as_third))
         # One finishes: its slot is free again.
-        stalled[0].sendall(body[len(head) + 50_000 :])
-        status, _ = read_answer_first_line(stalled[0])
+        first = stalled[0]
+        first.sendall(receipt_of(200_000)[50_000:] + TAIL)
+        status, _ = read_answer_first_line(first)
         assert status == 202
-    assert (
-        report(gw, sid, vid, ("r.pdf", pdf_file(), "application/pdf"), reference="T2").status_code
-        == 202
-    )
+        wait_until(lambda: held(gw) == RECEIPTS_AT_ONCE - 1, message="its slot freed")
+        filed = report(gw, sid, third, PDF_RECEIPT, reference="T2", headers=as_third)
+        assert filed.status_code == 202, filed.text
+
+
+def test_a_stalled_uploader_cannot_keep_another_key_from_reporting(
+    start_money: StartMoney, tmp_path: Path
+) -> None:
+    """CALLERS.md 6, limits no key can escape: a key that opens every slot's worth of
+    uploads and stalls them holds its part only; the other key is served meanwhile."""
+    gw, keys = keyed(start_money, tmp_path, ["attacker", "bot"])
+    own, customer = DEBTORS[5], DEBTORS[6]
+    attacker = {"X-API-Key": keys["attacker"]}
+    stalling = key_verification(gw, own, keys["attacker"])
+    vid = key_verification(gw, customer, keys["bot"])
+    with contextlib.ExitStack() as stack:
+        for n in range(RECEIPTS_AT_ONCE):
+            sock = stall(stack, gw, own, stalling, f"X-API-Key: {keys['attacker']}")
+            if n < RECEIPTS_PER_CALLER:
+                wait_until(lambda n=n: held(gw) == n + 1, message=f"upload {n + 1} read")
+            else:
+                refused_at_once(sock)  # past its part: refused, its body never read
+        assert held(gw) == RECEIPTS_PER_CALLER
+        assert_busy(report(gw, own, stalling, PDF_RECEIPT, reference="A2", headers=attacker))
+        # Another end user of the same key is the same caller.
+        other = key_verification(gw, own, keys["attacker"], end_user="someone-else")
+        as_other = {**attacker, "X-End-User-Id": "someone-else"}
+        assert_busy(report(gw, own, other, PDF_RECEIPT, reference="A3", headers=as_other))
+        # The other key files its customer's report while the stalled uploads still hold.
+        for n in range(RECEIPTS_PER_CALLER):
+            filed = report(
+                gw,
+                customer,
+                vid,
+                PDF_RECEIPT,
+                reference=f"B-{n}",
+                headers={"X-API-Key": keys["bot"]},
+            )
+            assert filed.status_code == 202, filed.text
+        assert held(gw) == RECEIPTS_PER_CALLER
 
 
 def read_answer_first_line(sock: socket.socket) -> tuple[int, bytes]:
     data = sock.recv(65536)
     return int(data.split(b" ", 2)[1]), data
+
+
+def test_a_stalled_upload_is_cut_at_the_deadline_and_its_slot_comes_back(
+    start_money: StartMoney,
+) -> None:
+    sim, gw = start_money(RECEIPT_UPLOAD_TIMEOUT_SECONDS=1)
+    sid = DEBTORS[7]
+    vid = verification_id(gw, sid)
+    with contextlib.ExitStack() as stack:
+        stalled = []
+        for n in range(RECEIPTS_PER_CALLER):
+            stalled.append(stall(stack, gw, sid, vid))
+            wait_until(lambda n=n: held(gw) == n + 1, message=f"upload {n + 1} read")
+        started = time.monotonic()
+        # The caller's part is taken while they stall...
+        assert_busy(report(gw, sid, vid, PDF_RECEIPT, reference="T1"))
+        # ... until the deadline: each is answered, the rest of its body never read.
+        for sock in stalled:
+            status, answer = read_answer(sock)
+            assert status == 408, answer[:300]
+            assert b'"action":"upload_timeout"' in answer
+            assert b"connection: close" in answer.lower()
+        assert time.monotonic() - started >= 0.5  # cut by the deadline, not at once
+    wait_until(lambda: held(gw) == 0, message="every slot freed")
+    filed = report(gw, sid, vid, PDF_RECEIPT, reference="T2")
+    assert filed.status_code == 202, filed.text
+    assert [r.reference for r in sim_reports(sim)] == ["T2"]
+    cut = [
+        e
+        for e in audit_events(gw, "payment_report")
+        if e["details"].get("reason") == "upload_timeout"
+    ]
+    assert {e["outcome"] for e in cut} == {"failed"}
+    assert sum(e["details"]["count"] for e in cut) == RECEIPTS_PER_CALLER
+
+
+def test_a_slow_upload_still_gives_the_backend_its_whole_time(start_money: StartMoney) -> None:
+    """The request's deadline (UPSTREAM_TIMEOUT_SECONDS) counts from the body's last byte on
+    this route: the customer's slow connection does not eat the backend's time."""
+    sim, gw = start_money(UPSTREAM_TIMEOUT_SECONDS=2)
+    sim.state.faults.update({"latency": [1.5, 1.5], "path_prefix": "/api/facturas/reportar-pago/"})
+    sid = DEBTORS[8]
+    vid = verification_id(gw, sid)
+    head = form_head(report_fields())
+    body = head + receipt_of(100_000) + TAIL
+    with connection(gw) as sock:
+        sock.sendall(request_head(gw, sid, vid, len(body)) + body[: len(head) + 50_000])
+        time.sleep(3)  # longer than the whole deadline, well within the upload's
+        sock.sendall(body[len(head) + 50_000 :])
+        status, answer = read_answer_first_line(sock)
+    assert status == 202, answer[:400]
+    assert len(sim_reports(sim)) == 1

@@ -14,6 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
+from isp_gateway.auth.keys import generate_key, new_entry, write_key_entries
+from isp_gateway.payments.slots import RECEIPTS_PER_CALLER
 from tests.conftest import PASSWORD, USERNAME, Simulator, StartSimulator, serve_env
 from tests.payments.conftest import (
     DEBTORS,
@@ -30,12 +32,22 @@ from tests.payments.conftest import (
 from tests.support import serving_workers
 
 REDIS_DB = 2
-AT_ONCE = 8
+# Eight requests at once; for reports, each caller's part of a worker's receipts (below).
+AT_ONCE = 2 * RECEIPTS_PER_CALLER
+
+
+# A second caller (an API key): a caller holds at most RECEIPTS_PER_CALLER receipts a
+# worker (payments/slots.py), so AT_ONCE reports from one caller could meet its part on one
+# worker; two callers' AT_ONCE / 2 each never do, on whichever workers they land.
+SECOND_BOT = generate_key()
 
 
 class Served:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, key: str | None = None) -> None:
         self.url = url
+        if key is not None:
+            self.auth = {"X-API-Key": key}
+            return
         answer = httpx.post(
             f"{url}/api/v1/auth/token",
             data={"username": USERNAME, "password": PASSWORD},
@@ -70,7 +82,10 @@ def serve(
     shared_redis: str,
 ) -> Iterator[tuple[Simulator, Callable[[], Any]]]:
     sim = start_simulator(data_file=money_data)
-    env = serve_env(sim.url, password_hash, REDIS_URL=shared_redis)
+    keys = tmp_path / "keys.json"
+    scopes = ["clients:verify", "payments:promise", "payments:report"]
+    write_key_entries(keys, [new_entry(SECOND_BOT, "second-bot", scopes, None)])
+    env = serve_env(sim.url, password_hash, REDIS_URL=shared_redis, API_KEYS_FILE=str(keys))
 
     def start() -> Any:
         return serving_workers(env, tmp_path, "/ready")
@@ -123,11 +138,13 @@ def test_concurrent_reports_of_one_reference_file_one(
     sid = DEBTORS[1]
     receipt = pdf_file()
     with start() as url:
-        served = Served(url)
-        vid = served.verification_id(sid)
+        callers = [Served(url), Served(url, SECOND_BOT)]
+        vids = [caller.verification_id(sid) for caller in callers]
 
-        def send(_: int) -> httpx.Response:
-            return served.post(
+        def send(n: int) -> httpx.Response:
+            # Half from each caller: the same transfer, whoever reports it.
+            caller, vid = callers[n % 2], vids[n % 2]
+            return caller.post(
                 REPORT.format(sid),
                 data=report_fields(reference="SAME-REF-1"),
                 files={"receipt": ("r.pdf", receipt, "application/pdf")},

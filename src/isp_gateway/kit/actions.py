@@ -59,6 +59,8 @@ class Action(StrEnum):
     PAYMENT_REPORT_DUPLICATE = "payment_report_duplicate"
     PAYMENT_REPORT_NOT_ALLOWED = "payment_report_not_allowed"
     UNSUPPORTED_RECEIPT = "unsupported_receipt"
+    # A report's body that did not arrive within RECEIPT_UPLOAD_TIMEOUT_SECONDS (408).
+    UPLOAD_TIMEOUT = "upload_timeout"
     PAYMENT_REPORT_FAILED = "payment_report_failed"
     # -- tickets ---------------------------------------------------------------------------
     TICKET_SUBJECTS_LISTED = "ticket_subjects_listed"

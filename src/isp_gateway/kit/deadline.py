@@ -1,9 +1,11 @@
 """The request's deadline: every answer comes within UPSTREAM_TIMEOUT_SECONDS + 2 s.
 
 A request sets its deadline when it starts (`start`, in the request middleware,
-web/middleware.py). A request that waits on work it does not own (a whole-list load shared
-with other requests and the background schedule, which may be paused for the budget or a
-Retry-After, or held by another worker's lock) waits only while time is left (`bounded`):
+web/middleware.py); a route that first reads a large body from its sender (a payment
+report's receipt) counts it again from the body's last byte (`restart`). A request that
+waits on work it does not own (a whole-list load shared with other requests and the
+background schedule, which may be paused for the budget or a Retry-After, or held by
+another worker's lock) waits only while time is left (`bounded`):
 past it, or at once when the upstream asked us to wait longer than the time left, it answers
 with the upstream's failure while the load goes on for the next caller. Background work has
 no deadline (`clear`).
@@ -18,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import time
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar
 
 from isp_gateway.kit.errors import UpstreamRateLimited, UpstreamUnavailable
@@ -57,6 +59,7 @@ class Deadline:
     at: float  # time.monotonic()
     gateway: RateLimitView | None = None
     store: StoreBudget | None = None
+    seconds: float = 0.0  # the span it was started with (restart)
 
     def left(self) -> float:
         return self.at - time.monotonic()
@@ -72,7 +75,16 @@ def start(
     `store` (None: each store call its own timeout). Set afresh each time: a context that
     outlived its request (a server reusing one for the next) never hands its expired
     deadline on."""
-    _deadline.set(Deadline(time.monotonic() + seconds, gateway, store))
+    _deadline.set(Deadline(time.monotonic() + seconds, gateway, store, seconds))
+
+
+def restart() -> None:
+    """The request's deadline counted again from now, its span and store budget kept: for a
+    route that reads a large body first (a payment report's receipt), whose sender's
+    connection, not the backend or the store, decided how long that took. No deadline: none."""
+    current = _deadline.get()
+    if current is not None:
+        _deadline.set(replace(current, at=time.monotonic() + current.seconds))
 
 
 def adopt(deadline: Deadline | None) -> None:

@@ -5,6 +5,9 @@ A write endpoint that takes an `Idempotency-Key` runs its work through `Idempote
     answer = await idempotency.run(key, fingerprint, produce, final=(ZoneLimitReached,))
     return render(answer)
 
+- A key is the caller's own (CALLERS.md 1: the credential, an API key's name or `jwt:<sub>`,
+  read from the request's `Caller`): another caller's same key is another record, so a key
+  never replays one caller's answer to another, nor lets one squat a key another will use.
 - The key is bound to the fingerprint of the request (a hash of its canonical body) from its
   first use, whatever the outcome: the same key with another body is a 422
   `idempotency_key_reused`.
@@ -19,7 +22,10 @@ A write endpoint that takes an `Idempotency-Key` runs its work through `Idempote
 What is kept is the rendered answer (status and envelope), not a typed outcome: a replay must
 be the first answer byte for byte, and the record keeps the shape the service has always
 stored (`{"fingerprint", "status", "body"}`), so records written before an upgrade replay after
-it. Without a key, `run` just produces the answer.
+it. (Not those written before keys were the caller's: they are under another store key. A
+repeat across that one upgrade is done again and meets its write's own guard, the promise
+ledger, the report's duplicate guard or the ticket's, rather than replay an answer that may be
+another caller's.) Without a key, `run` just produces the answer.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from typing import Any, TypeVar
 
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.answers import Answer
+from isp_gateway.kit.callers import current_caller
 from isp_gateway.kit.errors import ServiceError
 from isp_gateway.kit.storage import LockTimeout, Store
 
@@ -73,8 +80,10 @@ class Idempotency:
     lock_seconds: float
     wait_seconds: float
 
-    def record_key(self, key: str) -> str:
-        digest = hashlib.sha256(key.encode()).hexdigest()
+    def record_key(self, key: str, caller: str) -> str:
+        """The store's key of `caller`'s `key` (both hashed together, unambiguously: a
+        caller's name may hold any character the key may)."""
+        digest = hashlib.sha256(json.dumps([caller, key]).encode()).hexdigest()
         return f"idempotency:{self.scope}:{digest}"
 
     async def run(
@@ -90,7 +99,9 @@ class Idempotency:
                 return await produce()
             except final as refusal:
                 return Answer.of_error(refusal)
-        record_key = self.record_key(key)
+        # Outside a request (no caller) every use shares one namespace, as before callers.
+        who = current_caller()
+        record_key = self.record_key(key, who.caller if who is not None else "")
         try:
             async with self.store.lock(
                 record_key, timeout=self.lock_seconds, blocking_timeout=self.wait_seconds

@@ -176,6 +176,20 @@ class UnsupportedReceipt(PaymentError):
         super().__init__(headers={"Connection": "close"})
 
 
+class UploadTimedOut(PaymentError):
+    """408: a report's body did not arrive within RECEIPT_UPLOAD_TIMEOUT_SECONDS. The rest
+    is left unread: the connection closes after the answer."""
+
+    status_code = 408
+    action = Action.UPLOAD_TIMEOUT
+
+    def __init__(self, seconds: float) -> None:
+        shown = f"{seconds:g}"
+        super().__init__(
+            variant="seconds", params={"seconds": shown}, headers={"Connection": "close"}
+        )
+
+
 class ReceiptTooLarge(PaymentError):
     """The gateway's body-limit answer (web/limits.py), for a receipt over its own cap."""
 

@@ -38,6 +38,8 @@ REPORT_DAYS = 30
 # customer with several invoices and partial payments files a few at most.
 REPORTS_PER_DAY = 5
 DAY_SECONDS = 86_400
+# What the duplicate guard ignores in a reference besides spaces (reference_key).
+_IGNORED = frozenset(".-_/")
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,8 +155,11 @@ class PromiseLedger:
 
 def reference_key(reference: str) -> str:
     """A bank reference as the duplicate guard compares it: case, spaces, dots, dashes,
-    slashes and underscores ignored ("ABC-123 45" and "abc12345" are one transfer)."""
-    folded = "".join(ch for ch in reference.casefold() if ch not in " .-_/")
+    slashes and underscores ignored ("ABC-123 45" and "abc12345" are one transfer). Any
+    Unicode space is ignored, not only U+0020: a reference admits no other (payments/
+    schemas.py), and should that ever change, a no-break space must not make one transfer
+    two. ASCII references fold as they always did: the marks already kept still match."""
+    folded = "".join(ch for ch in reference.casefold() if not ch.isspace() and ch not in _IGNORED)
     return hashlib.sha256(folded.encode()).hexdigest()
 
 

@@ -4,16 +4,21 @@ Both routes need their scope and, always, the service's `X-Verification-Id` (wha
 REQUIRE_VERIFICATION says): money never moves for a customer nobody verified. The report's
 body is read by the service from the request's stream (payments/receipt.py), never through
 `request.form()`, which would spool a receipt to disk; the body limit lets this one route's
-body be as large as a receipt and the form around it (REPORT_ROUTE, app.py).
+body be as large as a receipt and the form around it (REPORT_ROUTE, app.py). A 422 FastAPI
+gives before a handler runs (a promise's body, a header) is counted in the audit here, where
+the route is known (MalformedCounted), as the service counts its own.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from collections.abc import Callable, Coroutine
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from pydantic import BaseModel
 from starlette.requests import ClientDisconnect
 
@@ -21,6 +26,7 @@ from isp_gateway.accounts.schemas import ActivePromiseResponse
 from isp_gateway.auth.dependencies import Scoped
 from isp_gateway.auth.keys import PAYMENTS_PROMISE, PAYMENTS_REPORT
 from isp_gateway.kit.actions import Action
+from isp_gateway.kit.callers import current_caller
 from isp_gateway.payments.errors import InvalidField
 from isp_gateway.payments.schemas import (
     REPORT_BODY,
@@ -43,8 +49,49 @@ from isp_gateway.web.params import (
 
 PaymentsDep = Annotated[PaymentService, ServiceOf(PaymentService)]
 
+# Which money route a handler is, for its refusals counted here (MalformedCounted).
+_ROUTES: dict[str, Literal["promise", "report"]] = {
+    "promise_payment": "promise",
+    "report_payment": "report",
+}
+
+
+def _field(exc: RequestValidationError) -> str:
+    """The first field a 422 names, as the audit gives it: `until`, `header.Idempotency-Key`."""
+    errors = exc.errors()
+    loc = [str(part) for part in (errors[0].get("loc", ()) if errors else ())]
+    return ".".join(loc[1:] if loc[:1] == ["body"] and len(loc) > 1 else loc) or "body"
+
+
+class MalformedCounted(APIRoute):
+    """A money route whose 422 for a malformed body or header, answered by FastAPI before
+    the handler runs, is counted in the audit like the 422s the service decides itself
+    (MONEY.md 3: a promise `refused`, a report `failed`; CALLERS.md 6: counted, never kept
+    one by one). Only for a caller the route let in: a caller is resolved, so its credential,
+    scope and verification passed (they are solved before the body's fields are checked). A
+    body that is not JSON at all is refused before any of them: nobody is known to count."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handle = super().get_route_handler()
+        route = _ROUTES.get(self.name)
+        if route is None:
+            return handle
+
+        async def counted(request: Request) -> Response:
+            try:
+                return await handle(request)
+            except RequestValidationError as exc:
+                if current_caller() is not None:
+                    payments = request.app.state.runtime.services.of(PaymentService)
+                    sid = parse_service_id(str(request.path_params["service_id"]))
+                    payments.count_malformed(route, sid, _field(exc))
+                raise
+
+        return counted
+
+
 # Under the spec's "Clients" tag, beside the account: the explorer's tags are the spec's five.
-router = APIRouter(prefix="/api/v1/clients", tags=["Clients"])
+router = APIRouter(prefix="/api/v1/clients", tags=["Clients"], route_class=MalformedCounted)
 
 # The report's path, for the body limit's wider cap (web/limits.py, set in app.py).
 REPORT_ROUTE = re.compile(r"/api/v1/clients/[^/]+/payment-reports")
@@ -103,7 +150,7 @@ _REPORT_RESPONSES = _write_responses(
     Action.PAYMENT_REPORT_FAILED,
     [Action.PAYMENT_REPORT_DUPLICATE, Action.PAYMENT_REPORT_NOT_ALLOWED],
     BackendResponse[ReportReceivedResponse | ReportRefusedResponse],
-    {413: Action.PAYLOAD_TOO_LARGE, 415: Action.UNSUPPORTED_RECEIPT},
+    {408: Action.UPLOAD_TIMEOUT, 413: Action.PAYLOAD_TOO_LARGE, 415: Action.UNSUPPORTED_RECEIPT},
     "`receipts_busy` or `server_stopping`",
 )
 _REPORT_RESPONSES[409]["description"] = (
@@ -111,6 +158,11 @@ _REPORT_RESPONSES[409]["description"] = (
     "days; `data`: that report), `payment_report_not_allowed` (`data.reason`: "
     "`nothing_owed`, or `too_many_reports` with `data.allowed_from`: 5 a day per service), "
     "or `idempotency_key_in_progress`."
+)
+_REPORT_RESPONSES[408]["description"] = (
+    "The body did not arrive whole within RECEIPT_UPLOAD_TIMEOUT_SECONDS (60 s) of the route "
+    "starting to read it: nothing was done, the rest is not read and the connection closes. "
+    "`action`: `upload_timeout`."
 )
 _REPORT_RESPONSES[413]["description"] = (
     "The receipt is larger than RECEIPT_MAX_BYTES, the text fields than 4 KiB, or the body "

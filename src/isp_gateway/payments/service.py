@@ -19,13 +19,13 @@ outcome: not audited.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterable, AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterable
+from contextlib import AbstractAsyncContextManager
 from datetime import date
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from isp_gateway.kit import messages
+from isp_gateway.kit import deadline, messages
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.answers import Answer, success
 from isp_gateway.kit.errors import ServiceError, StoreUnavailable
@@ -36,9 +36,9 @@ from isp_gateway.payments.errors import (
     PaymentReportDuplicate,
     PaymentReportFailed,
     PaymentReportNotAllowed,
-    PaymentsBusy,
     PromiseAlreadyActive,
     PromiseNotAllowed,
+    UploadTimedOut,
     spoken_date,
     spoken_money,
 )
@@ -48,6 +48,7 @@ from isp_gateway.payments.receipt import read_report_form
 from isp_gateway.payments.reporting import ReportFiler, ReportOrder
 from isp_gateway.payments.rules import check_paid_on, check_until, refusal
 from isp_gateway.payments.schemas import ReportFields
+from isp_gateway.payments.slots import ReceiptSlots
 
 if TYPE_CHECKING:
     from isp_gateway.accounts.service import AccountService
@@ -56,9 +57,6 @@ if TYPE_CHECKING:
 
 # A report's `paid_on`: at most this many days back (MONEY.md 2).
 PAID_ON_DAYS_BACK = 60
-# Receipts a worker holds in memory at once (each at most RECEIPT_MAX_BYTES): one more is
-# refused with 503 before its body is read, so a burst of uploads cannot exhaust memory.
-RECEIPTS_AT_ONCE = 8
 
 PROMISE_FINAL = (PromiseNotAllowed, PromiseAlreadyActive)
 REPORT_FINAL = (PaymentReportDuplicate, PaymentReportNotAllowed)
@@ -96,7 +94,7 @@ class PaymentService:
             lock_seconds=3 * timeout + 5,
             wait_seconds=max(5.0, timeout),
         )
-        self._receipts = asyncio.Semaphore(RECEIPTS_AT_ONCE)
+        self.receipts = ReceiptSlots()
 
     # -- promises ------------------------------------------------------------------------
 
@@ -114,6 +112,20 @@ class PaymentService:
             raise
         request = {"service_id": service_id, "until": until.isoformat(), "invoice_id": invoice_id}
         return PromiseOrder(service_id, until, invoice_id, fingerprint(request))
+
+    def count_malformed(
+        self, route: Literal["promise", "report"], service_id: int, field: str
+    ) -> None:
+        """A money request of a verified caller that the route refused before it ran: 422
+        `validation_error` for a body or header not as documented (`field`, e.g. `until`).
+        Counted as the route's own 422s are (a promise `refused`, a report `failed`, reason
+        `validation_error`): nothing was done."""
+        if route == "promise":
+            event, outcome = "payment_promise", "refused"
+        else:
+            event, outcome = "payment_report", "failed"
+        details = {"reason": Action.VALIDATION_ERROR.value, "field": field}
+        self.audit.count_refused_write(event, outcome, service_id, details)
 
     async def promise(self, order: PromiseOrder, idempotency_key: str | None = None) -> Answer:
         """Make the promise: 201 `payment_promise_created`, or a final refusal of a rule as
@@ -186,23 +198,31 @@ class PaymentService:
 
     # -- reports -------------------------------------------------------------------------
 
-    @asynccontextmanager
-    async def receipt_slot(self) -> AsyncIterator[None]:
-        """Room to hold one receipt in this worker's memory, or 503 at once."""
-        if self._receipts.locked():
-            raise PaymentsBusy(Action.PAYMENT_REPORT_FAILED, "receipts_busy")
-        async with self._receipts:
-            yield
+    def receipt_slot(self) -> AbstractAsyncContextManager[None]:
+        """Room to hold one receipt in this worker's memory, within the caller's part of it,
+        or 503 `receipts_busy` at once (payments/slots.py)."""
+        return self.receipts.taken()
 
     async def read_report(
         self, service_id: int, content_type: str | None, body: AsyncIterable[bytes]
     ) -> ReportOrder:
-        """The report's body read and checked (422, 413, 415 as soon as known, audited as
-        `failed`): its order, with the fingerprint of its fields and its receipt."""
+        """The report's body read and checked (422, 413, 415 as soon as known, 408 past
+        RECEIPT_UPLOAD_TIMEOUT_SECONDS, audited as `failed`): its order, with the
+        fingerprint of its fields and its receipt."""
+        seconds = self.settings.RECEIPT_UPLOAD_TIMEOUT_SECONDS
         try:
-            form = await read_report_form(
-                content_type, body, max_receipt=self.settings.RECEIPT_MAX_BYTES
-            )
+            try:
+                # The whole body, not each read: an upload that trickles a byte at a time
+                # holds its slot no longer than one that stalls.
+                async with asyncio.timeout(seconds):
+                    form = await read_report_form(
+                        content_type, body, max_receipt=self.settings.RECEIPT_MAX_BYTES
+                    )
+            except TimeoutError:
+                raise UploadTimedOut(seconds) from None
+            # The time the customer's connection took is not the backend's: the checks and
+            # the upstream call get the request's whole deadline from the body's last byte.
+            deadline.restart()
             fields = ReportFields.of(form.fields)
             if form.receipt is None:
                 raise InvalidField("receipt", "required", "receipt_required")

@@ -220,11 +220,14 @@ class Settings(BaseSettings):
     # Money (MONEY.md): a payment promise's date is at most PROMISE_MAX_DAYS ahead; a broken
     # promise bars new ones for PROMISE_COOLDOWN_DAYS from its date; at most
     # PROMISES_PER_90_DAYS promises per service in any 90 days; a payment report's receipt
-    # is at most RECEIPT_MAX_BYTES (413 above it).
+    # is at most RECEIPT_MAX_BYTES (413 above it), and its whole body must arrive within
+    # RECEIPT_UPLOAD_TIMEOUT_SECONDS of the route starting to read it (408 past it, the slot
+    # it held freed): a stalled upload holds a receipt slot no longer than that.
     PROMISE_MAX_DAYS: int = Field(default=5, ge=1, le=60)
     PROMISE_COOLDOWN_DAYS: int = Field(default=30, ge=0, le=365)
     PROMISES_PER_90_DAYS: int = Field(default=2, ge=1, le=90)
     RECEIPT_MAX_BYTES: int = Field(default=5 * 1024 * 1024, ge=1024, le=50 * 1024 * 1024)
+    RECEIPT_UPLOAD_TIMEOUT_SECONDS: float = Field(default=60.0, gt=0, le=600)
 
     @model_validator(mode="after")
     def _across(self) -> Settings:

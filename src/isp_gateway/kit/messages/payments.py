@@ -141,6 +141,18 @@ TEXTS: Texts = {
             "The receipt must be an image (JPG, PNG or WEBP) or a PDF document.",
         ),
     },
+    Action.UPLOAD_TIMEOUT: {
+        "": t(
+            "El envío del comprobante tardó demasiado y se detuvo; intente de nuevo.",
+            "The receipt's upload took too long and was stopped; please try again.",
+        ),
+        "seconds": t(
+            "El envío del comprobante no terminó en {seconds} segundos y se detuvo; intente "
+            "de nuevo con una conexión más estable o un archivo más pequeño.",
+            "The receipt's upload did not finish within {seconds} seconds and was stopped; "
+            "please try again on a steadier connection or with a smaller file.",
+        ),
+    },
     Action.PAYMENT_REPORT_FAILED: {
         "": t(
             "No pudimos enviar su comprobante de pago; intente de nuevo en un momento.",
