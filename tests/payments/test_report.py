@@ -183,6 +183,10 @@ def test_the_rules_before_anything_is_sent(pair: Pair) -> None:
         ({"amount": "0"}, 422, "validation_error", "body.amount"),
         ({"amount": "-5"}, 422, "validation_error", "body.amount"),
         ({"amount": "1e3"}, 422, "validation_error", "body.amount"),
+        # A trailing newline: the document's patterns end at the end of the text.
+        ({"amount": "40000\n"}, 422, "validation_error", "body.amount"),
+        ({"payment_method_id": "9\n"}, 422, "validation_error", "body.payment_method_id"),
+        ({"paid_on": day(-1) + "\n"}, 422, "validation_error", "body.paid_on"),
         ({"reference": "x" * 65}, 422, "validation_error", "body.reference"),
         ({"reference": "   "}, 422, "validation_error", "body.reference"),
         ({"reference": "ab\x00cd"}, 422, "validation_error", "body.reference"),

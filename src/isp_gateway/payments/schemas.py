@@ -31,7 +31,7 @@ _DAY = re.compile(DAY_PATTERN)
 
 def _iso_day(value: Any) -> Any:
     """A JSON date is a "YYYY-MM-DD" string, nothing else (no timestamp, no time)."""
-    if isinstance(value, str) and _DAY.match(value):
+    if isinstance(value, str) and _DAY.fullmatch(value):
         try:
             return date.fromisoformat(value)
         except ValueError:
@@ -207,16 +207,16 @@ class ReportFields:
             return value
 
         reference = text("reference", valid_reference, f"1-{MAX_REFERENCE} printable characters")
-        day = text("paid_on", _DAY.match, "a date as YYYY-MM-DD")
+        day = text("paid_on", _DAY.fullmatch, "a date as YYYY-MM-DD")
         try:
             paid_on = date.fromisoformat(day)
         except ValueError:
             raise InvalidField("paid_on", "not a date", "report_invalid") from None
-        method = text("payment_method_id", _ID.match, "a positive integer")
-        amount = text("amount", _AMOUNT.match, 'a decimal with a dot, more than 0 ("40000.50")')
+        method = text("payment_method_id", _ID.fullmatch, "a positive integer")
+        amount = text("amount", _AMOUNT.fullmatch, 'a decimal with a dot, more than 0 ("40000.50")')
         invoice = fields.get("invoice_id")
         if invoice is not None:
-            invoice = text("invoice_id", _ID.match, "a positive integer")
+            invoice = text("invoice_id", _ID.fullmatch, "a positive integer")
         return cls(
             reference=reference.strip(),
             paid_on=paid_on,
