@@ -39,6 +39,7 @@ pytestmark = pytest.mark.xdist_group("deploy-nginx")
 OUTSIDER = "127.0.0.3"  # a caller of its own address, outside the monitoring network
 LOGIN = "/api/v1/auth/token"
 LIMIT = Settings.model_fields["MAX_BODY_BYTES"].default
+REPORT_LIMIT = LIMIT + Settings.model_fields["RECEIPT_MAX_BYTES"].default
 
 
 @pytest.fixture(scope="module")
@@ -140,6 +141,28 @@ def test_a_body_over_the_limit_gets_the_gateways_own_413(edge: Edge) -> None:
 
 
 @needs_edge
+def test_a_payment_report_may_carry_a_receipt_and_its_limit_is_the_gateways(edge: Edge) -> None:
+    # The route's own limit: a receipt (RECEIPT_MAX_BYTES) and the form around it.
+    path = "/api/v1/clients/101/payment-reports"
+    limit = REPORT_LIMIT
+    form = {"Content-Type": "multipart/form-data; boundary=x"}
+    photo = b"x" * (2 * 1024 * 1024)  # a phone's photo of a receipt
+    with edge.client() as client:
+        token = login(client, PASSWORD).json()["access_token"]
+        auth = {**form, "Authorization": f"Bearer {token}"}
+        taken = client.post(path, content=photo, headers=auth)
+        refused = client.post(path, content=b"x" * (limit + 1), headers=auth)
+    # The photo reached a replica (nginx's 413 said the body was larger than 64 KiB): no
+    # verification id, the gateway's 403.
+    assert taken.status_code == 403, taken.text
+    assert taken.json()["action"] == "verification_required"
+    direct = httpx.post(edge.replicas[0].url + path, content=b"x" * (limit + 1), headers=auth)
+    assert direct.status_code == refused.status_code == 413
+    assert refused.json() == direct.json()
+    assert refused.headers["content-type"] == "application/json"
+
+
+@needs_edge
 def test_no_lookup_is_lost_while_a_replica_stops(edge: Edge, document: str) -> None:
     with edge.client() as client:
         token = login(client, PASSWORD).json()["access_token"]
@@ -193,7 +216,10 @@ def directive(name: str) -> str:
 
 
 def test_the_proxys_limits_are_the_gateways() -> None:
-    assert directive("client_max_body_size") == f"{LIMIT // 1024}k"
+    assert re.findall(r"client_max_body_size\s+([^;]+);", (DEPLOY / "nginx.conf").read_text()) == [
+        f"{LIMIT // 1024}k",
+        f"{REPORT_LIMIT // 1024}k",
+    ]
     # The longest answer: a long poll plus one upstream call plus the deadline's 2 s.
     timeout = Settings.model_fields["UPSTREAM_TIMEOUT_SECONDS"].default
     longest = MAX_WAIT_SECONDS + timeout + 2
