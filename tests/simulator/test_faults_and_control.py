@@ -260,6 +260,22 @@ def test_short_page_ends_a_list_early_with_the_count_unchanged(server: SimServer
     assert server.client.get("/api/tickets/", params={"limit": 1}).json()["next"] is not None
 
 
+@pytest.mark.parametrize(
+    ("blank", "body"),
+    [("bare", []), ("paged", {"count": 0, "next": None, "previous": None, "results": []})],
+)
+def test_blank_list_answers_a_list_read_with_no_rows(
+    server: SimServer, blank: str, body: object
+) -> None:
+    _set_faults(server, blank_list=blank, scopes={"blank_list": {"path_prefix": "/api/router/"}})
+    answer = server.client.get("/api/router/")
+    assert (answer.status_code, answer.json()) == (200, body)
+    # Out of scope, a list is whole; the control API says what is on.
+    assert server.client.get("/api/clientes/", params={"limit": 1}).json()["results"]
+    assert server.client.get("/_sim/faults").json()["blank_list"] == blank
+    assert server.client.put("/_sim/faults", json={"blank_list": "half"}).status_code == 400
+
+
 def test_unreadable_write_answers_200_and_changes_nothing(server: SimServer) -> None:
     row = server.client.get("/api/clientes/", params={"limit": 1}).json()["results"][0]
     ident = row["id_servicio"]

@@ -81,9 +81,30 @@ def _secret_ok(secret: Any) -> bool:
         return False
 
 
+# Where http:// may go (WEBHOOKS_ALLOW_HTTP): loopback and the private networks, written out.
+# Not Python's `is_private`, which also says yes to link-local (169.254.169.254, a cloud's
+# metadata service), documentation, reserved and "this network" ranges; everything not
+# listed here (multicast, broadcast, unspecified, CGNAT 100.64/10, fe80::/10, ...) is refused.
+HTTP_NETWORKS = tuple(
+    ipaddress.ip_network(net)
+    for net in (
+        "127.0.0.0/8",
+        "10.0.0.0/8",
+        "172.16.0.0/12",
+        "192.168.0.0/16",
+        "::1/128",
+        "fc00::/7",
+    )
+)
+
+
 def _private(address: str) -> bool:
+    """Whether an IP address (ValueError for anything else) is one http:// may go to."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    return ip.is_loopback or ip.is_private or ip.is_link_local
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        # ::ffff:a.b.c.d reaches a.b.c.d: judged by it.
+        ip = ip.ipv4_mapped
+    return any(ip in net for net in HTTP_NETWORKS)
 
 
 def url_problem(url: str, allow_http: bool) -> str | None:
@@ -116,7 +137,9 @@ def url_problem(url: str, allow_http: bool) -> str | None:
 
 def http_addresses_problem(url: str) -> str | None:
     """For an http:// URL: None when every address its host resolves to is loopback or
-    private; else why not (https:// URLs: always None). Blocking (DNS): run it in a thread."""
+    private (HTTP_NETWORKS); else why not (https:// URLs: always None). Checked before each
+    attempt, so a name that resolves elsewhere since it was added is refused. Blocking
+    (DNS): run it in a thread."""
     parts = urlsplit(url)
     if parts.scheme != "http" or parts.hostname is None:
         return None
@@ -125,7 +148,10 @@ def http_addresses_problem(url: str) -> str | None:
     except OSError:
         return f"the host {parts.hostname} does not resolve"
     if any(not _private(str(info[4][0])) for info in infos):
-        return f"the host {parts.hostname} resolves to a public address (http:// is not allowed)"
+        return (
+            f"the host {parts.hostname} resolves to an address other than loopback or private "
+            "(http:// is not allowed there)"
+        )
     return None
 
 

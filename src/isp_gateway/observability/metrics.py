@@ -199,6 +199,7 @@ class Metrics:
         self._pending: dict[tuple[str, str, int], list[Any]] = {}
         self._flusher: asyncio.Task[None] | None = None
         self._caches: list[Watched] = []
+        self._last_loaded: dict[str, float] = {}  # each list's newest load time seen
         self._budgets: list[RateBudget] = []
         self._planners: list[RefreshPlanner] = []
         self._backlogs: list[Backlog] = []
@@ -279,6 +280,13 @@ class Metrics:
         ages: dict[str, float] = {}
         for resource in self._caches:
             at = await resource.loaded_at()
+            if at is None:
+                # A copy gone from the store (past its lifetime and stale window, no load
+                # since succeeded) goes on ageing from the last one seen: a list that can no
+                # longer be read shows here instead of keeping its last age.
+                at = self._last_loaded.get(resource.name)
+            else:
+                self._last_loaded[resource.name] = at
             if at is not None:
                 label = resource_label(resource.name)
                 ages[label] = max(ages.get(label, 0.0), now - at)

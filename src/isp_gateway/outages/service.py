@@ -5,7 +5,9 @@ The catalogue (`GET api/router/`, with each router's `falla_general` flag) is on
 resource (cache.py: refresh ahead, single flight, shared store) kept warm by a periodic job,
 with a lifetime of OUTAGE_CACHE_SECONDS. A flag a customer hears is never older than that: a
 copy past its lifetime is not served (stale-if-error does not apply here), it is loaded
-again, and a failed load is an upstream error, never "no outage".
+again, and a failed load is an upstream error, never "no outage". An empty catalogue after a
+whole one that listed routers is such a failed load (`_check_whole`): the copy before it
+stands until it ages out, the outages known stay active, and readers get the error.
 
 A client's router comes from its row (`ClientRecord.router_id`); on accounts whose rows do not
 carry it, from the one-client endpoint, remembered per service for CLIENT_CACHE_SECONDS.
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from isp_gateway.kit import deadline, tasks
 from isp_gateway.kit.cache import CachedResource
-from isp_gateway.kit.errors import UpstreamError
+from isp_gateway.kit.errors import UpstreamError, UpstreamUnavailable
 from isp_gateway.kit.storage import LockTimeout
 from isp_gateway.outages.detector import OutageDetector, State
 from isp_gateway.upstream.routers import Router, fetch_client_router, fetch_routers
@@ -37,6 +39,10 @@ if TYPE_CHECKING:
     from isp_gateway.parts import Parts
 
 log = logging.getLogger("isp_gateway.outages")
+
+# How many routers the last whole catalogue listed (no expiry: it outlives the cached copy
+# and a restart), so that an empty read is known for a failed one.
+WHOLE_KEY = "outages:catalogue"
 
 
 def _index(value: Any) -> dict[int, Router]:
@@ -63,6 +69,7 @@ class OutageService:
             parts, catalogue=self.catalogue, clients=clients, notices=notices
         )
         self._detecting: asyncio.Task[None] | None = None
+        self._blank = False  # an empty catalogue refused: said once while it lasts
 
     async def start(self) -> None:
         """Keep the catalogue fresh and compare each copy, in the background (start-up does
@@ -76,7 +83,37 @@ class OutageService:
 
     async def _load(self, background: bool) -> list[dict[str, Any]]:
         routers = await fetch_routers(self.gateway, background=background)
+        await self._check_whole(len(routers))
         return [router.model_dump() for router in routers]
+
+    async def _check_whole(self, count: int) -> None:
+        """Refuse an empty catalogue after a whole one that was not (UpstreamUnavailable).
+
+        An empty page is a short read (CALLERS.md 2), and `[]` or `{"count": 0}` with
+        nothing in it is no proof that every router is gone: published, it would end every
+        active outage, and the next whole read would announce them again under new ids. A
+        catalogue that merely shrinks is taken: it still shows the flags of the routers it
+        lists (holding it would hide them), and routers are removed for real."""
+        previous = await self.store.get(WHOLE_KEY)
+        known = int(previous.get("routers", 0)) if isinstance(previous, dict) else 0
+        if count == 0:
+            if not known:
+                # A store that predates the key: its active outages say there were routers.
+                known = len((await self.detector.known() or {}).get("active") or {})
+            if known:
+                if not self._blank:
+                    log.warning(
+                        "router catalogue read empty, the last whole one had %d router(s): "
+                        "a failed read, not taken; active outages stand until a whole read",
+                        known,
+                    )
+                self._blank = True
+                raise UpstreamUnavailable()
+        elif self._blank:
+            log.info("router catalogue whole again (%d router(s))", count)
+        self._blank = False
+        if count != known:
+            await self.store.set(WHOLE_KEY, {"routers": count})
 
     async def router(self, router_id: int) -> Router | None:
         """The router with its outage flag read within OUTAGE_CACHE_SECONDS; None when the

@@ -12,7 +12,8 @@ Control endpoints (no Api-Key; never touched by faults):
 - ``GET|PUT /_sim/faults``: partial JSON update of ``Faults`` (``latency`` [min, max],
   ``error_rate``, ``hang_rate``, ``hang_seconds``, ``force_403``, ``garbage``, ``empty_body``,
   ``rate_limit_per_minute``, ``force_429``, ``retry_after``, ``short_page``,
-  ``unreadable_write``, ``method``, ``path_prefix``,
+  ``unreadable_write``, ``blank_list`` ("bare" ``[]`` or "paged" ``{"count": 0}``: a list
+  read with no rows), ``method``, ``path_prefix``,
   ``scopes`` {fault: {method, path_prefix, min_offset}}); ``{"reset": true}`` restores the
   defaults.
 - ``GET|PUT /_sim/variants``: partial update of ``Variants``; ``{"reset": true}`` too.

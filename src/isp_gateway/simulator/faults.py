@@ -31,7 +31,14 @@ FAULT_NAMES = (
     "short_page",
     "unreadable_write",
     "empty_body",
+    "blank_list",
 )
+# A list read answered 200 with no rows at all (`blank_list`): the bare list, or a page that
+# counts none.
+BLANK_LISTS = {
+    "bare": [],
+    "paged": {"count": 0, "next": None, "previous": None, "results": []},
+}
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 
 _ERROR_HTML = (
@@ -85,6 +92,9 @@ class Faults:
     # The share of requests carried out whose answer keeps its status but loses its body
     # (a proxy that drops it): a write happened and its answer cannot say what it made.
     empty_body: float = 0.0
+    # A list read (a GET whose answer is a list page) answered 200 with no rows: "bare" `[]`
+    # or "paged" `{"count": 0, "results": []}`, whatever the list holds; None: off.
+    blank_list: str | None = None
     method: str | None = None
     path_prefix: str | None = None
     scopes: dict[str, Scope] = field(default_factory=dict)
@@ -119,6 +129,7 @@ class Faults:
             "short_page": self.short_page,
             "unreadable_write": self.unreadable_write,
             "empty_body": self.empty_body,
+            "blank_list": self.blank_list,
             "method": self.method,
             "path_prefix": self.path_prefix,
             "scopes": {
@@ -174,6 +185,10 @@ def _check_update(data: dict[str, Any]) -> dict[str, Any]:
             out[name] = None if value is None else int(_number(name, value, 1, 1_000_000))
         elif name == "retry_after":
             out[name] = int(_number(name, value, 0, 86400))
+        elif name == "blank_list":
+            if value is not None and value not in BLANK_LISTS:
+                raise ValueError(f"blank_list must be one of {', '.join(BLANK_LISTS)} or null")
+            out[name] = value
         elif name in ("method", "path_prefix"):
             out[name] = _optional_text(name, value)
         elif name == "scopes":
@@ -260,7 +275,8 @@ class FaultInjector:
 
     def after(self, faults: Faults, request: Request, response: Response) -> Response:
         """Faults on the simulator's own answer, the request carried out: `empty_body` drops
-        the body (the status stays), `short_page` cuts a list page short."""
+        the body (the status stays), `blank_list` empties a list read, `short_page` cuts a
+        list page short."""
         method, path = request.method, request.url.path
         raw_offset = request.query_params.get("offset", "")
         offset = int(raw_offset) if raw_offset.isdigit() else 0
@@ -268,6 +284,9 @@ class FaultInjector:
             faults.empty_body
         ):
             return Response(b"", response.status_code)
+        blank = self._blank(faults, request, response, offset)
+        if blank is not None:
+            return blank
         if not (
             faults.short_page
             and method == "GET"
@@ -288,6 +307,30 @@ class FaultInjector:
         body["results"] = rows[: len(rows) // 2]
         body["next"] = None
         return _json(200, body)
+
+    @staticmethod
+    def _blank(
+        faults: Faults, request: Request, response: Response, offset: int
+    ) -> Response | None:
+        method, path = request.method, request.url.path
+        if (
+            faults.blank_list is None
+            or method != "GET"
+            or response.status_code != 200
+            or not faults.scope_for("blank_list").matches(method, path, offset)
+        ):
+            return None
+        raw = getattr(response, "body", None)
+        try:
+            body = json.loads(bytes(raw)) if isinstance(raw, bytes | memoryview) else None
+        except ValueError:
+            return None
+        if isinstance(body, list) or (
+            isinstance(body, dict) and isinstance(body.get("results"), list)
+        ):
+            blank = json.dumps(BLANK_LISTS[faults.blank_list]).encode()
+            return Response(blank, 200, media_type="application/json")
+        return None
 
     def _roll(self, rate: float) -> bool:
         return rate > 0 and self._rng.random() < rate
