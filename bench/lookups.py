@@ -87,6 +87,21 @@ def _access_lines(log: Path) -> int:
         return sum(1 for line in handle if b"isp_gateway.access" in line)
 
 
+def _bench_keys(keys_dir: str) -> tuple[Path, tuple[str, str]]:
+    """A keys file in `keys_dir` and its two keys: one with clients:read (CALLERS.md 3), for
+    the lookups beside the JWT's, and one without it, for the refused scope (403)."""
+    api_key, scopeless_key = keys.generate_key(), keys.generate_key()
+    keys_file = Path(keys_dir) / "keys.json"
+    keys.write_key_entries(
+        keys_file,
+        [
+            keys.new_entry(api_key, "bench", ["clients:read"], None),
+            keys.new_entry(scopeless_key, "bench-plans", ["plans:read"], None),
+        ],
+    )
+    return keys_file, (api_key, scopeless_key)
+
+
 @contextlib.contextmanager
 def _log_file() -> Iterator[tuple[Path, IO[bytes]]]:
     with tempfile.TemporaryDirectory() as tmp:
@@ -113,18 +128,7 @@ def run(*, clients: int, duration: int, connections: int, rounds: int = 3) -> No
         tempfile.TemporaryDirectory() as keys_dir,
     ):
         documents = _documents(upstream, 2000)
-        # An API key with clients:read (CALLERS.md 3), beside the JWT on the same gateway.
-        api_key = keys.generate_key()
-        keys_file = Path(keys_dir) / "keys.json"
-        # And one without clients:read, for the refused scope (403) below.
-        scopeless_key = keys.generate_key()
-        keys.write_key_entries(
-            keys_file,
-            [
-                keys.new_entry(api_key, "bench", ["clients:read"], None),
-                keys.new_entry(scopeless_key, "bench-plans", ["plans:read"], None),
-            ],
-        )
+        keys_file, (api_key, scopeless_key) = _bench_keys(keys_dir)
         with procs.gateway(upstream, log=log, API_KEYS_FILE=str(keys_file)) as gw:
             token = _token(gw)
             body = _warm(gw, token, documents[0])
@@ -235,15 +239,7 @@ def run_refusals_on(server: str, *, clients: int, connections: int) -> None:
         tempfile.TemporaryDirectory() as keys_dir,
     ):
         document = _documents(upstream, 1)[0]
-        api_key, scopeless_key = keys.generate_key(), keys.generate_key()
-        keys_file = Path(keys_dir) / "keys.json"
-        keys.write_key_entries(
-            keys_file,
-            [
-                keys.new_entry(api_key, "bench", ["clients:read"], None),
-                keys.new_entry(scopeless_key, "bench-plans", ["plans:read"], None),
-            ],
-        )
+        keys_file, (api_key, scopeless_key) = _bench_keys(keys_dir)
         with procs.gateway(upstream, log=log, API_KEYS_FILE=str(keys_file), SERVER=server) as gw:
             token = _token(gw)
             body = _warm(gw, token, document)
