@@ -196,3 +196,34 @@ def test_the_command_says_what_is_missing(
     monkeypatch.setenv("WEBHOOKS_FILE", "")
     assert main(["webhooks", "list"]) == 2
     assert "WEBHOOKS_FILE is not set" in capsys.readouterr().err
+
+
+def _ignoring_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_the_receiver_stops_on_a_signal_whatever_it_inherited(
+    stop: signal.Signals, tmp_path: Path
+) -> None:
+    # Born ignoring SIGINT, as a child of a script's `&` or of a pytest-xdist worker is:
+    # `demo` stops it with SIGINT, and waited 10 s for it before killing it.
+    port = free_port()
+    args = ["-m", "isp_gateway", "webhooks", "receive", "--port", str(port)]
+    proc = subprocess.Popen(
+        [sys.executable, *args, "--secret", subs.new_secret()],
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_ignoring_sigint,
+    )
+    try:
+        assert proc.stderr is not None
+        assert "receiving webhooks" in proc.stderr.readline()  # it listens
+        proc.send_signal(stop)
+        proc.communicate(timeout=5)
+        assert proc.returncode == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()  # not left running for the next test to find
+        proc.communicate()

@@ -8,6 +8,7 @@ import argparse
 import json
 import re
 import secrets
+import signal
 import sys
 import time
 from pathlib import Path
@@ -244,6 +245,11 @@ def cmd_receive(ns: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
+    # Ctrl-C and SIGTERM stop it, whatever it inherited: started in the background (a
+    # script's `&`, a pytest-xdist worker) it is born ignoring SIGINT, and `demo`, which
+    # stops it with SIGINT, waited 10 s for it and then killed it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
