@@ -239,18 +239,19 @@ def cmd_receive(ns: argparse.Namespace) -> int:
             pass  # one block per notice above, not an access line
 
     server = ThreadingHTTPServer((ns.host, ns.port), Receiver)
-    # On stderr: stdout is the notices themselves (and, under `demo`, the demo's banner).
-    print(
-        f"receiving webhooks on http://{ns.host}:{ns.port}/ (Ctrl-C stops)",
-        file=sys.stderr,
-        flush=True,
-    )
     # Ctrl-C and SIGTERM stop it, whatever it inherited: started in the background (a
     # script's `&`, a pytest-xdist worker) it is born ignoring SIGINT, and `demo`, which
-    # stops it with SIGINT, waited 10 s for it and then killed it.
+    # stops it with SIGINT, waited 10 s for it and then killed it. Set before it
+    # says it listens: a signal sent once it does is never missed.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
+        # On stderr: stdout is the notices themselves (and, under `demo`, the demo's banner).
+        print(
+            f"receiving webhooks on http://{ns.host}:{ns.port}/ (Ctrl-C stops)",
+            file=sys.stderr,
+            flush=True,
+        )
         server.serve_forever()
     except KeyboardInterrupt:
         pass
