@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.agents.conftest import call, mcp_session, pick_customer, statement
-from tests.conftest import Gateway, module_pair_fixtures
+from tests.conftest import Gateway, Simulator, StartGateway, module_pair_fixtures
 
 pytestmark = pytest.mark.anyio
 
@@ -50,3 +50,40 @@ async def test_a_boolean_is_no_number(gateway: Gateway) -> None:
             result = await call(session, tool, verification_id=verification_id, **arguments)
             field = next(iter(k for k, v in arguments.items() if v is True))
             assert wrong_type(result, field), (tool, result.texts)
+
+
+async def test_a_refusal_is_said_in_the_deployments_language(
+    gateway: Gateway, simulator: Simulator, start_gateway: StartGateway
+) -> None:
+    # The spec pins REST's 'Client not found', 'Invalid document format' and 'Cliente no
+    # encontrado' in both languages; an MCP result's first text is a sentence for the
+    # customer in MESSAGES_LANGUAGE (docs/agents.md), so a Spanish bot read out 'Client not
+    # found' and an English one 'Cliente no encontrado'.
+    spanish = {
+        "lookup": "No encontré ningún cliente con ese dato.",
+        "document": "El documento no es válido (3 a 20 letras o dígitos).",
+    }
+    english = {
+        "lookup": "I found no customer with that detail.",
+        "document": "The document is not valid (3 to 20 letters or digits).",
+    }
+    english_gateway = start_gateway(simulator.url, MESSAGES_LANGUAGE="en")
+    facts = {"name": "Juan Carlos Perez", "address": "Vereda El Rosal casa 4", "plan_name": "X"}
+    for gw, said in ((gateway, spanish), (english_gateway, english)):
+        async with mcp_session(gw, end_user="language-agent") as session:
+            by_phone = await call(session, "find_customer", phone="3999999999")
+            by_id = await call(session, "find_customer", service_id=9_999_999)
+            by_document = await call(session, "find_customer", document="12-34")
+            verify = await call(session, "verify_customer", service_id=9_999_999, **facts)
+        for result, sentence in (
+            (by_phone, said["lookup"]),
+            (by_id, said["lookup"]),
+            (verify, said["lookup"]),
+            (by_document, said["document"]),
+        ):
+            assert result.is_error, result.texts
+            assert result.sentence == sentence, result.texts
+            assert result.data["message"] == sentence
+        # REST keeps the spec's words.
+        rest = gw.get("/api/v1/clients/by-phone/3999999999").json()
+        assert rest["message"] == "Client not found"

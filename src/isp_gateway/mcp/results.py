@@ -86,7 +86,7 @@ def failure(
 def service_failure(exc: ServiceError) -> types.CallToolResult:
     """A service's refusal: its catalogue text when it is a sentence for the customer (the
     cause named: 'the subject ... is not in the catalogue'), the action's sentence when the
-    text is a developer's (then in `cause`, for the agent)."""
+    text is a developer's (then in `cause`, for the agent) or REST's pinned wording."""
     extra: dict[str, Any] = {}
     if isinstance(exc.data, dict) and "missing" in exc.data:
         # Too few facts to verify (CALLERS.md 6): the sentence names what would complete it.
@@ -94,6 +94,12 @@ def service_failure(exc: ServiceError) -> types.CallToolResult:
     if messages.is_technical(exc.action, exc.variant):
         sentence = messages.sentence(exc.action, messages.say(Action.ERROR))
         extra["cause"] = exc.message
+    elif messages.is_pinned(exc.action, exc.variant):
+        # REST's words as the spec quotes them ('Client not found' in a Spanish deployment,
+        # 'Cliente no encontrado' in an English one): the customer gets the action's own
+        # sentence in MESSAGES_LANGUAGE instead.
+        own = not messages.is_pinned(exc.action, "")
+        sentence = messages.say(exc.action) if own else messages.say(Action.ERROR)
     else:
         sentence = exc.message
     reason = (exc.meta or {}).get("reason")
