@@ -87,3 +87,22 @@ async def test_a_refusal_is_said_in_the_deployments_language(
         # REST keeps the spec's words.
         rest = gw.get("/api/v1/clients/by-phone/3999999999").json()
         assert rest["message"] == "Client not found"
+
+
+async def test_missing_names_the_tools_arguments(gateway: Gateway) -> None:
+    # `missing` named REST's field `internet_plan_name`; verify_customer has no such argument
+    # (an agent that passed it got invalid_arguments: an extra input), only plan_name or
+    # plan_price.
+    client = pick_customer(gateway)
+    service_id = client["service_id"]
+    async with mcp_session(gateway, end_user="missing-agent") as session:
+        named = await call(session, "verify_customer", service_id=service_id, name=client["name"])
+        assert named.data["error"] == "client_verification_failed", named.texts
+        assert named.data["missing"] == ["address", "plan_name"]
+        facts = {"name": client["name"], "address": client["address"]}
+        given = await call(session, "verify_customer", service_id=service_id, **facts)
+        assert given.data["missing"] == ["plan_name"], given.texts
+        # What it names completes the verification.
+        plan = {"plan_name": client["internet_plan_name"]}
+        done = await call(session, "verify_customer", service_id=service_id, **facts, **plan)
+        assert done.data["verified"] is True, done.texts
