@@ -57,6 +57,8 @@ _SERVICE_HINTS: dict[str, str] = {
     Action.UPSTREAM_REFUSED_CLIENT_FETCH: _TEMPORARY,
     Action.STORE_UNAVAILABLE: _TEMPORARY,
 }
+# verify_customer's argument for a fact REST's verify names otherwise.
+_ARGUMENTS = {"internet_plan_name": "plan_name"}
 VERIFY_FIRST_HINT = (
     "Call find_customer, then verify_customer with what the customer states, and pass the "
     "verification_id it returns (valid only for that service, in this conversation)."
@@ -86,14 +88,22 @@ def failure(
 def service_failure(exc: ServiceError) -> types.CallToolResult:
     """A service's refusal: its catalogue text when it is a sentence for the customer (the
     cause named: 'the subject ... is not in the catalogue'), the action's sentence when the
-    text is a developer's (then in `cause`, for the agent)."""
+    text is a developer's (then in `cause`, for the agent) or REST's pinned wording."""
     extra: dict[str, Any] = {}
     if isinstance(exc.data, dict) and "missing" in exc.data:
-        # Too few facts to verify (CALLERS.md 6): the sentence names what would complete it.
-        extra["missing"] = exc.data["missing"]
+        # Too few facts to verify (CALLERS.md 6): the sentence names what would complete it,
+        # `missing` the tool's arguments (REST's body calls the plan internet_plan_name,
+        # which verify_customer refuses as an unknown argument).
+        extra["missing"] = [_ARGUMENTS.get(fact, fact) for fact in exc.data["missing"]]
     if messages.is_technical(exc.action, exc.variant):
         sentence = messages.sentence(exc.action, messages.say(Action.ERROR))
         extra["cause"] = exc.message
+    elif messages.is_pinned(exc.action, exc.variant):
+        # REST's words as the spec quotes them ('Client not found' in a Spanish deployment,
+        # 'Cliente no encontrado' in an English one): the customer gets the action's own
+        # sentence in MESSAGES_LANGUAGE instead.
+        own = not messages.is_pinned(exc.action, "")
+        sentence = messages.say(exc.action) if own else messages.say(Action.ERROR)
     else:
         sentence = exc.message
     reason = (exc.meta or {}).get("reason")

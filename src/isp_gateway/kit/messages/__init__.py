@@ -114,6 +114,14 @@ def is_technical(action: str, variant: str) -> bool:
         return True
 
 
+def is_pinned(action: str, variant: str) -> bool:
+    """Whether the text is one the spec quotes for REST, the same in both languages."""
+    try:
+        return CATALOGUE[Action(action)][variant].pinned
+    except (KeyError, ValueError):
+        return False
+
+
 def sentence(action: str, default: str) -> str:
     """The customer sentence of `action`, or `default` for a code that is no action."""
     try:
@@ -129,6 +137,7 @@ __all__ = [
     "amount",
     "current_language",
     "day",
+    "is_pinned",
     "is_technical",
     "say",
     "sentence",

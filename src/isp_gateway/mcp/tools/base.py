@@ -12,7 +12,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, field_validator
+from pydantic_core import PydanticCustomError
 
 if TYPE_CHECKING:
     from isp_gateway.kit.callers import Caller
@@ -72,6 +73,16 @@ class Outcome:
 
 class Args(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean(cls, value: Any) -> Any:
+        """No argument of any tool is a boolean: `true` is a wrong type, as in REST's strict
+        bodies (kit/models.py), never service 1, a price of 1, invoice 1 or a 1 s wait
+        (pydantic's lax mode would read it so, and a verification attempt was spent)."""
+        if isinstance(value, bool):
+            raise PydanticCustomError("bool_refused", "Input should not be a boolean")
+        return value
 
 
 def _as_text(value: Any) -> Any:
