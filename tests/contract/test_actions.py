@@ -148,3 +148,36 @@ def test_no_action_is_written_as_a_string_in_the_code() -> None:
         text = path.read_text()
         for value in values:
             assert f'"{value}"' not in text, (str(path.relative_to(SRC)), value)
+
+
+def _example(document: dict[str, Any], path: str, method: str, status: str, action: str) -> Any:
+    media = document["paths"][path][method]["responses"][status]["content"]["application/json"]
+    return media["examples"][action]["value"]
+
+
+def test_the_examples_are_the_answers_the_service_sends(gateway: Gateway) -> None:
+    """The document's example of an answer is that answer as sent, message included: a
+    wrong method, a search without `q`, a money route without its verification (the probe
+    of the docs found the `error` examples all saying 'Error interno del servidor')."""
+    document = gateway.client.get("/openapi.json").json()
+    lookup = "/api/v1/clients/by-service-id/{service_id}"
+    sent = gateway.client.delete("/api/v1/clients/by-service-id/101", headers=gateway.auth)
+    assert sent.status_code == 405
+    assert _example(document, lookup, "get", "405", "error") == sent.json()
+    sent = gateway.get("/api/v1/clients/search")
+    assert sent.status_code == 400
+    assert _example(document, "/api/v1/clients/search", "get", "400", "error") == sent.json()
+    listed = _example(document, "/api/v1/clients/", "get", "500", "error")
+    assert listed["message"] == "Failed to retrieve clients"  # spec 4.3, as quoted
+    promise = "/api/v1/clients/{service_id}/payment-promise"
+    sent = gateway.post("/api/v1/clients/101/payment-promise", json={"until": "2099-01-01"})
+    assert sent.status_code == 403
+    refused = _example(document, promise, "post", "403", "verification_required")
+    assert refused["message"] == sent.json()["message"]
+    # Success answers that carry a sentence show one; a list of no plans is `data: null`.
+    made = _example(document, promise, "post", "201", "payment_promise_created")
+    assert made["message"] and made["message"].startswith("Listo: reactivamos su servicio")
+    report = "/api/v1/clients/{service_id}/payment-reports"
+    assert _example(document, report, "post", "202", "payment_report_received")["message"]
+    none = _example(document, "/api/v1/internet-plans/", "get", "200", "internet_plan_not_found")
+    assert none["data"] is None and none["message"] == "No hay planes de internet"

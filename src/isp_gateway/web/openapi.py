@@ -299,7 +299,9 @@ def _name_envelopes(document: dict[str, Any], language: Language) -> None:
                 media["examples"] = {
                     str(value): {
                         "summary": f"`{value}`",
-                        "value": envelope_example(value, int(status), data, components, language),
+                        "value": envelope_example(
+                            value, int(status), data, components, language, operation_id
+                        ),
                     }
                     for value in values
                 }
