@@ -77,6 +77,10 @@ def result(
     return types.CallToolResult(content=content, structured_content=data, is_error=error)
 
 
+# verify_customer's arguments for REST's verify fields (`missing` names the arguments).
+_ARGUMENTS = {"internet_plan_name": "plan_name", "internet_plan_price": "plan_price"}
+
+
 def failure(
     code: str, sentence: str, hint: str | None = None, **extra: Any
 ) -> types.CallToolResult:
@@ -89,8 +93,9 @@ def service_failure(exc: ServiceError) -> types.CallToolResult:
     text is a developer's (then in `cause`, for the agent)."""
     extra: dict[str, Any] = {}
     if isinstance(exc.data, dict) and "missing" in exc.data:
-        # Too few facts to verify (CALLERS.md 6): the sentence names what would complete it.
-        extra["missing"] = exc.data["missing"]
+        # Too few facts to verify (CALLERS.md 6): the sentence names what would complete it,
+        # `missing` the tool's arguments that carry it (REST's field names are not theirs).
+        extra["missing"] = [_ARGUMENTS.get(name, name) for name in exc.data["missing"]]
     if messages.is_technical(exc.action, exc.variant):
         sentence = messages.sentence(exc.action, messages.say(Action.ERROR))
         extra["cause"] = exc.message
