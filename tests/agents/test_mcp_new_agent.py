@@ -256,6 +256,19 @@ async def test_missing_names_the_tools_own_arguments(gateway: Gateway) -> None:
     assert completed.data.get("verified") is True, completed.texts
 
 
+async def test_a_lookup_miss_is_said_in_the_deployments_language(gateway: Gateway) -> None:
+    """find_customer's refusals are sentences for the customer in MESSAGES_LANGUAGE, as
+    docs/agents.md says, not the English texts the spec quotes for REST's lookups ('Client
+    not found' and 'Invalid document format' reached a Spanish chat: seen by the docs probe)."""
+    async with session_with(gateway.url, {**gateway.auth, "X-End-User-Id": "l"}) as (s, _):
+        miss = await call(s, "find_customer", phone="3001234567")
+        bad = await call(s, "find_customer", document="x")
+    assert miss.is_error and miss.data["error"] == "client_not_found"
+    assert miss.sentence == "No encontré ningún cliente con ese dato."
+    assert bad.is_error and bad.data["error"] in ("invalid_document", "invalid_arguments")
+    assert "Invalid document format" not in bad.texts
+
+
 # -- 28.6: plans with prices and speeds --------------------------------------------------------
 
 

@@ -87,10 +87,19 @@ def failure(
     return result({"error": code, "message": sentence, **extra}, sentence, hint, error=True)
 
 
+def _quoted(action: str, variant: str) -> bool:
+    try:
+        texts = messages.CATALOGUE[Action(action)]
+    except (KeyError, ValueError):
+        return False
+    return variant in texts and texts[variant].pinned
+
+
 def service_failure(exc: ServiceError) -> types.CallToolResult:
     """A service's refusal: its catalogue text when it is a sentence for the customer (the
     cause named: 'the subject ... is not in the catalogue'), the action's sentence when the
-    text is a developer's (then in `cause`, for the agent)."""
+    text is a developer's (then in `cause`, for the agent), and when it is a text the spec
+    quotes for REST ('Client not found', in English whatever the deployment's language)."""
     extra: dict[str, Any] = {}
     if isinstance(exc.data, dict) and "missing" in exc.data:
         # Too few facts to verify (CALLERS.md 6): the sentence names what would complete it,
@@ -99,6 +108,8 @@ def service_failure(exc: ServiceError) -> types.CallToolResult:
     if messages.is_technical(exc.action, exc.variant):
         sentence = messages.sentence(exc.action, messages.say(Action.ERROR))
         extra["cause"] = exc.message
+    elif exc.variant and _quoted(exc.action, exc.variant):
+        sentence = messages.sentence(exc.action, exc.message)
     else:
         sentence = exc.message
     reason = (exc.meta or {}).get("reason")
