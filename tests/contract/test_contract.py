@@ -66,6 +66,8 @@ def test_every_operation_documents_the_answers_that_apply_to_it(gateway: Gateway
             assert responses["401"]["content"]["application/json"]["schema"] == {
                 "$ref": REF + "AuthError"
             }
+            # An unknown or revoked API key answers it too, not only a token.
+            assert "API key" in responses["401"]["description"], (method, path)
         if "requestBody" in operation:
             assert actions(responses["413"]) == ["payload_too_large"], (method, path)
         if "422" in responses and path != "/api/v1/auth/token":

@@ -44,8 +44,9 @@ _REPLAYED = {
 }
 
 AUTH_401 = {
-    "description": "Missing, invalid or expired token: `{detail: 'Could not validate "
-    "credentials.'}`; get a new token",
+    "description": "Missing, invalid or expired token, or an unknown or revoked API key: "
+    "`{detail: 'Could not validate credentials.'}`; get a new token (a token lasts "
+    "JWT_ACCESS_TOKEN_EXPIRE_MINUTES), or ask the operator for a valid key",
     "headers": {"WWW-Authenticate": {"description": "Bearer", "schema": {"type": "string"}}},
     "content": {"application/json": {"schema": {"$ref": _REF.format(model="AuthError")}}},
 }
