@@ -181,3 +181,16 @@ def test_the_examples_are_the_answers_the_service_sends(gateway: Gateway) -> Non
     assert _example(document, report, "post", "202", "payment_report_received")["message"]
     none = _example(document, "/api/v1/internet-plans/", "get", "200", "internet_plan_not_found")
     assert none["data"] is None and none["message"] == "No hay planes de internet"
+    # A body over the limit, and the money routes' final refusals, with what they carry.
+    verify = "/api/v1/clients/{service_id}/verify"
+    sent = gateway.post("/api/v1/clients/101/verify", content=b"x" * 70000)
+    assert sent.status_code == 413
+    assert _example(document, verify, "post", "413", "payload_too_large") == sent.json()
+    for path, action, said in [
+        (promise, "promise_not_allowed", "28 de noviembre"),
+        (promise, "promise_already_active", "28 de noviembre"),
+        (report, "payment_report_duplicate", "en revisión"),
+        (report, "payment_report_not_allowed", "28 de noviembre"),
+    ]:
+        refused = _example(document, path, "post", "409", action)
+        assert refused["data"] and said in refused["message"], action

@@ -190,16 +190,30 @@ MESSAGES: dict[str, tuple[str, dict[str, Any]] | None] = {
 # carries, as the API sends it: the generic `error` says what failed; the money routes' 201
 # and 202 carry their sentences with figures.
 _MONEY: dict[messages.Language, dict[str, str]] = {
-    messages.Language.ES: {"until": "28 de noviembre", "amount": "$40.000"},
-    messages.Language.EN: {"until": "November 28", "amount": "$40,000"},
+    messages.Language.ES: {
+        "until": "28 de noviembre",
+        "day": "28 de noviembre",
+        "amount": "$40.000",
+    },
+    messages.Language.EN: {"until": "November 28", "day": "November 28", "amount": "$40,000"},
 }
-BY_STATUS: dict[tuple[int, str], str] = {(405, Action.ERROR): "method"}
+BY_STATUS: dict[tuple[int, str], str] = {
+    (405, Action.ERROR): "method",
+    (413, Action.PAYLOAD_TOO_LARGE): "limit",
+}
+# The shipped limits a 413 names: MAX_BODY_BYTES, and RECEIPT_MAX_BYTES for a receipt.
+_LIMITS = {"report_payment": 5242880}
 BY_OPERATION: dict[tuple[str, int, str], str] = {
     ("list_clients", 500, Action.ERROR): "clients_list",
     ("search_clients", 400, Action.ERROR): "q_required",
     ("list_internet_plans", 200, Action.INTERNET_PLAN_NOT_FOUND): "none",
     ("promise_payment", 201, Action.PAYMENT_PROMISE_CREATED): "reactivated",
     ("report_payment", 202, Action.PAYMENT_REPORT_RECEIVED): "amount",
+    ("promise_payment", 409, Action.PROMISE_NOT_ALLOWED): "broken",
+    ("promise_payment", 409, Action.PROMISE_ALREADY_ACTIVE): "until",
+    ("report_payment", 409, Action.PAYMENT_REPORT_DUPLICATE): "review",
+    ("report_payment", 409, Action.PAYMENT_REPORT_NOT_ALLOWED): "too_many",
+    ("report_payment", 413, Action.PAYLOAD_TOO_LARGE): "receipt",
 }
 # REST's refusal names the route to call; MCP's sentence is the catalogue's own.
 _REST_VARIANTS: dict[str, str] = {Action.VERIFICATION_REQUIRED: "rest"}
@@ -207,7 +221,7 @@ _NO_DATA = {("list_internet_plans", Action.INTERNET_PLAN_NOT_FOUND)}
 _ERROR_DATA: dict[str, Any] = {
     Action.INSUFFICIENT_SCOPE: {"required": "clients:read"},
     Action.ZONE_MISMATCH: {"zone_id": 7},
-    Action.PROMISE_NOT_ALLOWED: {"reason": "broken_promise", "allowed_from": "2026-12-28"},
+    Action.PROMISE_NOT_ALLOWED: {"reason": "broken_promise", "allowed_from": "2026-11-28"},
     Action.PROMISE_ALREADY_ACTIVE: {"until": "2026-11-28", "invoice_id": 5021},
     Action.PAYMENT_REPORT_DUPLICATE: {
         "service_id": 123,
@@ -215,7 +229,7 @@ _ERROR_DATA: dict[str, Any] = {
         "reference": "TRX-5501",
         "status": "in_review",
     },
-    Action.PAYMENT_REPORT_NOT_ALLOWED: {"reason": "too_many_reports", "allowed_from": "2026-11-27"},
+    Action.PAYMENT_REPORT_NOT_ALLOWED: {"reason": "too_many_reports", "allowed_from": "2026-11-28"},
 }
 _INFO = {
     Action.ZONE_TICKET_LIMIT_REACHED,
@@ -281,7 +295,8 @@ def _message(
         return None
     variant = BY_OPERATION.get((operation, status, action), BY_STATUS.get((status, action)))
     if variant is not None:
-        return messages.text(action, variant, language=language, **_MONEY[language])
+        limit = _LIMITS.get(operation, 65536)
+        return messages.text(action, variant, language=language, limit=limit, **_MONEY[language])
     chosen = MESSAGES.get(action, None if ok else (_REST_VARIANTS.get(action, ""), {}))
     if chosen is None:
         return None
