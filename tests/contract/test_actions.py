@@ -181,6 +181,16 @@ def test_the_examples_are_the_answers_the_service_sends(gateway: Gateway) -> Non
     assert _example(document, report, "post", "202", "payment_report_received")["message"]
     none = _example(document, "/api/v1/internet-plans/", "get", "200", "internet_plan_not_found")
     assert none["data"] is None and none["message"] == "No hay planes de internet"
+    poll = "/api/v1/ping/{task_id}/"
+    sent = gateway.get("/api/v1/ping/no-such-task/")
+    assert sent.status_code == 404
+    assert _example(document, poll, "get", "404", "ping_failed") == sent.json()
+    account = _example(
+        document, "/api/v1/clients/{service_id}/account", "get", "502", "upstream_unavailable"
+    )
+    assert account["message"].startswith("No se puede confirmar el saldo")  # never "owes nothing"
+    reused = _example(document, "/api/v1/tickets", "post", "422", "idempotency_key_reused")
+    assert "Idempotency-Key" in reused["message"]
     # A body over the limit, and the money routes' final refusals, with what they carry.
     verify = "/api/v1/clients/{service_id}/verify"
     sent = gateway.post("/api/v1/clients/101/verify", content=b"x" * 70000)

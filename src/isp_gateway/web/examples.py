@@ -200,6 +200,7 @@ _MONEY: dict[messages.Language, dict[str, str]] = {
 BY_STATUS: dict[tuple[int, str], str] = {
     (405, Action.ERROR): "method",
     (413, Action.PAYLOAD_TOO_LARGE): "limit",
+    (502, Action.PING_FAILED): "rest",
 }
 # The shipped limits a 413 names: MAX_BODY_BYTES, and RECEIPT_MAX_BYTES for a receipt.
 _LIMITS = {"report_payment": 5242880}
@@ -214,9 +215,15 @@ BY_OPERATION: dict[tuple[str, int, str], str] = {
     ("report_payment", 409, Action.PAYMENT_REPORT_DUPLICATE): "review",
     ("report_payment", 409, Action.PAYMENT_REPORT_NOT_ALLOWED): "too_many",
     ("report_payment", 413, Action.PAYLOAD_TOO_LARGE): "receipt",
+    ("get_ping_result", 404, Action.PING_FAILED): "task",
+    ("get_client_account", 502, Action.UPSTREAM_UNAVAILABLE): "balance",
 }
 # REST's refusal names the route to call; MCP's sentence is the catalogue's own.
-_REST_VARIANTS: dict[str, str] = {Action.VERIFICATION_REQUIRED: "rest"}
+_REST_VARIANTS: dict[str, str] = {
+    Action.VERIFICATION_REQUIRED: "rest",
+    Action.IDEMPOTENCY_KEY_REUSED: "rest",
+    Action.IDEMPOTENCY_KEY_IN_PROGRESS: "rest",
+}
 _NO_DATA = {("list_internet_plans", Action.INTERNET_PLAN_NOT_FOUND)}
 _ERROR_DATA: dict[str, Any] = {
     Action.INSUFFICIENT_SCOPE: {"required": "clients:read"},
