@@ -189,10 +189,18 @@ def test_the_examples_are_the_answers_the_service_sends(gateway: Gateway) -> Non
         document, "/api/v1/clients/{service_id}/account", "get", "502", "upstream_unavailable"
     )
     assert account["message"].startswith("No se puede confirmar el saldo")  # never "owes nothing"
+    sent = gateway.get("/api/v1/tickets/99999999")
+    assert sent.status_code == 404
+    assert _example(document, "/api/v1/tickets/{ticket_id}", "get", "404", "ticket_not_found")[
+        "message"
+    ] == sent.json()["message"].replace("99999999", "1301")
+    verify = "/api/v1/clients/{service_id}/verify"
+    sent = gateway.post("/api/v1/clients/101/verify", json={"name": "Martha"})
+    assert sent.status_code == 400
+    assert _example(document, verify, "post", "400", "client_verification_failed") == sent.json()
     reused = _example(document, "/api/v1/tickets", "post", "422", "idempotency_key_reused")
     assert "Idempotency-Key" in reused["message"]
     # A body over the limit, and the money routes' final refusals, with what they carry.
-    verify = "/api/v1/clients/{service_id}/verify"
     sent = gateway.post("/api/v1/clients/101/verify", content=b"x" * 70000)
     assert sent.status_code == 413
     assert _example(document, verify, "post", "413", "payload_too_large") == sent.json()

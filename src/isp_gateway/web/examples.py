@@ -185,6 +185,9 @@ MESSAGES: dict[str, tuple[str, dict[str, Any]] | None] = {
     Action.SERVICE_SUSPENDED: ("", {}),
     Action.ZONE_OUTAGE: ("diagnosis", {}),
     Action.ERROR: ("internal", {}),
+    Action.TICKET_NOT_FOUND: ("id", {"ticket_id": 1301}),
+    Action.ZONE_MISMATCH: ("zones", {"service_id": 101, "zone_id": 7, "given": 3}),
+    Action.INVOICE_NOT_PENDING: ("invoice", {"invoice_id": 9007}),
 }
 # Where the status or the operation chooses the message (and the data) an action's answer
 # carries, as the API sends it: the generic `error` says what failed; the money routes' 201
@@ -216,6 +219,10 @@ BY_OPERATION: dict[tuple[str, int, str], str] = {
     ("report_payment", 409, Action.PAYMENT_REPORT_NOT_ALLOWED): "too_many",
     ("report_payment", 413, Action.PAYLOAD_TOO_LARGE): "receipt",
     ("get_ping_result", 404, Action.PING_FAILED): "task",
+    ("verify_client", 400, Action.CLIENT_VERIFICATION_FAILED): "few_fields",
+    ("resolve_client", 400, Action.CLIENT_VERIFICATION_FAILED): "few_fields",
+    ("update_client", 400, Action.CLIENT_UPDATE_FAILED): "nothing",
+    ("update_client", 500, Action.CLIENT_UPDATE_FAILED): "failed",
     ("get_client_account", 502, Action.UPSTREAM_UNAVAILABLE): "balance",
 }
 # REST's refusal names the route to call; MCP's sentence is the catalogue's own.
@@ -228,6 +235,7 @@ _NO_DATA = {("list_internet_plans", Action.INTERNET_PLAN_NOT_FOUND)}
 _ERROR_DATA: dict[str, Any] = {
     Action.INSUFFICIENT_SCOPE: {"required": "clients:read"},
     Action.ZONE_MISMATCH: {"zone_id": 7},
+    Action.INVOICE_NOT_PENDING: {"invoice_id": 9007},
     Action.PROMISE_NOT_ALLOWED: {"reason": "broken_promise", "allowed_from": "2026-11-28"},
     Action.PROMISE_ALREADY_ACTIVE: {"until": "2026-11-28", "invoice_id": 5021},
     Action.PAYMENT_REPORT_DUPLICATE: {
