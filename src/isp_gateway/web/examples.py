@@ -219,6 +219,7 @@ BY_OPERATION: dict[tuple[str, int, str], str] = {
     ("report_payment", 409, Action.PAYMENT_REPORT_NOT_ALLOWED): "too_many",
     ("report_payment", 413, Action.PAYLOAD_TOO_LARGE): "receipt",
     ("get_ping_result", 404, Action.PING_FAILED): "task",
+    ("create_ticket", 404, Action.CLIENT_NOT_FOUND): "service",
     ("verify_client", 400, Action.CLIENT_VERIFICATION_FAILED): "few_fields",
     ("resolve_client", 400, Action.CLIENT_VERIFICATION_FAILED): "few_fields",
     ("update_client", 400, Action.CLIENT_UPDATE_FAILED): "nothing",
@@ -311,7 +312,9 @@ def _message(
     variant = BY_OPERATION.get((operation, status, action), BY_STATUS.get((status, action)))
     if variant is not None:
         limit = _LIMITS.get(operation, 65536)
-        return messages.text(action, variant, language=language, limit=limit, **_MONEY[language])
+        return messages.text(
+            action, variant, language=language, limit=limit, service_id=101, **_MONEY[language]
+        )
     chosen = MESSAGES.get(action, None if ok else (_REST_VARIANTS.get(action, ""), {}))
     if chosen is None:
         return None
