@@ -198,6 +198,8 @@ def test_the_examples_are_the_answers_the_service_sends(gateway: Gateway) -> Non
     sent = gateway.post("/api/v1/clients/101/verify", json={"name": "Martha"})
     assert sent.status_code == 400
     assert _example(document, verify, "post", "400", "client_verification_failed") == sent.json()
+    held = _example(document, "/api/v1/tickets", "post", "409", "outage_in_progress")
+    assert held["data"]["outage_id"] in held["message"]  # the outage, as docs/outages.md says
     reused = _example(document, "/api/v1/tickets", "post", "422", "idempotency_key_reused")
     assert "Idempotency-Key" in reused["message"]
     # A body over the limit, and the money routes' final refusals, with what they carry.

@@ -188,6 +188,10 @@ MESSAGES: dict[str, tuple[str, dict[str, Any]] | None] = {
     Action.TICKET_NOT_FOUND: ("id", {"ticket_id": 1301}),
     Action.ZONE_MISMATCH: ("zones", {"service_id": 101, "zone_id": 7, "given": 3}),
     Action.INVOICE_NOT_PENDING: ("invoice", {"invoice_id": 9007}),
+    Action.OUTAGE_IN_PROGRESS: (
+        "held",
+        {"service_id": 101, "outage_id": "r2-1764103267", "router_id": 2},
+    ),
 }
 # Where the status or the operation chooses the message (and the data) an action's answer
 # carries, as the API sends it: the generic `error` says what failed; the money routes' 201
@@ -349,6 +353,8 @@ def envelope_example(
             data = MODELS["ZoneLimitData"]
         elif action == Action.TICKET_ALREADY_OPEN:
             data = made_from({"$ref": "#/components/schemas/OpenTicketResponse"}, components)
+        elif action == Action.OUTAGE_IN_PROGRESS:
+            data = copy.deepcopy(MODELS["Outage"])
     meta = META.get(action) if action is not None else None
     if action in (Action.CLIENTS_LISTED, Action.CLIENT_NOT_FOUND) and success:
         meta = _SEARCH_META
