@@ -236,6 +236,39 @@ async def test_plan_price_as_written_verifies_and_junk_costs_no_attempt(gateway:
         assert result.data.get("verified") is True, (form, result.texts)
 
 
+async def test_missing_names_the_tools_own_arguments(gateway: Gateway) -> None:
+    """A verify short of a fact names what is missing as the tool's arguments, so that an
+    agent that passes what `missing` names is verified (it named `internet_plan_name`, a
+    REST field, and passing it was `invalid_arguments`: seen by the docs probe)."""
+    client = a_customer(gateway)
+    facts = {"service_id": client["service_id"], "name": client["name"]}
+    async with session_with(gateway.url, {**gateway.auth, "X-End-User-Id": "m"}) as (s, _):
+        listed = {tool.name: tool for tool in (await s.list_tools()).tools}
+        short = await call(s, "verify_customer", **facts)
+        told = {"address": client["address"], "plan_name": client["internet_plan_name"]}
+        completed = await call(
+            s, "verify_customer", **facts, **{name: told[name] for name in short.data["missing"]}
+        )
+    arguments = listed["verify_customer"].input_schema["properties"]
+    assert short.is_error and short.data["error"] == "client_verification_failed"
+    assert sorted(short.data["missing"]) == ["address", "plan_name"]
+    assert set(short.data["missing"]) <= set(arguments)
+    assert completed.data.get("verified") is True, completed.texts
+
+
+async def test_a_lookup_miss_is_said_in_the_deployments_language(gateway: Gateway) -> None:
+    """find_customer's refusals are sentences for the customer in MESSAGES_LANGUAGE, as
+    docs/agents.md says, not the English texts the spec quotes for REST's lookups ('Client
+    not found' and 'Invalid document format' reached a Spanish chat: seen by the docs probe)."""
+    async with session_with(gateway.url, {**gateway.auth, "X-End-User-Id": "l"}) as (s, _):
+        miss = await call(s, "find_customer", phone="3001234567")
+        bad = await call(s, "find_customer", document="x")
+    assert miss.is_error and miss.data["error"] == "client_not_found"
+    assert miss.sentence == "No encontré ningún cliente con ese dato."
+    assert bad.is_error and bad.data["error"] in ("invalid_document", "invalid_arguments")
+    assert "Invalid document format" not in bad.texts
+
+
 # -- 28.6: plans with prices and speeds --------------------------------------------------------
 
 

@@ -148,3 +148,69 @@ def test_no_action_is_written_as_a_string_in_the_code() -> None:
         text = path.read_text()
         for value in values:
             assert f'"{value}"' not in text, (str(path.relative_to(SRC)), value)
+
+
+def _example(document: dict[str, Any], path: str, method: str, status: str, action: str) -> Any:
+    media = document["paths"][path][method]["responses"][status]["content"]["application/json"]
+    return media["examples"][action]["value"]
+
+
+def test_the_examples_are_the_answers_the_service_sends(gateway: Gateway) -> None:
+    """The document's example of an answer is that answer as sent, message included: a
+    wrong method, a search without `q`, a money route without its verification (the probe
+    of the docs found the `error` examples all saying 'Error interno del servidor')."""
+    document = gateway.client.get("/openapi.json").json()
+    lookup = "/api/v1/clients/by-service-id/{service_id}"
+    sent = gateway.client.delete("/api/v1/clients/by-service-id/101", headers=gateway.auth)
+    assert sent.status_code == 405
+    assert _example(document, lookup, "get", "405", "error") == sent.json()
+    sent = gateway.get("/api/v1/clients/search")
+    assert sent.status_code == 400
+    assert _example(document, "/api/v1/clients/search", "get", "400", "error") == sent.json()
+    listed = _example(document, "/api/v1/clients/", "get", "500", "error")
+    assert listed["message"] == "Failed to retrieve clients"  # spec 4.3, as quoted
+    promise = "/api/v1/clients/{service_id}/payment-promise"
+    sent = gateway.post("/api/v1/clients/101/payment-promise", json={"until": "2099-01-01"})
+    assert sent.status_code == 403
+    refused = _example(document, promise, "post", "403", "verification_required")
+    assert refused["message"] == sent.json()["message"]
+    # Success answers that carry a sentence show one; a list of no plans is `data: null`.
+    made = _example(document, promise, "post", "201", "payment_promise_created")
+    assert made["message"] and made["message"].startswith("Listo: reactivamos su servicio")
+    report = "/api/v1/clients/{service_id}/payment-reports"
+    assert _example(document, report, "post", "202", "payment_report_received")["message"]
+    none = _example(document, "/api/v1/internet-plans/", "get", "200", "internet_plan_not_found")
+    assert none["data"] is None and none["message"] == "No hay planes de internet"
+    poll = "/api/v1/ping/{task_id}/"
+    sent = gateway.get("/api/v1/ping/no-such-task/")
+    assert sent.status_code == 404
+    assert _example(document, poll, "get", "404", "ping_failed") == sent.json()
+    account = _example(
+        document, "/api/v1/clients/{service_id}/account", "get", "502", "upstream_unavailable"
+    )
+    assert account["message"].startswith("No se puede confirmar el saldo")  # never "owes nothing"
+    sent = gateway.get("/api/v1/tickets/99999999")
+    assert sent.status_code == 404
+    assert _example(document, "/api/v1/tickets/{ticket_id}", "get", "404", "ticket_not_found")[
+        "message"
+    ] == sent.json()["message"].replace("99999999", "1301")
+    verify = "/api/v1/clients/{service_id}/verify"
+    sent = gateway.post("/api/v1/clients/101/verify", json={"name": "Martha"})
+    assert sent.status_code == 400
+    assert _example(document, verify, "post", "400", "client_verification_failed") == sent.json()
+    held = _example(document, "/api/v1/tickets", "post", "409", "outage_in_progress")
+    assert held["data"]["outage_id"] in held["message"]  # the outage, as docs/outages.md says
+    reused = _example(document, "/api/v1/tickets", "post", "422", "idempotency_key_reused")
+    assert "Idempotency-Key" in reused["message"]
+    # A body over the limit, and the money routes' final refusals, with what they carry.
+    sent = gateway.post("/api/v1/clients/101/verify", content=b"x" * 70000)
+    assert sent.status_code == 413
+    assert _example(document, verify, "post", "413", "payload_too_large") == sent.json()
+    for path, action, said in [
+        (promise, "promise_not_allowed", "28 de noviembre"),
+        (promise, "promise_already_active", "28 de noviembre"),
+        (report, "payment_report_duplicate", "en revisión"),
+        (report, "payment_report_not_allowed", "28 de noviembre"),
+    ]:
+        refused = _example(document, path, "post", "409", action)
+        assert refused["data"] and said in refused["message"], action

@@ -66,12 +66,31 @@ def test_every_operation_documents_the_answers_that_apply_to_it(gateway: Gateway
             assert responses["401"]["content"]["application/json"]["schema"] == {
                 "$ref": REF + "AuthError"
             }
+            # An unknown or revoked API key answers it too, not only a token.
+            assert "API key" in responses["401"]["description"], (method, path)
         if "requestBody" in operation:
             assert actions(responses["413"]) == ["payload_too_large"], (method, path)
         if "422" in responses and path != "/api/v1/auth/token":
             assert "validation_error" in actions(responses["422"]), (method, path)
         if path.startswith("/api/v1/") and path != "/api/v1/auth/token":
             assert "rate_limited" in actions(responses["429"]), (method, path)
+
+
+def test_a_replayed_answer_documents_its_header(gateway: Gateway) -> None:
+    """Where a route takes `Idempotency-Key`, its answers that a repeat gets back (the
+    success and the final 409 refusals) document `Idempotent-Replayed` (the docs name it;
+    the document did not: seen by the docs probe)."""
+    keyed = [
+        (method, path, operation)
+        for method, path, operation in operations(openapi(gateway))
+        if any(p["name"] == "Idempotency-Key" for p in operation.get("parameters", []))
+    ]
+    assert len(keyed) == 3
+    for method, path, operation in keyed:
+        for status, response in operation["responses"].items():
+            if status.startswith("2") or status == "409":
+                headers = response.get("headers", {})
+                assert "Idempotent-Replayed" in headers, (method, path, status)
 
 
 def test_route_statuses_carry_their_actions(gateway: Gateway) -> None:

@@ -13,6 +13,7 @@ from isp_gateway.payments.ledger import MADE, Promise
 from tests.agents.conftest import call, mcp_session
 from tests.payments.conftest import (
     DEBTORS,
+    OWES_NOTHING,
     TODAY,
     StartMoney,
     day,
@@ -117,3 +118,25 @@ async def test_the_tool_tells_the_agent_when_to_offer_it(start_money: StartMoney
     assert "say it back" in tool.description
     assert set(tool.input_schema["properties"]) == {"verification_id", "until", "invoice_id"}
     assert tool.annotations is not None and tool.annotations.read_only_hint is False
+
+
+async def test_nothing_owed_is_no_reason_to_offer_payment_methods(start_money: StartMoney) -> None:
+    """A suspended customer who owes nothing is refused a promise; the agent is told to offer
+    a reconnection, as diagnose's next_step "reconnect" does, not the payment methods (the
+    hint sent the agent to list_payment_methods for a debt of 0: seen by the docs probe)."""
+    _, gw = start_money()
+    async with mcp_session(gw, end_user="chat-0") as agent:
+        verified = await call(
+            agent,
+            "verify_customer",
+            service_id=OWES_NOTHING,
+            name=f"CLIENTE {OWES_NOTHING}",
+            **STATEMENT,
+        )
+        vid = verified.data["verification_id"]
+        diagnosed = await call(agent, "diagnose_connection", verification_id=vid, wait=0)
+        refused = await call(agent, "promise_payment", verification_id=vid, until=day(2))
+    assert diagnosed.data["next_step"] == "reconnect"
+    assert refused.data == {"outcome": "promise_not_allowed", "reason": "nothing_owed"}
+    assert refused.hint is not None
+    assert "list_payment_methods" not in refused.hint and "Reconexión" in refused.hint

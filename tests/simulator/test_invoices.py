@@ -11,9 +11,10 @@ import pytest
 
 from isp_gateway.simulator import build_dataset, dump_dataset, load_dataset
 from isp_gateway.simulator.dataset import INVOICE_STATES, DataFileError
-from tests.conftest import API_KEY, Simulator, StartSimulator
+from tests.conftest import API_KEY, Simulator, StartGateway, StartSimulator
 
 AUTH = {"Authorization": f"Api-Key {API_KEY}"}
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 def _get(sim: Simulator, path: str, **params: object) -> httpx.Response:
@@ -135,3 +136,21 @@ def test_data_file_round_trip_and_invoice_checks(tmp_path: Path) -> None:
     path.write_text(json.dumps({"clients": [client], "invoices": [{"total": "1.00"}]}), "utf-8")
     with pytest.raises(DataFileError, match=r"invoices\[0\]"):
         load_dataset(path)
+
+
+def test_the_data_file_of_docs_simulator_gives_its_client_an_account(
+    tmp_path: Path, start_simulator: StartSimulator, start_gateway: StartGateway
+) -> None:
+    """docs/simulator.md's example data file, loaded as it is: its invoice is its client's
+    (invoices are matched by `usuario`; a client row without one has no account, 502)."""
+    page = (DOCS / "simulator.md").read_text()
+    example = page.split("```json\n", 1)[1].split("```", 1)[0]
+    path = tmp_path / "data.json"
+    path.write_text(example)
+    sim = start_simulator(data_file=path)
+    gateway = start_gateway(sim.url)
+    answer = gateway.get("/api/v1/clients/100/account")
+    assert answer.status_code == 200, answer.text
+    account = answer.json()["data"]
+    assert [i["invoice_id"] for i in account["pending_invoices"]] == [5001]
+    assert account["total_due"] == 40000.0

@@ -58,7 +58,7 @@ _SERVICE_HINTS: dict[str, str] = {
     Action.STORE_UNAVAILABLE: _TEMPORARY,
 }
 # verify_customer's argument for a fact REST's verify names otherwise.
-_ARGUMENTS = {"internet_plan_name": "plan_name"}
+_ARGUMENTS = {"internet_plan_name": "plan_name", "internet_plan_price": "plan_price"}
 VERIFY_FIRST_HINT = (
     "Call find_customer, then verify_customer with what the customer states, and pass the "
     "verification_id it returns (valid only for that service, in this conversation)."

@@ -5,7 +5,8 @@ Data file format (every section optional except ``clients``)::
     {
       "clients": [ {...}, ... ],       # rows in the upstream list shape (GET /api/clientes/);
                                        # only "id_servicio" (int) is required, the rest is served
-                                       # as given, extra keys included
+                                       # as given, extra keys included; "usuario" links
+                                       # a client to its invoices (cliente.usuario)
       "plans": [ {"id": 1, "nombre": "PLAN 10MB", "tipo": "PPPOE",
                   "precio": "40000.00", "bajada": "10M", "subida": "2M"}, ... ],
                                        # tipo: PPPOE | SIMPLE QUEUE | PCQ; precio/bajada/subida

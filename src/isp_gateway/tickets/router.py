@@ -71,6 +71,22 @@ _CREATE_RESPONSES[409]["description"] = (
     "ticket), `outage_in_progress` (`type` info, only with OUTAGE_TICKETS=hold; `data`: the "
     "general outage on the service's router), `idempotency_key_in_progress`."
 )
+# The 400 and the 502 say why in `meta.reason` too (tickets/service.py, errors.py).
+_CREATE_RESPONSES[400]["description"] = (
+    "Not opened. `action`: `ticket_creation_failed`; `meta.reason`: `unknown_subject` (the "
+    "subject is not in GET /api/v1/tickets/subjects; `meta.closest`: the nearest one), or "
+    "`upstream_rejected` (the ISP backend refused a field of the request, such as an unknown "
+    "`technician_id`: `data.field` names it, `data.errors` and `meta.errors` list "
+    "`{field, message}`)."
+)
+_CREATE_RESPONSES[502]["description"] = (
+    "The ISP backend failed. `action`: `ticket_creation_failed`; `meta.reason`: "
+    "`outcome_unknown` (the creation was sent and its answer lost: it may exist; repeat the "
+    "same request, with or without its Idempotency-Key: the service finds that ticket before "
+    "opening another), `upstream_rejected` (the backend refused it; `meta.errors`), "
+    "`upstream_unavailable` (down or timed out; nothing was created), `upstream_unauthorized` "
+    "(the backend refused the service's key)."
+)
 # A creation's 503 is more than the backend's rate limit: `meta.reason` says which refusal,
 # and none of them created anything.
 _CREATE_RESPONSES[503]["description"] = (

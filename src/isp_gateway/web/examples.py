@@ -74,6 +74,48 @@ MODELS: dict[str, Any] = {
     "PingFigures": _FIGURES,
     "PingCreated": {"task_id": _FIGURES["task_id"]},
     "ZoneLimitData": {"max_tickets": 3, "active_tickets": 3},
+    "PromiseCreatedResponse": {
+        "service_id": 118,
+        "invoice_id": 5021,
+        "until": "2026-11-28",
+        "amount_due": 40000.0,
+        "reconnected": True,
+    },
+    "ReportReceivedResponse": {
+        "service_id": 123,
+        "invoice_id": 5026,
+        "reference": "TRX-5501",
+        "status": "in_review",
+    },
+    "Outage": {
+        "outage_id": "r2-1764103267",
+        "router_id": 2,
+        "router_name": "RB-TENJO",
+        "description": "Corte de fibra en la troncal de Tenjo",
+        "since": "2026-11-25T20:41:07Z",
+        "zone_ids": [3],
+        "affected_count": 2,
+    },
+    "Plan": {"plan_id": 2, "name": "PLAN 10MB", "type": "PPPOE"},
+    "PlanDetail": {
+        "plan_id": 2,
+        "name": "PLAN 10MB",
+        "type": "PPPOE",
+        "price": 40000.0,
+        "download_speed": 10.0,
+        "upload_speed": 2.0,
+    },
+    "AccountResponse": {
+        "service_id": 118,
+        "service_state": "suspended",
+        "invoice_status": "Vencidas",
+        "balance": 65000.0,
+        "cut_off_date": "2026-05-05",
+        "pending_invoices": [_INVOICE],
+        "total_due": 65000.0,
+        "as_of": "2026-05-20 09:14",
+        "promise": None,
+    },
     "VerificationResult": {
         "is_valid": True,
         "matched_fields": ["name", "address", "internet_plan_name"],
@@ -143,10 +185,71 @@ MESSAGES: dict[str, tuple[str, dict[str, Any]] | None] = {
     Action.SERVICE_SUSPENDED: ("", {}),
     Action.ZONE_OUTAGE: ("diagnosis", {}),
     Action.ERROR: ("internal", {}),
+    Action.TICKET_NOT_FOUND: ("id", {"ticket_id": 1301}),
+    Action.ZONE_MISMATCH: ("zones", {"service_id": 101, "zone_id": 7, "given": 3}),
+    Action.INVOICE_NOT_PENDING: ("invoice", {"invoice_id": 9007}),
+    Action.OUTAGE_IN_PROGRESS: (
+        "held",
+        {"service_id": 101, "outage_id": "r2-1764103267", "router_id": 2},
+    ),
 }
+# Where the status or the operation chooses the message (and the data) an action's answer
+# carries, as the API sends it: the generic `error` says what failed; the money routes' 201
+# and 202 carry their sentences with figures.
+_MONEY: dict[messages.Language, dict[str, str]] = {
+    messages.Language.ES: {
+        "until": "28 de noviembre",
+        "day": "28 de noviembre",
+        "amount": "$40.000",
+    },
+    messages.Language.EN: {"until": "November 28", "day": "November 28", "amount": "$40,000"},
+}
+BY_STATUS: dict[tuple[int, str], str] = {
+    (405, Action.ERROR): "method",
+    (413, Action.PAYLOAD_TOO_LARGE): "limit",
+    (502, Action.PING_FAILED): "rest",
+}
+# The shipped limits a 413 names: MAX_BODY_BYTES, and RECEIPT_MAX_BYTES for a receipt.
+_LIMITS = {"report_payment": 5242880}
+BY_OPERATION: dict[tuple[str, int, str], str] = {
+    ("list_clients", 500, Action.ERROR): "clients_list",
+    ("search_clients", 400, Action.ERROR): "q_required",
+    ("list_internet_plans", 200, Action.INTERNET_PLAN_NOT_FOUND): "none",
+    ("promise_payment", 201, Action.PAYMENT_PROMISE_CREATED): "reactivated",
+    ("report_payment", 202, Action.PAYMENT_REPORT_RECEIVED): "amount",
+    ("promise_payment", 409, Action.PROMISE_NOT_ALLOWED): "broken",
+    ("promise_payment", 409, Action.PROMISE_ALREADY_ACTIVE): "until",
+    ("report_payment", 409, Action.PAYMENT_REPORT_DUPLICATE): "review",
+    ("report_payment", 409, Action.PAYMENT_REPORT_NOT_ALLOWED): "too_many",
+    ("report_payment", 413, Action.PAYLOAD_TOO_LARGE): "receipt",
+    ("get_ping_result", 404, Action.PING_FAILED): "task",
+    ("create_ticket", 404, Action.CLIENT_NOT_FOUND): "service",
+    ("verify_client", 400, Action.CLIENT_VERIFICATION_FAILED): "few_fields",
+    ("resolve_client", 400, Action.CLIENT_VERIFICATION_FAILED): "few_fields",
+    ("update_client", 400, Action.CLIENT_UPDATE_FAILED): "nothing",
+    ("update_client", 500, Action.CLIENT_UPDATE_FAILED): "failed",
+    ("get_client_account", 502, Action.UPSTREAM_UNAVAILABLE): "balance",
+}
+# REST's refusal names the route to call; MCP's sentence is the catalogue's own.
+_REST_VARIANTS: dict[str, str] = {
+    Action.VERIFICATION_REQUIRED: "rest",
+    Action.IDEMPOTENCY_KEY_REUSED: "rest",
+    Action.IDEMPOTENCY_KEY_IN_PROGRESS: "rest",
+}
+_NO_DATA = {("list_internet_plans", Action.INTERNET_PLAN_NOT_FOUND)}
 _ERROR_DATA: dict[str, Any] = {
     Action.INSUFFICIENT_SCOPE: {"required": "clients:read"},
     Action.ZONE_MISMATCH: {"zone_id": 7},
+    Action.INVOICE_NOT_PENDING: {"invoice_id": 9007},
+    Action.PROMISE_NOT_ALLOWED: {"reason": "broken_promise", "allowed_from": "2026-11-28"},
+    Action.PROMISE_ALREADY_ACTIVE: {"until": "2026-11-28", "invoice_id": 5021},
+    Action.PAYMENT_REPORT_DUPLICATE: {
+        "service_id": 123,
+        "invoice_id": 5026,
+        "reference": "TRX-5501",
+        "status": "in_review",
+    },
+    Action.PAYMENT_REPORT_NOT_ALLOWED: {"reason": "too_many_reports", "allowed_from": "2026-11-28"},
 }
 _INFO = {
     Action.ZONE_TICKET_LIMIT_REACHED,
@@ -205,10 +308,18 @@ def _branch(schema: Any, action: str | None) -> Any:
     return schema
 
 
-def _message(action: str | None, ok: bool, language: messages.Language) -> str | None:
+def _message(
+    action: str | None, ok: bool, language: messages.Language, status: int, operation: str
+) -> str | None:
     if action is None:
         return None
-    chosen = MESSAGES.get(action, None if ok else ("", {}))
+    variant = BY_OPERATION.get((operation, status, action), BY_STATUS.get((status, action)))
+    if variant is not None:
+        limit = _LIMITS.get(operation, 65536)
+        return messages.text(
+            action, variant, language=language, limit=limit, service_id=101, **_MONEY[language]
+        )
+    chosen = MESSAGES.get(action, None if ok else (_REST_VARIANTS.get(action, ""), {}))
     if chosen is None:
         return None
     variant, params = chosen
@@ -221,8 +332,10 @@ def envelope_example(
     data_schema: Any,
     components: dict[str, Any],
     language: messages.Language,
+    operation: str = "",
 ) -> dict[str, Any]:
-    """One whole answer of `action` with this status, its `data` fitting `data_schema`."""
+    """One whole answer of `action` with this status (of the operation `operation`), its
+    `data` fitting `data_schema`."""
     success = 200 <= status < 300
     ok = success and action != Action.PING_FAILED
     kind = "info" if action in _INFO else "success" if ok else "error"
@@ -232,12 +345,16 @@ def envelope_example(
             data.update(ACTIONS[action])
         if action == Action.CLIENT_NOT_FOUND:
             data = []
+        if (operation, action) in _NO_DATA:
+            data = None
     else:
         data = _ERROR_DATA.get(action) if action is not None else None
         if action == Action.ZONE_TICKET_LIMIT_REACHED:
             data = MODELS["ZoneLimitData"]
         elif action == Action.TICKET_ALREADY_OPEN:
             data = made_from({"$ref": "#/components/schemas/OpenTicketResponse"}, components)
+        elif action == Action.OUTAGE_IN_PROGRESS:
+            data = copy.deepcopy(MODELS["Outage"])
     meta = META.get(action) if action is not None else None
     if action in (Action.CLIENTS_LISTED, Action.CLIENT_NOT_FOUND) and success:
         meta = _SEARCH_META
@@ -246,6 +363,6 @@ def envelope_example(
         "type": kind,
         "action": action,
         "data": data,
-        "message": _message(action, ok, language),
+        "message": _message(action, ok, language, status, operation),
         "meta": meta,
     }

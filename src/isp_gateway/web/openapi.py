@@ -35,9 +35,18 @@ _REF = "#/components/schemas/{model}"
 _METHODS = frozenset({"get", "put", "post", "delete", "patch", "options", "head", "trace"})
 _FASTAPI_422 = ("HTTPValidationError", "ValidationError")
 
+# A repeat with the same Idempotency-Key gets its first answer back: the success, or a final
+# 409 refusal (kit/idempotency.py), marked with this header.
+_REPLAYED = {
+    "description": "`true` when this is the first answer of an earlier request with the same "
+    "`Idempotency-Key`, sent again (nothing was done twice); absent otherwise",
+    "schema": {"type": "string", "enum": ["true"]},
+}
+
 AUTH_401 = {
-    "description": "Missing, invalid or expired token: `{detail: 'Could not validate "
-    "credentials.'}`; get a new token",
+    "description": "Missing, invalid or expired token, or an unknown or revoked API key: "
+    "`{detail: 'Could not validate credentials.'}`; get a new token (a token lasts "
+    "JWT_ACCESS_TOKEN_EXPIRE_MINUTES), or ask the operator for a valid key",
     "headers": {"WWW-Authenticate": {"description": "Bearer", "schema": {"type": "string"}}},
     "content": {"application/json": {"schema": {"$ref": _REF.format(model="AuthError")}}},
 }
@@ -209,6 +218,10 @@ def _complete(
             if path.startswith("/api/v1/"):
                 _store_unavailable(path, responses)
             _success_actions(method, path, responses)
+            if any(p.get("name") == "Idempotency-Key" for p in operation.get("parameters", [])):
+                for status, response in responses.items():
+                    if status.startswith("2") or status == "409":
+                        response.setdefault("headers", {})["Idempotent-Replayed"] = _REPLAYED
             operation["responses"] = dict(sorted(responses.items()))
     if '/HTTPValidationError"' not in json.dumps(schema["paths"]):
         for name in _FASTAPI_422:
@@ -299,7 +312,9 @@ def _name_envelopes(document: dict[str, Any], language: Language) -> None:
                 media["examples"] = {
                     str(value): {
                         "summary": f"`{value}`",
-                        "value": envelope_example(value, int(status), data, components, language),
+                        "value": envelope_example(
+                            value, int(status), data, components, language, operation_id
+                        ),
                     }
                     for value in values
                 }

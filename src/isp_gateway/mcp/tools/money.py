@@ -20,7 +20,7 @@ from isp_gateway.mcp.tools.base import (
     Verified,
     verified_description,
 )
-from isp_gateway.payments.errors import PaymentError
+from isp_gateway.payments.errors import NOTHING_OWED, SERVICE_CANCELLED, PaymentError
 from isp_gateway.payments.schemas import DAY_PATTERN, MAX_ID
 
 
@@ -43,6 +43,18 @@ REFUSED_HINT = (
     "No promise was made: tell the customer, and offer the payment methods "
     "(list_payment_methods) instead; never insist or try another date to get around it."
 )
+# A refusal's reason that calls for another next step than the payment methods.
+_REASON_HINTS: dict[str, str] = {
+    NOTHING_OWED: (
+        "No promise was made because nothing is owed: tell the customer; a service suspended "
+        "with nothing owed needs a reconnection (a 'Reconexión' ticket, open_ticket), not a "
+        "payment. Never insist or try another date."
+    ),
+    SERVICE_CANCELLED: (
+        "No promise was made: the service is cancelled. Refer the customer to the office or "
+        "sales; never insist or try another date."
+    ),
+}
 # The next step for the agent after a refusal, by its action.
 _HINTS: dict[str, str] = {
     Action.PROMISE_NOT_ALLOWED: REFUSED_HINT,
@@ -87,7 +99,8 @@ async def promise_payment(call: Call, service_id: int, args: PromiseArgs) -> Out
         return Outcome({"outcome": body["action"], "promise": body["data"]}, body["message"])
     # A rule's refusal (a promise already active, or none allowed): an answer to relay.
     data = {"outcome": body["action"], **(body["data"] or {})}
-    return Outcome(data, body["message"], _HINTS.get(body["action"]))
+    hint = _REASON_HINTS.get(str(data.get("reason")), _HINTS.get(body["action"]))
+    return Outcome(data, body["message"], hint)
 
 
 TOOLS: tuple[ToolSpec, ...] = (
@@ -101,9 +114,9 @@ TOOLS: tuple[ToolSpec, ...] = (
             "asks for time to pay. Agree the date with the customer first, and say it back to "
             'them ("hasta el 28 de noviembre"); then read them the result\'s sentence, which '
             "repeats the date and the amount. It may answer that a promise is already active "
-            "or that none is allowed now (a broken promise, too many promises, nothing owed): "
-            "say so and offer the payment methods instead; never insist or try another date "
-            "to get around it."
+            "or that none is allowed now (a broken promise, too many promises: say so and "
+            "offer the payment methods instead; nothing owed: a reconnection instead); never "
+            "insist or try another date to get around it."
         ),
         PromiseArgs,
         read_only=False,
