@@ -3,12 +3,27 @@ upstream calls on warm caches, shared pings, fresh outage flags and states, fail
 
 from __future__ import annotations
 
-import httpx
+from pathlib import Path
+from typing import Any
 
+import anyio
+import httpx
+import httpx2
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from isp_gateway.auth.keys import generate_key, new_entry, write_key_entries
+from tests.agents.conftest import call, customer
 from tests.clients.conftest import wait_for_list_age
 from tests.conftest import Gateway, Simulator, StartGateway, StartSimulator
-from tests.diagnose.conftest import GATEWAY_SETTINGS, PING_CALLS, upstream_calls, warm
-from tests.support import copy_age, wait_until
+from tests.diagnose.conftest import (
+    GATEWAY_SETTINGS,
+    PING_CALLS,
+    build_dataset,
+    upstream_calls,
+    warm,
+)
+from tests.support import copy_age, data_file_of, wait_until
 
 COMMON = {"service_id", "service_state", "zone_id", "zone_blocked", "open_tickets"}
 
@@ -255,3 +270,65 @@ def test_the_generated_suspended_customer_owing_nothing_is_told_to_reconnect(
     assert body["data"]["total_due"] == 0 and body["data"]["pending_invoices"] == []
     message = body["message"].lower()
     assert not [word for word in DEBT_WORDS if word in message], message
+
+
+def test_a_key_without_accounts_read_is_told_the_state_not_the_debt(
+    tmp_path: Path, start_simulator: StartSimulator, start_gateway: StartGateway
+) -> None:
+    """The debt is the account's (CALLERS.md 3, accounts:read): a key holding network:ping
+    alone learns that the service is suspended and what to offer, not what is owed; a key
+    holding both gets the figures, on REST as on the account route."""
+    dataset = build_dataset()
+    named = next(row for row in dataset["clients"] if row["id_servicio"] == 102)
+    named["plan_internet"] = {"id": 2, "nombre": "PLAN 10MB"}  # for the MCP verify below
+    sim = start_simulator(data_file=data_file_of(tmp_path / "up.json", dataset), ping_duration=0.2)
+    ping_only, both = generate_key(), generate_key()
+    path = tmp_path / "keys.json"
+    write_key_entries(
+        path,
+        [
+            new_entry(ping_only, "ping-bot", ["network:ping"], None),
+            new_entry(both, "money-bot", ["network:ping", "accounts:read"], None),
+        ],
+    )
+    gw = start_gateway(sim.url, API_KEYS_FILE=str(path), **GATEWAY_SETTINGS)
+    warm(gw, sim)
+    client = customer(gw, 102)
+    facts = {"name": client["name"], "address": client["address"], "plan_name": "PLAN 10MB"}
+    url = "/api/v1/clients/102/diagnose"
+    seen = gw.client.post(url, params={"wait": 5}, headers={"X-API-Key": ping_only})
+    assert seen.status_code == 200, seen.text
+    body = seen.json()
+    assert (body["action"], body["data"]["next_step"]) == ("service_suspended", "promise")
+    assert not {"balance", "total_due", "pending_invoices"} & set(body["data"])
+    account = gw.client.get("/api/v1/clients/102/account", headers={"X-API-Key": ping_only})
+    assert account.status_code == 403
+    full = gw.client.post(url, params={"wait": 5}, headers={"X-API-Key": both}).json()["data"]
+    assert (full["balance"], full["total_due"]) == (60000.0, 60000.5)
+    assert [i["invoice_id"] for i in full["pending_invoices"]] == [9001, 9002]
+    # The same through MCP's diagnose_connection, for a key that can verify.
+    agent = generate_key()
+    scopes = ["clients:verify", "network:ping"]
+    write_key_entries(path, [new_entry(agent, "agent", scopes, None)])
+    keyed = {"X-API-Key": agent, "X-End-User-Id": "chat-debt"}
+    wait_until(lambda: gw.client.post(url, headers=keyed).status_code == 200, timeout=15)
+    said = anyio.run(_diagnosed_through_mcp, gw.url, keyed, facts)
+    assert (said["action"], said["next_step"]) == ("service_suspended", "promise")
+    assert not {"balance", "total_due", "pending_invoices"} & set(said)
+
+
+async def _diagnosed_through_mcp(
+    url: str, headers: dict[str, str], facts: dict[str, Any]
+) -> dict[str, Any]:
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        streamable_http_client(f"{url}/mcp", http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        verified = await call(session, "verify_customer", service_id=102, **facts)
+        assert "verification_id" in verified.data, verified.texts
+        vid = verified.data["verification_id"]
+        diagnosed = await call(session, "diagnose_connection", verification_id=vid, wait=0)
+    assert not diagnosed.is_error, diagnosed.texts
+    return diagnosed.data

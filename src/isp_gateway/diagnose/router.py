@@ -7,8 +7,9 @@ from typing import Annotated
 from fastapi import APIRouter
 from fastapi.responses import Response
 
-from isp_gateway.auth.dependencies import Scoped
-from isp_gateway.auth.keys import NETWORK_PING
+from isp_gateway.auth.dependencies import CurrentCaller, Scoped
+from isp_gateway.auth.keys import ACCOUNTS_READ, NETWORK_PING
+from isp_gateway.auth.scopes import has_scope
 from isp_gateway.diagnose.schemas import DEFAULT_WAIT_SECONDS, DiagnoseRequest, DiagnoseResponse
 from isp_gateway.diagnose.service import DiagnoseService
 from isp_gateway.web.deps import ServiceOf
@@ -35,12 +36,14 @@ router = APIRouter(prefix="/api/v1/clients", tags=["network"], dependencies=[Sco
 async def diagnose_client(
     service_id: ServiceIdPath,
     diagnose: DiagnoseDep,
+    caller: CurrentCaller,
     body: DiagnoseRequest | None = None,
     wait: WaitQuery = DEFAULT_WAIT_SECONDS,
 ) -> Response:
     """Why a customer has no internet: cancelled, suspended, a general outage, or a ping."""
     pings = (body or DiagnoseRequest()).pings
-    result = await diagnose.diagnose(parse_service_id(service_id), pings, wait)
+    with_debt = has_scope(caller.scopes, ACCOUNTS_READ)
+    result = await diagnose.diagnose(parse_service_id(service_id), pings, wait, with_debt=with_debt)
     view = result.view
     meta = {"stale": True} if result.stale else None
     return respond(200, view_envelope(view, meta))

@@ -32,10 +32,16 @@ class DiagnoseResponse(BaseModel):
     promise: ActivePromiseResponse | None = Field(
         default=None, description="The active payment promise, null when none"
     )
-    # service_suspended
-    balance: float | None = None
-    total_due: float | None = None
-    pending_invoices: list[PendingInvoiceResponse] | None = None
+    # service_suspended; what is owed only for a caller holding accounts:read
+    balance: float | None = Field(
+        default=None, description="service_suspended, with accounts:read: as /account"
+    )
+    total_due: float | None = Field(
+        default=None, description="service_suspended, with accounts:read: as /account"
+    )
+    pending_invoices: list[PendingInvoiceResponse] | None = Field(
+        default=None, description="service_suspended, with accounts:read: as /account"
+    )
     next_step: Literal["pay", "promise", "reconnect"] | None = Field(
         default=None,
         description='service_suspended: "promise" when total_due > 0 and a payment promise is '

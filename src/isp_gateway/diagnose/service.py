@@ -2,7 +2,7 @@
 
 Checks in this order, answering the first that applies: cancelled, suspended (with what is
 owed and the next step: pay, or a payment promise when its rules allow one, or reconnect when
-nothing is owed), a general outage on the
+nothing is owed; what is owed only to a caller that may read accounts), a general outage on the
 client's router, else a ping (the ping service's own task records and coalescing,
 long-polled up to `wait`). Every answer carries the client's state,
 zone figures and open tickets, so the bot knows whether to offer a ticket.
@@ -64,10 +64,14 @@ class DiagnoseService:
     audit: Recorder
     payments: PaymentService
 
-    async def diagnose(self, service_id: int, pings: int, wait: float) -> Diagnosis:
-        """The answer, audited with its action (or the action of the error it raises)."""
+    async def diagnose(
+        self, service_id: int, pings: int, wait: float, *, with_debt: bool
+    ) -> Diagnosis:
+        """The answer, audited with its action (or the action of the error it raises).
+        `with_debt`: the caller holds `accounts:read`, so a suspended service's answer
+        carries what is owed (balance, total_due, pending_invoices), as the account would."""
         try:
-            result = await self._diagnose(service_id, pings, wait)
+            result = await self._diagnose(service_id, pings, wait, with_debt)
         except StoreUnavailable:
             raise  # the audit lives in the store too: the 503 says it all
         except ServiceError as exc:
@@ -80,7 +84,9 @@ class DiagnoseService:
             self.audit.count_about("diagnose", result.view.action, service_id)
         return result
 
-    async def _diagnose(self, service_id: int, pings: int, wait: float) -> Diagnosis:
+    async def _diagnose(
+        self, service_id: int, pings: int, wait: float, with_debt: bool
+    ) -> Diagnosis:
         # 404 for an unknown client (a miss asks the upstream for that one service); a
         # suspended or cancelled state is confirmed fresh when the cached row is old.
         record, stale = await self.clients.confirmed_record(service_id)
@@ -118,13 +124,17 @@ class DiagnoseService:
         if state == "suspended":
             invoices, _, invoices_stale = await self.accounts.pending_of(record["username"])
             stale = stale or invoices_stale
-            data["balance"] = client["outstanding_balance"]
             # Summed exactly, then rounded to cents, as the account answer does.
-            data["total_due"] = round(math.fsum(i["total"] for i in invoices), 2)
-            data["pending_invoices"] = invoices
+            total_due = round(math.fsum(i["total"] for i in invoices), 2)
+            if with_debt:
+                # The figures are the account's (CALLERS.md 3): a key with network:ping
+                # alone is told the state and the next step, not what the customer owes.
+                data["balance"] = client["outstanding_balance"]
+                data["total_due"] = total_due
+                data["pending_invoices"] = invoices
             # What the bot offers next: paying what is owed (or, when the rules allow one, a
             # payment promise that reconnects today), else a reconnection.
-            if data["total_due"] > 0:
+            if total_due > 0:
                 if await self.payments.promise_allowed(service_id, invoices):
                     data["next_step"] = "promise"
                     return info(Action.SERVICE_SUSPENDED, "promise")

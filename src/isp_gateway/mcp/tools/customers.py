@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import Field
 
+from isp_gateway.auth.scopes import ACCOUNTS_READ, has_scope
 from isp_gateway.clients.schemas import Price, VerifyRequest
 from isp_gateway.diagnose.schemas import DEFAULT_PINGS
 from isp_gateway.kit import messages
@@ -185,7 +186,10 @@ async def customer_account(call: Call, service_id: int, _: Verified) -> Outcome:
 
 
 async def diagnose_connection(call: Call, service_id: int, args: DiagnoseArgs) -> Outcome:
-    result = await call.services.diagnose.diagnose(service_id, DEFAULT_PINGS, args.wait)
+    with_debt = has_scope(call.caller.scopes, ACCOUNTS_READ)
+    result = await call.services.diagnose.diagnose(
+        service_id, DEFAULT_PINGS, args.wait, with_debt=with_debt
+    )
     view = result.view
     data: dict[str, Any] = {"action": view.action, **view.data}
     hint = None
