@@ -184,3 +184,25 @@ def test_a_ticket_made_while_the_store_went_away_is_counted_and_not_made_again(
     finally:
         os.kill(pid, signal.SIGCONT)
         server.stop()
+
+
+@pytest.mark.parametrize("guard", [True, False])
+def test_a_lost_answer_is_reconciled_whatever_form_the_subject_is_stored_in(
+    lossy: tuple[LossyUpstream, str], start_gateway: StartGateway, guard: bool
+) -> None:
+    # An account stores `asunto` as "<subject> - <client name>" (UPSTREAM.md): the repeat of
+    # a creation whose answer was lost still finds the ticket it made, and never makes a
+    # second one (with the duplicate guard off, nothing else stands in the way).
+    wrapper, url = lossy
+    gw = start_gateway(url, UPSTREAM_TIMEOUT_SECONDS=1.0, DUPLICATE_TICKET_GUARD=guard)
+    wrapper.lose = 1
+    body = ticket_body(zone_id=3, service_id=301)
+    first = gw.post("/api/v1/tickets", json=body, headers=KEY)
+    assert first.json()["meta"]["reason"] == "outcome_unknown"
+    made = wrapper.state.created_tickets[0]
+    made["asunto"] = f"{body['subject']} - CLIENTE 301"
+    again = gw.post("/api/v1/tickets", json=body, headers=KEY)
+    assert again.status_code == 201, again.text
+    assert again.json()["data"]["ticket_id"] == made["id_ticket"]
+    assert len(wrapper.state.created_tickets) == 1
+    assert wrapper.state.calls["POST /api/tickets/"] == 1

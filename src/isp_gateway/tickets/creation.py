@@ -350,15 +350,16 @@ class TicketCreation:
         ]
         return max(same, key=newest_first, default=None)
 
-    @staticmethod
     def _find_unconfirmed(
-        request: CreateTicketRequest, tickets: list[Ticket], after_id: int
+        self, request: CreateTicketRequest, tickets: list[Ticket], after_id: int
     ) -> Ticket | None:
         for ticket in sorted(tickets, key=lambda t: t.ticket_id):
             if (
                 ticket.ticket_id > after_id
                 and ticket.service_id == request.service_id
-                and ticket.subject == request.subject
+                # In any form the account stores it (with the guard off, a miss here is a
+                # second ticket for one request).
+                and self._same_subject(ticket.subject, request.subject)
                 and (ticket.description or "").strip() == request.description.strip()
             ):
                 return ticket
