@@ -296,3 +296,24 @@ def test_a_post_the_backend_dropped_is_sent_again_once_it_cannot_show(
     created = gw.post("/api/v1/tickets", json=body, headers=KEY)
     assert created.status_code == 201, created.text
     assert len(sim.state.created_tickets) == 1
+
+
+def test_the_zones_last_slot_waits_for_a_post_that_got_no_answer(
+    late: tuple[LateUpstream, str], start_gateway: StartGateway
+) -> None:
+    # Zone 1 has one free slot. A's POST is made 2.5 s after it left, the gateway gave up
+    # at 2 s; B, another customer of the zone, asks at once: the slot may be A's, so B is
+    # not opened on a list that does not show A's ticket yet (the cap holds).
+    wrapper, url = late
+    gw = start_gateway(url, UPSTREAM_TIMEOUT_SECONDS=1.0)
+    wrapper.late, wrapper.delay = 1, 2.5
+    first = gw.post("/api/v1/tickets", json=ticket_body(zone_id=1, service_id=103))
+    assert refusal(first, 502) == ("ticket_creation_failed", "outcome_unknown")
+    other = ticket_body(zone_id=1, service_id=102, subject="Antena Dañada")
+    busy = gw.post("/api/v1/tickets", json=other)
+    assert refusal(busy, 503) == ("ticket_creation_failed", "zone_busy")
+    time.sleep(1.5)  # A's ticket is made meanwhile
+    full = gw.post("/api/v1/tickets", json=other)
+    assert full.status_code == 409, full.text
+    assert full.json()["action"] == "zone_ticket_limit_reached"
+    assert len(wrapper.state.created_tickets) == 1

@@ -242,8 +242,9 @@ class TicketCreation:
             )
         except UpstreamError as exc:
             raise creation_failure(exc, COUNTING) from None
-        if posting is not None:
-            await self.zones.settle_posting(zone_id, posting["after_id"], count.tickets)
+        pending = posting is not None and await self.zones.settle_posting(
+            zone_id, posting, count.tickets, self.settle_seconds
+        )
         if unconfirmed is not None:
             found = self._find_unconfirmed(request, count.tickets, unconfirmed["after_id"])
             if found is not None:
@@ -263,6 +264,17 @@ class TicketCreation:
                 variant="counts",
                 params={"zone_id": zone_id, "active": count.active, "limit": cap},
                 data={"max_tickets": cap, "active_tickets": count.active},
+            )
+        if pending:
+            # A POST in the zone got no answer and its ticket may still be made: it may
+            # take the zone's last slot, so nothing is opened until it shows or is past
+            # settle_seconds (at most that long; safe to repeat).
+            raise TicketCreationFailed(
+                variant="zone_busy",
+                params={"zone_id": zone_id},
+                status_code=503,
+                meta={"reason": "zone_busy"},
+                headers={"Retry-After": "2"},
             )
         if self.settings.DUPLICATE_TICKET_GUARD:
             duplicate = self._open_duplicate(request, count.tickets)
@@ -322,12 +334,12 @@ class TicketCreation:
             if answered:
                 # The backend answered: whatever it made is in its list from now on, and
                 # a repeat need not wait for it. (A store away now leaves the wait.)
+                answered_mark = {"after_id": mark["after_id"]}
                 with contextlib.suppress(StoreUnavailable):
                     await self.store.set(
-                        unconfirmed_key,
-                        {"after_id": mark["after_id"]},
-                        ttl=self.settings.IDEMPOTENCY_TTL_SECONDS,
+                        unconfirmed_key, answered_mark, ttl=self.settings.IDEMPOTENCY_TTL_SECONDS
                     )
+                    await self.store.set_replicated(posting_at, answered_mark, ttl=RECENT_SECONDS)
             raise TicketCreationFailed(
                 variant="outcome_unknown",
                 meta={"reason": "outcome_unknown"},

@@ -76,10 +76,11 @@ _CREATE_RESPONSES[409]["description"] = (
 _CREATE_RESPONSES[503]["description"] = (
     "Nothing was created; retry after `Retry-After` (the same Idempotency-Key is safe). "
     "`meta.reason`: `upstream_rate_limited` (the ISP backend's limit), `zone_busy` (another "
-    "creation in the zone held it past the request's time), `server_stopping` (this replica "
-    "is stopping; another answers), `outcome_pending` (this same request's earlier POST, whose "
-    "answer was lost, may still be carried out by a slow backend: its ticket is looked for "
-    "again on the repeat). `action`: `ticket_creation_failed`."
+    "creation in the zone held it past the request's time, or its POST got no answer and its "
+    "ticket, which may take the zone's last slot, has not shown yet), `server_stopping` (this "
+    "replica is stopping; another answers), `outcome_pending` (this same request's earlier "
+    "POST got no answer and may still be carried out by a slow backend: its ticket is looked "
+    "for again on the repeat). `action`: `ticket_creation_failed`."
 )
 
 
