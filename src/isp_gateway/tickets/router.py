@@ -31,6 +31,7 @@ from isp_gateway.web.params import (
     VERIFICATION_ERRORS,
     IdempotencyKey,
     VerificationIdHeader,
+    parse_service_id,
     require_verification,
 )
 
@@ -47,7 +48,7 @@ _CREATE_RESPONSES = (
         502,
         503,
         actions={
-            400: Action.TICKET_CREATION_FAILED,
+            400: [Action.TICKET_CREATION_FAILED, Action.INVALID_SERVICE_ID],
             404: Action.CLIENT_NOT_FOUND,
             409: [
                 Action.ZONE_TICKET_LIMIT_REACHED,
@@ -126,6 +127,8 @@ async def create_ticket(
     verification_id: VerificationIdHeader = None,
 ) -> JSONResponse:
     """Open a support ticket, unless the customer's zone is at its cap."""
+    # A service id in the body is one as a path's is (CALLERS.md 2): 400, never upstream.
+    parse_service_id(str(body.service_id))
     # With REQUIRE_VERIFICATION, only for a service this caller and end user verified.
     await require_verification(request, body.service_id)
     order = await tickets.order(body)
