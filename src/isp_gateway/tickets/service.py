@@ -18,7 +18,10 @@ fingerprint as "unconfirmed" and the zone as "posting", each with the highest ti
 before it; they are removed once the outcome is recorded. A mark left behind makes the next
 creation in the zone read the upstream's list now: the zone's newer tickets join the shared
 sweep (the cap counts them), and an identical request (same Idempotency-Key or not) answers
-with its ticket instead of creating a second.
+with its ticket instead of creating a second. A POST that got no answer at all may still be
+carried out by a slow backend after the gateway gave up: for 3 upstream timeouts and 1 s from
+it (creation.py, settle_seconds), while its ticket does not show, an identical request answers
+503 `outcome_pending` and the zone's other creations 503 `zone_busy`, nothing sent.
 
 One write path for REST and MCP: `order` (or `order_for_service`, whose zone and technician
 come from the client record) checks the subject, and `create(order, idempotency_key)` runs
