@@ -36,6 +36,10 @@ def test_a_blank_list_while_tickets_are_open_is_a_failed_read(
     assert created.json()["action"] == "ticket_creation_failed"
     assert post_calls(sim) == 0
     assert not sim.state.created_tickets
+    # The customer's open tickets are still told (the last whole sweep), never "none".
+    listed = gw.get("/api/v1/clients/201/tickets")
+    assert listed.status_code == 200, listed.text
+    assert listed.json()["data"]
     # A whole list again: the zone is full, as it was all along.
     sim.state.faults.reset()
     assert gw.get("/api/v1/tickets/zone-blocked/2").json()["data"]["active_tickets"] == 3
