@@ -409,3 +409,27 @@ def test_long_poll_answers_a_rate_limit_it_cannot_outwait_at_once(fast: Any) -> 
     assert response.json()["action"] == "upstream_rate_limited"
     assert int(response.headers["Retry-After"]) > 0
     assert elapsed < 3
+
+
+def test_pings_waiting_on_a_hung_create_answer_within_the_deadline(
+    start_simulator: StartSimulator, start_gateway: StartGateway
+) -> None:
+    # CALLERS.md 2: every answer within UPSTREAM_TIMEOUT_SECONDS + 2 s. Four pings for one
+    # service while the backend hangs on the first: the others waited for its lock, then
+    # sent their own (1.5 s + 1.5 s and more), or waited the lock's 6.5 s.
+    simulator = start_simulator()
+    gw = start_gateway(simulator.url, UPSTREAM_TIMEOUT_SECONDS=1.5)
+    service_id = service_ids(simulator, 1)[0]
+    simulator.state.faults.update(
+        {"hang_rate": 1.0, "hang_seconds": 30, "method": "POST", "path_prefix": "/api/clientes/"}
+    )
+
+    def timed(_: int) -> tuple[int, float]:
+        started = time.monotonic()
+        response = gw.post(f"/api/v1/{service_id}/ping/", json={"pings": 4})
+        return response.status_code, time.monotonic() - started
+
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(timed, range(4)))
+    assert {status for status, _ in answers} == {502}, answers
+    assert max(elapsed for _, elapsed in answers) < 1.5 + 2.0, answers

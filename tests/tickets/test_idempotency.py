@@ -2,19 +2,31 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from isp_gateway.simulator import SimulatorConfig, create_simulator_app
 from tests.conftest import API_KEY, Gateway, Simulator, StartGateway, start_redis_server
 from tests.support import run_server
-from tests.tickets.conftest import AfterTicketPost, LossyUpstream, post_calls, ticket_body
+from tests.tickets.conftest import (
+    AfterTicketPost,
+    InFrontOfSimulator,
+    LossyUpstream,
+    hang_ticket_posts,
+    post_calls,
+    refusal,
+    ticket_body,
+)
 
 KEY = {"Idempotency-Key": "7f1c9e2a-bot-attempt-1"}
 
@@ -184,3 +196,124 @@ def test_a_ticket_made_while_the_store_went_away_is_counted_and_not_made_again(
     finally:
         os.kill(pid, signal.SIGCONT)
         server.stop()
+
+
+@pytest.mark.parametrize("guard", [True, False])
+def test_a_lost_answer_is_reconciled_whatever_form_the_subject_is_stored_in(
+    lossy: tuple[LossyUpstream, str], start_gateway: StartGateway, guard: bool
+) -> None:
+    # An account stores `asunto` as "<subject> - <client name>" (UPSTREAM.md): the repeat of
+    # a creation whose answer was lost still finds the ticket it made, and never makes a
+    # second one (with the duplicate guard off, nothing else stands in the way).
+    wrapper, url = lossy
+    gw = start_gateway(url, UPSTREAM_TIMEOUT_SECONDS=1.0, DUPLICATE_TICKET_GUARD=guard)
+    wrapper.lose = 1
+    body = ticket_body(zone_id=3, service_id=301)
+    first = gw.post("/api/v1/tickets", json=body, headers=KEY)
+    assert first.json()["meta"]["reason"] == "outcome_unknown"
+    made = wrapper.state.created_tickets[0]
+    made["asunto"] = f"{body['subject']} - CLIENTE 301"
+    again = gw.post("/api/v1/tickets", json=body, headers=KEY)
+    assert again.status_code == 201, again.text
+    assert again.json()["data"]["ticket_id"] == made["id_ticket"]
+    assert len(wrapper.state.created_tickets) == 1
+    assert wrapper.state.calls["POST /api/tickets/"] == 1
+
+
+class LateUpstream(InFrontOfSimulator):
+    """Sits in front of the simulator and carries out the next ticket POST only `delay`
+    seconds after it arrived, whether or not the gateway is still waiting for it: a slow
+    backend that makes the ticket after the gateway gave up."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        super().__init__(app)
+        self.late = 0
+        self.delay = 0.0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not (self.ticket_post(scope) and self.late > 0):
+            await self.app(scope, receive, send)
+            return
+        self.late -= 1
+        body: list[Message] = []
+        while not body or body[-1].get("more_body"):
+            body.append(await receive())
+        await asyncio.sleep(self.delay)
+
+        async def replay() -> Message:
+            return body.pop(0) if body else {"type": "http.disconnect"}
+
+        async def discard(message: Any) -> None:
+            return None
+
+        await self.app(scope, replay, discard)
+
+
+@pytest.fixture
+def late(data_file: Path) -> Iterator[tuple[LateUpstream, str]]:
+    app = create_simulator_app(SimulatorConfig(api_key=API_KEY, data_file=data_file))
+    wrapper = LateUpstream(app)
+    with run_server(wrapper) as url:
+        yield wrapper, url
+
+
+def test_a_repeat_before_a_late_ticket_shows_opens_no_second_one(
+    late: tuple[LateUpstream, str], start_gateway: StartGateway
+) -> None:
+    # The backend makes the ticket 2.5 s after the POST; the gateway gave up at 2 s (its
+    # 1 s timeout and the answer's margin) and the bot repeats at once, as the 502 invites.
+    wrapper, url = late
+    gw = start_gateway(url, UPSTREAM_TIMEOUT_SECONDS=1.0)
+    wrapper.late, wrapper.delay = 1, 2.5
+    body = ticket_body(zone_id=3, service_id=301)
+    first = gw.post("/api/v1/tickets", json=body, headers=KEY)
+    assert refusal(first, 502) == ("ticket_creation_failed", "outcome_unknown")
+    again = gw.post("/api/v1/tickets", json=body, headers=KEY)
+    # Not shown yet, and within the time the backend may still take: nothing is sent.
+    assert refusal(again, 503) == ("ticket_creation_failed", "outcome_pending")
+    assert 1 <= int(again.headers["Retry-After"]) <= 5
+    time.sleep(1.5)  # the late ticket is made meanwhile
+    third = gw.post("/api/v1/tickets", json=body, headers=KEY)
+    assert third.status_code == 201, third.text
+    made = wrapper.state.created_tickets
+    assert len(made) == 1
+    assert third.json()["data"]["ticket_id"] == made[0]["id_ticket"]
+
+
+def test_a_post_the_backend_dropped_is_sent_again_once_it_cannot_show(
+    sim: Simulator, start_gateway: StartGateway
+) -> None:
+    gw = start_gateway(sim.url, UPSTREAM_TIMEOUT_SECONDS=1.0)
+    hang_ticket_posts(sim, 30)  # hangs, then 504: nothing made
+    body = ticket_body(zone_id=3, service_id=301)
+    first = gw.post("/api/v1/tickets", json=body, headers=KEY)
+    assert refusal(first, 502) == ("ticket_creation_failed", "outcome_unknown")
+    sim.state.faults.reset()
+    assert refusal(gw.post("/api/v1/tickets", json=body, headers=KEY), 503)[1] == "outcome_pending"
+    # Past 3 upstream timeouts and the answer's margin from the POST, it is no longer
+    # waited for: the repeat opens the ticket.
+    time.sleep(3.0)
+    created = gw.post("/api/v1/tickets", json=body, headers=KEY)
+    assert created.status_code == 201, created.text
+    assert len(sim.state.created_tickets) == 1
+
+
+def test_the_zones_last_slot_waits_for_a_post_that_got_no_answer(
+    late: tuple[LateUpstream, str], start_gateway: StartGateway
+) -> None:
+    # Zone 1 has one free slot. A's POST is made 2.5 s after it left, the gateway gave up
+    # at 2 s; B, another customer of the zone, asks at once: the slot may be A's, so B is
+    # not opened on a list that does not show A's ticket yet (the cap holds).
+    wrapper, url = late
+    gw = start_gateway(url, UPSTREAM_TIMEOUT_SECONDS=1.0)
+    wrapper.late, wrapper.delay = 1, 2.5
+    first = gw.post("/api/v1/tickets", json=ticket_body(zone_id=1, service_id=103))
+    assert refusal(first, 502) == ("ticket_creation_failed", "outcome_unknown")
+    other = ticket_body(zone_id=1, service_id=102, subject="Antena Dañada")
+    busy = gw.post("/api/v1/tickets", json=other)
+    assert refusal(busy, 503) == ("ticket_creation_failed", "zone_busy")
+    time.sleep(1.5)  # A's ticket is made meanwhile
+    full = gw.post("/api/v1/tickets", json=other)
+    assert full.status_code == 409, full.text
+    assert full.json()["action"] == "zone_ticket_limit_reached"
+    assert len(wrapper.state.created_tickets) == 1

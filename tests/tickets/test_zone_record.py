@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 
 from tests.conftest import Gateway, Simulator, StartGateway, StartSimulator
-from tests.tickets.conftest import Run, build_dataset, post_calls, ticket_body
+from tests.tickets.conftest import Run, build_dataset, post_calls, settle, ticket_body
 
 ZONELESS = 901
 
@@ -125,3 +125,16 @@ def test_the_zone_mismatch_is_declared_in_openapi(gw: Gateway) -> None:
     unprocessable = operation["responses"]["422"]
     assert "zone_mismatch" in unprocessable["description"]
     assert "zone_mismatch" in json.dumps(unprocessable["content"])
+
+
+def test_a_service_id_past_ten_digits_is_400_and_never_asked_upstream(
+    gw: Gateway, sim: Simulator
+) -> None:
+    # CALLERS.md 2: on every service-id route, ticket creation's body included; each such
+    # id cost an upstream read of the client list (a 404 after it), one per distinct value.
+    settle(gw, sim)
+    for service_id in (12345678901, 10**30):
+        response = gw.post("/api/v1/tickets", json=ticket_body(service_id=service_id))
+        assert response.status_code == 400, response.text
+        assert response.json()["action"] == "invalid_service_id"
+    assert sim.state.stats()["total"] == 0

@@ -14,6 +14,7 @@ total is unreadable, both answer 502 `upstream_unavailable`.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,7 +30,7 @@ from isp_gateway.kit.errors import (
     UpstreamUnavailable,
 )
 from isp_gateway.kit.trim import release_free_memory
-from isp_gateway.upstream.invoices import fetch_pending
+from isp_gateway.upstream.invoices import fetch_pending, still_owed
 from isp_gateway.upstream.payments import PaymentMethod, fetch_payment_methods
 from isp_gateway.web.params import parse_service_id
 
@@ -37,6 +38,13 @@ if TYPE_CHECKING:
     from isp_gateway.kit.promises import ActivePromises
     from isp_gateway.parts import Parts
 
+
+log = logging.getLogger("isp_gateway.accounts")
+
+# An empty owed list is checked against this many of the newest invoices the last whole
+# read listed.
+OWED_SAMPLE = 3
+OWED_SAMPLE_KEY = "invoices:pending:sample"
 
 # "Cannot confirm the balance": never "owes nothing" (kit/messages).
 BALANCE_UNCONFIRMED = "balance"
@@ -63,7 +71,7 @@ class AccountService:
         self, parts: Parts, *, clients: ClientService, promises: ActivePromises | None = None
     ) -> None:
         self.settings = settings = parts.settings
-        self.gateway, self.clients = parts.gateway, clients
+        self.gateway, self.clients, self.store = parts.gateway, clients, parts.store
         # The payment-promise ledger (payments/ledger.py), for the account's `promise`.
         self.promises = promises
         lists = parts.lists
@@ -90,7 +98,33 @@ class AccountService:
 
     async def _load_invoices(self, background: bool) -> dict[str, Any]:
         pairs = await fetch_pending(self.gateway, background=background)
+        if pairs:
+            # The newest ids a whole read listed (no expiry: they outlive the cached copy
+            # and a restart), for the day the list comes back empty.
+            listed = sorted((i["invoice_id"] for _, i in pairs), reverse=True)[:OWED_SAMPLE]
+            if await self.store.get(OWED_SAMPLE_KEY) != listed:
+                await self.store.set(OWED_SAMPLE_KEY, listed)
+        else:
+            await self._confirm_empty()
         return pack_invoices(pairs)
+
+    async def _confirm_empty(self) -> None:
+        """An empty owed list is taken only when the invoices the last whole one listed are
+        no longer owed, each read on its own; one still owed makes it a failed read (the
+        stale copy answers, or 502 "cannot confirm the balance"). A 200 with `[]`, or a page
+        counting 0, is no proof that everyone paid: taken, it would tell every customer they
+        owe nothing, and diagnose a suspended one who owes to ask for a reconnection."""
+        listed = await self.store.get(OWED_SAMPLE_KEY)
+        for invoice_id in listed if isinstance(listed, list) else []:
+            if await still_owed(self.gateway, int(invoice_id)):
+                log.warning(
+                    "pending invoices read empty while invoice %d is still owed: "
+                    "a failed read, not taken",
+                    int(invoice_id),
+                )
+                raise UpstreamUnavailable()
+        if listed:
+            await self.store.delete(OWED_SAMPLE_KEY)
 
     @staticmethod
     def _index_invoices(value: Any) -> InvoiceIndex:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from isp_gateway.clients.misses import LOOKUP
+from isp_gateway.kit import deadline as request_deadline
 from isp_gateway.kit import messages
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.errors import (
@@ -64,6 +65,15 @@ _RECORD_POLL_SECONDS = 0.2
 _TASK_ID = re.compile(r"[0-9a-f]{32}")
 
 TASK_NOT_FOUND = "task"
+# Of the answer's 2 s margin past the request's deadline, what a create's upstream call may
+# use (as a ticket's POST does).
+ANSWER_MARGIN_SECONDS = 1.0
+
+
+def _time_left(seconds: float) -> float:
+    """`seconds`, or less: what the request's deadline leaves (never below nothing)."""
+    current = request_deadline.current()
+    return seconds if current is None else max(0.0, min(seconds, current.left()))
 
 
 class PingFailed(ServiceError):
@@ -155,10 +165,13 @@ class PingService:
                 return PingStart(shared, joined=True)
         await self._check_client(service_id)
         try:
+            # Every answer within UPSTREAM_TIMEOUT_SECONDS + 2 s (CALLERS.md 2): the lock is
+            # waited for, and the upstream asked, only while the request has time left (a
+            # create waiting on one the backend hangs on would add its own timeout to it).
             async with self.store.lock(
                 f"ping:create:{service_id}",
                 timeout=self._lock_timeout,
-                blocking_timeout=self._lock_timeout,
+                blocking_timeout=_time_left(self._lock_timeout),
             ):
                 if coalesce:
                     # Checked again under the lock: a concurrent request may have just created it.
@@ -211,8 +224,11 @@ class PingService:
             raise NotFound(action=Action.CLIENT_NOT_FOUND, variant=LOOKUP)
 
     async def _start_upstream(self, service_id: int, pings: int) -> str:
+        left = _time_left(self.settings.UPSTREAM_TIMEOUT_SECONDS)
         try:
-            return await create_ping(self.gateway, service_id, pings)
+            return await create_ping(
+                self.gateway, service_id, pings, timeout=left + ANSWER_MARGIN_SECONDS
+            )
         except PingServiceUnknown:
             raise NotFound(action=Action.CLIENT_NOT_FOUND, variant=LOOKUP) from None
         except PingRefused:

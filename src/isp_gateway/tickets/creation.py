@@ -5,10 +5,13 @@ made recorded for the next count."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import math
+import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from isp_gateway.kit import deadline
 from isp_gateway.kit.actions import Action
@@ -38,6 +41,7 @@ from isp_gateway.tickets.subjects import SubjectCatalogue
 from isp_gateway.tickets.views import ticket_view
 from isp_gateway.tickets.zones import RECENT_SECONDS, ZoneCounter, posting_key
 from isp_gateway.upstream import tickets as upstream
+from isp_gateway.upstream.gateway import UpstreamNoAnswer
 from isp_gateway.upstream.tickets import OUR_MOMENT, STATE_LABELS, NewTicket, Ticket
 
 if TYPE_CHECKING:
@@ -51,6 +55,11 @@ log = logging.getLogger("isp_gateway.tickets")
 DEPARTMENT = "Soporte Técnico"
 # Of the answer's 2 s margin past the deadline, what a ticket's POST may use.
 POST_MARGIN_SECONDS = 1.0
+# A POST the gateway gave up on may still be carried out by a slow backend: an identical
+# request waits this many upstream timeouts (and the margin) from it for its ticket to show.
+SETTLE_TIMEOUTS = 3
+# The longest Retry-After of that wait: the repeat finds the ticket soon after it shows.
+SETTLE_RETRY_SECONDS = 5.0
 
 
 def _within_deadline(seconds: float) -> float:
@@ -98,6 +107,7 @@ class TicketCreation:
         # (a bot has ~15 s): a busy zone answers 503 `zone_busy` + Retry-After, a key still
         # in flight 409 `idempotency_key_in_progress`; both are safe to repeat.
         self.zone_wait_seconds = max(5.0, timeout / 2)
+        self.settle_seconds = SETTLE_TIMEOUTS * timeout + POST_MARGIN_SECONDS
 
     async def _record_zone(
         self, order: TicketOrder
@@ -232,8 +242,9 @@ class TicketCreation:
             )
         except UpstreamError as exc:
             raise creation_failure(exc, COUNTING) from None
-        if posting is not None:
-            await self.zones.settle_posting(zone_id, posting["after_id"], count.tickets)
+        pending = posting is not None and await self.zones.settle_posting(
+            zone_id, posting, count.tickets, self.settle_seconds
+        )
         if unconfirmed is not None:
             found = self._find_unconfirmed(request, count.tickets, unconfirmed["after_id"])
             if found is not None:
@@ -247,11 +258,23 @@ class TicketCreation:
                     active=count.tickets,
                 )
                 return self._reconciled(found, request, priority)
+            self._not_settled(unconfirmed)
         if count.active >= cap:
             raise ZoneLimitReached(
                 variant="counts",
                 params={"zone_id": zone_id, "active": count.active, "limit": cap},
                 data={"max_tickets": cap, "active_tickets": count.active},
+            )
+        if pending:
+            # A POST in the zone got no answer and its ticket may still be made: it may
+            # take the zone's last slot, so nothing is opened until it shows or is past
+            # settle_seconds (at most that long; safe to repeat).
+            raise TicketCreationFailed(
+                variant="zone_busy",
+                params={"zone_id": zone_id},
+                status_code=503,
+                meta={"reason": "zone_busy"},
+                headers={"Retry-After": "2"},
             )
         if self.settings.DUPLICATE_TICKET_GUARD:
             duplicate = self._open_duplicate(request, count.tickets)
@@ -283,7 +306,7 @@ class TicketCreation:
                 meta={"reason": "server_stopping"},
                 headers={"Retry-After": "1"},
             )
-        mark = {"after_id": max((t.ticket_id for t in count.tickets), default=0)}
+        mark = {"after_id": max((t.ticket_id for t in count.tickets), default=0), "at": time.time()}
         # Both marks before the POST; the replicated one last, as its wait covers both (and
         # the zone lock taken before them): a master that dies from here on leaves them on
         # the replica the sentinels promote.
@@ -295,8 +318,12 @@ class TicketCreation:
             # repeat of the request finds the ticket if it was made (outcome unknown below).
             left = _within_deadline(self.settings.UPSTREAM_TIMEOUT_SECONDS)
             created = await upstream.create(self.gateway, new, timeout=left + POST_MARGIN_SECONDS)
+            answered = True
+        except UpstreamNoAnswer:
+            # Sent and never answered: a slow backend may still make it (_not_settled).
+            created, answered = None, False
         except UpstreamUnavailable:
-            created = None
+            created, answered = None, True
         except UpstreamError as exc:
             await self.zones.unmark(unconfirmed_key, posting_at)  # refused: nothing was created
             raise creation_failure(exc, POSTING) from None
@@ -304,6 +331,15 @@ class TicketCreation:
             # Timed out, dropped, 5xx or an unreadable 201: the ticket may exist; the marks
             # stay for the next creation in the zone and for a repeat of this request.
             log.warning("ticket creation for service %d: outcome unknown", request.service_id)
+            if answered:
+                # The backend answered: whatever it made is in its list from now on, and
+                # a repeat need not wait for it. (A store away now leaves the wait.)
+                answered_mark = {"after_id": mark["after_id"]}
+                with contextlib.suppress(StoreUnavailable):
+                    await self.store.set(
+                        unconfirmed_key, answered_mark, ttl=self.settings.IDEMPOTENCY_TTL_SECONDS
+                    )
+                    await self.store.set_replicated(posting_at, answered_mark, ttl=RECENT_SECONDS)
             raise TicketCreationFailed(
                 variant="outcome_unknown",
                 meta={"reason": "outcome_unknown"},
@@ -331,6 +367,21 @@ class TicketCreation:
         await self.zones.unmark(unconfirmed_key, posting_at)
         return listed
 
+    def _not_settled(self, unconfirmed: dict[str, Any]) -> None:
+        """An identical request's POST whose outcome was lost, not in the list read now:
+        while a slow backend may still carry it out (settle_seconds from it), posting again
+        could open a second ticket, so this request is refused (503 `outcome_pending`,
+        nothing sent; the repeat looks again). Past it, the POST was dropped: this one goes
+        ahead. A mark from before marks had a time is past it."""
+        left = float(unconfirmed.get("at", 0.0)) + self.settle_seconds - time.time()
+        if left > 0:
+            raise TicketCreationFailed(
+                variant="outcome_pending",
+                status_code=503,
+                meta={"reason": "outcome_pending"},
+                headers={"Retry-After": str(math.ceil(min(left, SETTLE_RETRY_SECONDS)))},
+            )
+
     def _same_subject(self, stored: str | None, subject: str) -> bool:
         """A ticket's `asunto` is the catalogue subject, as is or stored as
         "<subject> - <client name>" (UPSTREAM.md)."""
@@ -350,15 +401,16 @@ class TicketCreation:
         ]
         return max(same, key=newest_first, default=None)
 
-    @staticmethod
     def _find_unconfirmed(
-        request: CreateTicketRequest, tickets: list[Ticket], after_id: int
+        self, request: CreateTicketRequest, tickets: list[Ticket], after_id: int
     ) -> Ticket | None:
         for ticket in sorted(tickets, key=lambda t: t.ticket_id):
             if (
                 ticket.ticket_id > after_id
                 and ticket.service_id == request.service_id
-                and ticket.subject == request.subject
+                # In any form the account stores it (with the guard off, a miss here is a
+                # second ticket for one request).
+                and self._same_subject(ticket.subject, request.subject)
                 and (ticket.description or "").strip() == request.description.strip()
             ):
                 return ticket

@@ -31,6 +31,7 @@ from isp_gateway.web.params import (
     VERIFICATION_ERRORS,
     IdempotencyKey,
     VerificationIdHeader,
+    parse_service_id,
     require_verification,
 )
 
@@ -47,7 +48,7 @@ _CREATE_RESPONSES = (
         502,
         503,
         actions={
-            400: Action.TICKET_CREATION_FAILED,
+            400: [Action.TICKET_CREATION_FAILED, Action.INVALID_SERVICE_ID],
             404: Action.CLIENT_NOT_FOUND,
             409: [
                 Action.ZONE_TICKET_LIMIT_REACHED,
@@ -92,8 +93,11 @@ _CREATE_RESPONSES[502]["description"] = (
 _CREATE_RESPONSES[503]["description"] = (
     "Nothing was created; retry after `Retry-After` (the same Idempotency-Key is safe). "
     "`meta.reason`: `upstream_rate_limited` (the ISP backend's limit), `zone_busy` (another "
-    "creation in the zone held it past the request's time), `server_stopping` (this replica "
-    "is stopping; another answers). `action`: `ticket_creation_failed`."
+    "creation in the zone held it past the request's time, or its POST got no answer and its "
+    "ticket, which may take the zone's last slot, has not shown yet), `server_stopping` (this "
+    "replica is stopping; another answers), `outcome_pending` (this same request's earlier "
+    "POST got no answer and may still be carried out by a slow backend: its ticket is looked "
+    "for again on the repeat). `action`: `ticket_creation_failed`."
 )
 
 
@@ -139,6 +143,8 @@ async def create_ticket(
     verification_id: VerificationIdHeader = None,
 ) -> JSONResponse:
     """Open a support ticket, unless the customer's zone is at its cap."""
+    # A service id in the body is one as a path's is (CALLERS.md 2): 400, never upstream.
+    parse_service_id(str(body.service_id))
     # With REQUIRE_VERIFICATION, only for a service this caller and end user verified.
     await require_verification(request, body.service_id)
     order = await tickets.order(body)

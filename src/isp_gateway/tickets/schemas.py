@@ -8,7 +8,10 @@ from isp_gateway.kit.models import NON_BLANK, RequestModel
 
 
 class CreateTicketRequest(RequestModel):
-    service_id: int = Field(ge=1, description="Service the ticket belongs to")
+    service_id: int = Field(
+        ge=1,
+        description="Service the ticket belongs to: 1 to 10 digits (else 400 invalid_service_id)",
+    )
     subject: str = Field(min_length=1, max_length=200, description="One subject of 4.7, as is")
     description: str = Field(
         min_length=1, max_length=5000, pattern=NON_BLANK, description="What is wrong (not blank)"

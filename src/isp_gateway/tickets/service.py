@@ -18,7 +18,10 @@ fingerprint as "unconfirmed" and the zone as "posting", each with the highest ti
 before it; they are removed once the outcome is recorded. A mark left behind makes the next
 creation in the zone read the upstream's list now: the zone's newer tickets join the shared
 sweep (the cap counts them), and an identical request (same Idempotency-Key or not) answers
-with its ticket instead of creating a second.
+with its ticket instead of creating a second. A POST that got no answer at all may still be
+carried out by a slow backend after the gateway gave up: for 3 upstream timeouts and 1 s from
+it (creation.py, settle_seconds), while its ticket does not show, an identical request answers
+503 `outcome_pending` and the zone's other creations 503 `zone_busy`, nothing sent.
 
 One write path for REST and MCP: `order` (or `order_for_service`, whose zone and technician
 come from the client record) checks the subject, and `create(order, idempotency_key)` runs
@@ -42,7 +45,7 @@ from isp_gateway.kit import messages
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.answers import Answer, success
 from isp_gateway.kit.cache import CachedResource
-from isp_gateway.kit.errors import InvalidInput, NotFound, ServiceError
+from isp_gateway.kit.errors import InvalidInput, NotFound, ServiceError, UpstreamUnavailable
 from isp_gateway.kit.idempotency import Idempotency, fingerprint, refusal_told
 from isp_gateway.tickets.active import ActiveTickets
 from isp_gateway.tickets.creation import TicketCreation, TicketOrder
@@ -72,6 +75,9 @@ log = logging.getLogger("isp_gateway.tickets")
 # record (`order_for_service`): replaced by the record's before anything is counted, locked
 # or sent.
 FROM_RECORD = 1
+# An empty sweep is checked against this many of the newest tickets the last whole one listed.
+SWEEP_SAMPLE = 3
+SWEEP_SAMPLE_KEY = "tickets:active:sample"
 
 
 class TicketService:
@@ -121,7 +127,35 @@ class TicketService:
 
     async def _sweep(self, background: bool) -> list[dict[str, Any]]:
         tickets = await upstream.list_in_states(self.gateway, self.states, background=background)
+        if tickets:
+            # The newest ids a whole sweep listed (no expiry: they outlive the cached copy
+            # and a restart), for the day the list comes back empty.
+            listed = sorted((t.ticket_id for t in tickets), reverse=True)[:SWEEP_SAMPLE]
+            if await self.store.get(SWEEP_SAMPLE_KEY) != listed:
+                await self.store.set(SWEEP_SAMPLE_KEY, listed)
+        else:
+            await self._confirm_empty()
         return [t.model_dump() for t in tickets]
+
+    async def _confirm_empty(self) -> None:
+        """An empty sweep is taken only when the tickets the last whole one listed are no
+        longer active, each asked on its own; one still open makes it a failed read
+        (UpstreamUnavailable: CALLERS.md 2). A 200 with `[]`, or a page counting 0, is no
+        proof that every ticket closed: taken, it would lift every zone's cap, hide open
+        tickets from the duplicate guard and tell a bot the customer has none."""
+        listed = await self.store.get(SWEEP_SAMPLE_KEY)
+        for ticket_id in listed if isinstance(listed, list) else []:
+            ticket = await upstream.fetch(self.gateway, int(ticket_id))
+            # An unreadable state counts as active, as the zone count takes it (zones.py).
+            if ticket is not None and (ticket.state is None or ticket.state in self.states):
+                log.warning(
+                    "active tickets read empty while ticket %d is still active: "
+                    "a failed read, not taken",
+                    ticket.ticket_id,
+                )
+                raise UpstreamUnavailable()
+        if listed:
+            await self.store.delete(SWEEP_SAMPLE_KEY)
 
     # -- subjects ----------------------------------------------------------------------
 

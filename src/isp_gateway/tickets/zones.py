@@ -165,12 +165,22 @@ class ZoneCounter:
             for key in keys:
                 await self.store.delete(key)
 
-    async def settle_posting(self, zone_id: int, after_id: int, tickets: list[Ticket]) -> None:
-        """A creation in this zone marked its POST and never recorded the outcome (the store
-        or its worker went away after it). The list just read shows what it made: the zone's
-        tickets newer than the mark join the shared sweep (the next counts, on any worker,
-        see them before its next load), and the mark is done."""
+    async def settle_posting(
+        self, zone_id: int, mark: dict[str, Any], tickets: list[Ticket], settle_seconds: float
+    ) -> bool:
+        """A creation in this zone marked its POST and never recorded the outcome (its answer
+        never came, or the store or its worker went away after it). The list just read shows
+        what it made: the zone's tickets newer than the mark join the shared sweep (the next
+        counts, on any worker, see them before its next load), and the mark is done. When
+        none shows yet and the POST got no answer less than `settle_seconds` ago, a slow
+        backend may still make its ticket: the mark stays, and True says it is pending."""
+        shown = False
         for ticket in tickets:
-            if ticket.zone_id == zone_id and ticket.ticket_id > after_id:
+            if ticket.zone_id == zone_id and ticket.ticket_id > mark["after_id"]:
                 await self.active.update(ticket.model_dump())
+                shown = True
+        # A mark without a time (its POST was answered, or it predates the times) is done.
+        if not shown and time.time() - float(mark.get("at", 0.0)) < settle_seconds:
+            return True
         await self.store.delete(posting_key(zone_id))
+        return False

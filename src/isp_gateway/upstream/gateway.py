@@ -42,6 +42,11 @@ class UpstreamUnreached(UpstreamUnavailable):
     (every other UpstreamUnavailable of a write may have followed its doing)."""
 
 
+class UpstreamNoAnswer(UpstreamUnavailable):
+    """The request was sent and no answer came: it timed out, or the connection dropped. A
+    write may still be carried out after this by a slow backend."""
+
+
 class Observer(Protocol):
     """Where each upstream answer is counted (observability/metrics.py)."""
 
@@ -180,7 +185,7 @@ class UpstreamGateway:
                 log.warning("upstream %s %s: timed out", method, url)
                 if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
                     raise UpstreamUnreached() from None
-                raise UpstreamUnavailable() from None
+                raise UpstreamNoAnswer() from None
             except httpx.RemoteProtocolError as exc:
                 self._count(method, url, "error", started)
                 # Most often a kept-alive connection the upstream closed as it was reused
@@ -189,11 +194,11 @@ class UpstreamGateway:
                 if attempt + 1 < attempts:
                     continue
                 log.warning("upstream %s %s: %s", method, url, type(exc).__name__)
-                raise UpstreamUnavailable() from None
+                raise UpstreamNoAnswer() from None
             except httpx.HTTPError as exc:
                 self._count(method, url, "error", started)
                 log.warning("upstream %s %s: %s", method, url, type(exc).__name__)
-                raise UpstreamUnavailable() from None
+                raise UpstreamNoAnswer() from None
         status = response.status_code
         if not 400 <= status < 500 or status in (401, 403, 429):
             self._count(method, url, _outcome(status), started)

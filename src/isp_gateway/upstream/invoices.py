@@ -20,6 +20,7 @@ import math
 import re
 from typing import Any, TypedDict
 
+from isp_gateway.kit.errors import UpstreamRejected, UpstreamUnavailable
 from isp_gateway.kit.text import fold
 from isp_gateway.upstream.clients import parse_cut_off
 from isp_gateway.upstream.gateway import UpstreamGateway
@@ -136,3 +137,19 @@ async def fetch_pending(
                     seen.add(invoice["invoice_id"])
                     out.append((username, invoice))
     return out
+
+
+async def still_owed(gateway: UpstreamGateway, invoice_id: int) -> bool:
+    """Whether one invoice is still owed, read on its own (`estado` is a label there); one
+    the backend no longer knows (404) is not. Raises the gateway's errors, and
+    UpstreamUnavailable for a 200 that is no invoice."""
+    try:
+        body = await gateway.get_json(f"{INVOICES_PATH}{invoice_id}/")
+    except UpstreamRejected as exc:
+        if exc.upstream_status == 404:
+            return False
+        raise
+    if not isinstance(body, dict):
+        raise UpstreamUnavailable()
+    # An unreadable state is owed (_is_pending): the safe side of a debt.
+    return _is_pending(body.get("estado"))

@@ -59,14 +59,17 @@ class PingTaskNotFound(Exception):
     """The upstream no longer knows the task, or refuses to show it: the task has failed."""
 
 
-async def create_ping(gateway: UpstreamGateway, service_id: int, pings: int) -> str:
-    """Ask the upstream to ping a service's device; the upstream task id.
+async def create_ping(
+    gateway: UpstreamGateway, service_id: int, pings: int, *, timeout: float | None = None
+) -> str:
+    """Ask the upstream to ping a service's device; the upstream task id. `timeout`, when
+    given, replaces UPSTREAM_TIMEOUT_SECONDS (the time the request has left).
 
     Raises `PingServiceUnknown`, `PingRefused` (any other refusal), or the gateway's errors.
     """
     try:
         response = await gateway.request(
-            "POST", f"api/clientes/{service_id}/ping/", json={"pings": pings}
+            "POST", f"api/clientes/{service_id}/ping/", json={"pings": pings}, timeout=timeout
         )
     except UpstreamRejected as exc:
         if exc.upstream_status == 404:

@@ -73,6 +73,12 @@ TEXTS: Texts = {
             "The ISP backend did not confirm the ticket; it may have been created. Repeating the "
             "same request is safe: the service looks for that ticket before creating another",
         ),
+        "outcome_pending": t(
+            "El sistema del proveedor aún no muestra el ticket que esta misma solicitud pudo "
+            f"abrir antes; {_NOTHING_CREATED_ES}",
+            "The ISP backend does not show yet the ticket this same request may have created "
+            "before; nothing was created, retry shortly",
+        ),
         "throttled": t(
             f"El sistema del proveedor está limitando las solicitudes; {_NOTHING_CREATED_ES}",
             "The ISP backend is rate limiting requests; retry shortly",
