@@ -220,13 +220,7 @@ class TicketCreation:
             ):
                 return await self._zone_step(request, order.priority, order.fingerprint, borrowed)
         except LockTimeout:
-            raise TicketCreationFailed(
-                variant="zone_busy",
-                params={"zone_id": zone_id},
-                status_code=503,
-                meta={"reason": "zone_busy"},
-                headers={"Retry-After": "2"},
-            ) from None
+            raise _zone_busy(zone_id) from None
 
     async def _zone_step(
         self, request: CreateTicketRequest, priority: int, fp: str, borrowed: bool
@@ -269,13 +263,7 @@ class TicketCreation:
             # A POST in the zone got no answer and its ticket may still be made: it may
             # take the zone's last slot, so nothing is opened until it shows or is past
             # settle_seconds (at most that long; safe to repeat).
-            raise TicketCreationFailed(
-                variant="zone_busy",
-                params={"zone_id": zone_id},
-                status_code=503,
-                meta={"reason": "zone_busy"},
-                headers={"Retry-After": "2"},
-            )
+            raise _zone_busy(zone_id)
         if self.settings.DUPLICATE_TICKET_GUARD:
             duplicate = self._open_duplicate(request, count.tickets)
             if duplicate is not None:
@@ -435,3 +423,15 @@ class TicketCreation:
                 "priority": ticket.priority or str(priority),
             }
         )
+
+
+def _zone_busy(zone_id: int) -> TicketCreationFailed:
+    """503 zone_busy: the zone is another creation's for now (its lock, or its POST that got
+    no answer); nothing was sent, and the same request may be repeated after Retry-After."""
+    return TicketCreationFailed(
+        variant="zone_busy",
+        params={"zone_id": zone_id},
+        status_code=503,
+        meta={"reason": "zone_busy"},
+        headers={"Retry-After": "2"},
+    )
