@@ -96,3 +96,20 @@ def test_forwarded_allow_ips_is_read_from_env_file(tmp_path: Path, password_hash
             for n in (1, 2)
         ]
         assert [r.status_code for r in statuses] == [404, 429]
+
+
+def test_a_forwarded_allow_ips_entry_that_is_no_address_is_refused(
+    tmp_path: Path, password_hash: str
+) -> None:
+    """uvicorn's reader keeps an entry it cannot parse as a literal that never matches an
+    address: `10.0.0.7 10.0.0.8` (a space, not a comma), `10.0.0.0/33` or a host name left
+    X-Forwarded-For untrusted without a word, and behind nginx every caller was counted
+    under nginx's address (one caller's failed logins locked everyone)."""
+    for value in ("10.0.0.7 10.0.0.8", "10.0.0.0/33", "nginx.internal", "10.0.0.1/8"):
+        write_env(tmp_path, password_hash, f"FORWARDED_ALLOW_IPS='{value}'")
+        message = refused(tmp_path)
+        assert "FORWARDED_ALLOW_IPS" in message and repr(value.split(",")[0]) in message, message
+    for value in ("10.0.0.7,10.0.0.8", "10.0.0.0/8, ::1", "*", "fd00::/8"):
+        write_env(tmp_path, password_hash, f"FORWARDED_ALLOW_IPS='{value}'")
+        result = run_cli("check-config", env=base_env(), cwd=tmp_path)
+        assert result.returncode == 0, (value, result.stderr)

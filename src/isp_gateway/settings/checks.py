@@ -5,6 +5,7 @@ that involve several settings."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from datetime import date
 from typing import TYPE_CHECKING, Any
@@ -189,6 +190,26 @@ def distinct_sentinels(value: list[tuple[str, int]]) -> list[tuple[str, int]]:
 def master_name(value: str | None) -> str | None:
     if value is not None and (value != value.strip() or " " in value):
         raise ValueError("must be the master's name in the sentinels, without spaces")
+    return value
+
+
+def trusted_proxies(value: str) -> str:
+    """uvicorn's reader of FORWARDED_ALLOW_IPS keeps an entry it cannot parse as a literal
+    that no TCP peer ever matches: a typo there left X-Forwarded-For untrusted without a word,
+    and behind nginx every caller was counted under nginx's address."""
+    for entry in (part.strip() for part in value.split(",")):
+        if entry in ("", "*"):
+            continue
+        try:
+            if "/" in entry:
+                ipaddress.ip_network(entry)
+            else:
+                ipaddress.ip_address(entry)
+        except ValueError:
+            raise ValueError(
+                f"{entry!r} is no IP address or network: list addresses or networks with "
+                "commas (10.0.0.7,10.0.0.0/24), or * for any"
+            ) from None
     return value
 
 
