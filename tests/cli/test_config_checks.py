@@ -113,3 +113,22 @@ def test_a_forwarded_allow_ips_entry_that_is_no_address_is_refused(
         write_env(tmp_path, password_hash, f"FORWARDED_ALLOW_IPS='{value}'")
         result = run_cli("check-config", env=base_env(), cwd=tmp_path)
         assert result.returncode == 0, (value, result.stderr)
+
+
+def test_an_upstream_address_with_a_password_or_a_query_is_refused(
+    tmp_path: Path, password_hash: str
+) -> None:
+    """httpx made Basic auth of a user and password in UPSTREAM_NET_HOST, replacing the
+    Api-Key header on every backend call (each 401), and check-config and the start-up line
+    printed the password; a query put every call's path after it (`/?a=1/api/clientes/`).
+    Both passed check-config."""
+    for value in ("https://isp:pa55-w0rd@isp.example.com", "https://:pa55-w0rd@isp.example.com"):
+        write_env(tmp_path, password_hash, f"UPSTREAM_NET_HOST='{value}'")
+        message = refused(tmp_path)
+        assert "UPSTREAM_NET_HOST: must not hold a user or password" in message
+        assert "pa55-w0rd" not in message
+    for value in ("https://isp.example.com/?tenant=1", "https://isp.example.com#x"):
+        write_env(tmp_path, password_hash, f"UPSTREAM_NET_HOST='{value}'")
+        assert "UPSTREAM_NET_HOST: must be a base address without ?query" in refused(tmp_path)
+    write_env(tmp_path, password_hash, "UPSTREAM_NET_HOST='https://isp.example.com:8443/wisp/'")
+    assert run_cli("check-config", env=base_env(), cwd=tmp_path).returncode == 0

@@ -88,6 +88,17 @@ def http_url(value: str) -> str:
     parts = urlsplit(value)
     if not parts.hostname:
         raise ValueError("must name a host, e.g. https://api.wisphub.net")
+    if "@" in parts.netloc:
+        # httpx turns a user and password in the address into Basic auth, which replaces the
+        # Api-Key header on every call (each answered 401); and the address is printed and
+        # logged at start-up. Never echoed here.
+        raise ValueError(
+            "must not hold a user or password (the backend's key is UPSTREAM_NET_KEY), "
+            "e.g. https://api.wisphub.net"
+        )
+    if parts.query or parts.fragment or value.rstrip("/").endswith(("?", "#")):
+        # Every call's path would be added after it: https://x/?a=1/api/clientes/.
+        raise ValueError("must be a base address without ?query or #fragment")
     if parts.path.rstrip("/").lower().endswith("/api"):
         # Every call adds `api/...` itself: `https://x/api` would ask `/api/api/clientes/`,
         # which answers 404 (an HTML page), and the service could never read a list.
