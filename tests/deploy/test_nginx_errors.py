@@ -113,3 +113,30 @@ def test_a_replicas_own_error_passes_as_it_is(tmp_path: Path, status: int) -> No
         assert answer.status_code == status
         assert answer.json() == body
         assert answer.headers["x-request-id"] == "own-1"
+
+
+def test_a_payment_report_meets_nginxs_502_and_504_in_the_envelope(tmp_path: Path) -> None:
+    """The receipts' location names its own 413, and an error_page in a location drops every
+    one of the server's: a report sent while no replica answered got nginx's HTML 502, with no
+    Retry-After, and one a replica was too slow for its HTML 504."""
+    report = "/api/v1/clients/5/payment-reports"
+    (tmp_path / "down").mkdir()
+    (tmp_path / "slow").mkdir()
+    with ExitStack() as stack:
+        url, tls = stack.enter_context(
+            run_nginx(tmp_path / "down", [free_port(), free_port()], ready=False)
+        )
+        down = stack.enter_context(client(url, tls)).post(report, json={})
+    assert_json(
+        down, 502, "service_unavailable", "No replica of the service answered, try again shortly"
+    )
+    assert down.headers["retry-after"] == "5"
+    faster = {"proxy_read_timeout 40s;": "proxy_read_timeout 1s;"}
+    with silent_replicas(2) as ports, ExitStack() as stack:
+        url, tls = stack.enter_context(run_nginx(tmp_path / "slow", ports, faster, ready=False))
+        slow = stack.enter_context(client(url, tls)).post(report, json={})
+    assert_json(
+        slow, 504, "service_timeout", "The service did not answer in time, try again shortly"
+    )
+    assert slow.headers["retry-after"] == "5"
+
