@@ -132,3 +132,28 @@ def test_an_upstream_address_with_a_password_or_a_query_is_refused(
         assert "UPSTREAM_NET_HOST: must be a base address without ?query" in refused(tmp_path)
     write_env(tmp_path, password_hash, "UPSTREAM_NET_HOST='https://isp.example.com:8443/wisp/'")
     assert run_cli("check-config", env=base_env(), cwd=tmp_path).returncode == 0
+
+
+def test_a_redis_url_redis_cannot_read_is_refused_without_its_password(
+    tmp_path: Path, password_hash: str
+) -> None:
+    """A port that is no number (the `@` forgotten: the password read as the port), an
+    unclosed IPv6 address, an option of the wrong type, a database that is no number (which
+    redis-py quietly read as 0): check-config passed each, `check-config --probe` answered a
+    traceback, `serve` 'cannot reach' quoting redis-py's reason."""
+    for value in (
+        "redis://:pa55-w0rd@127.0.0.1:notaport/0",
+        "redis://:pa55-w0rd",
+        "redis://:pa55-w0rd@[::1/0",
+        "redis://:pa55-w0rd@127.0.0.1:6379/0?socket_timeout=soon",
+        "redis://:pa55-w0rd@127.0.0.1:6379/sessions",
+    ):
+        write_env(tmp_path, password_hash, f"REDIS_URL='{value}'")
+        assert "REDIS_URL: " in refused(tmp_path)
+        for command in (("check-config",), ("check-config", "--probe")):
+            result = run_cli(*command, env=base_env(), cwd=tmp_path)
+            assert result.returncode == 2, (value, result.stderr)
+            assert "Traceback" not in result.stderr and "pa55-w0rd" not in result.stderr
+    for value in ("redis://:p@127.0.0.1:6379", "redis://[::1]:6379/2?socket_timeout=1"):
+        write_env(tmp_path, password_hash, f"REDIS_URL='{value}'")
+        assert run_cli("check-config", env=base_env(), cwd=tmp_path).returncode == 0, value

@@ -180,7 +180,30 @@ def redis_scheme(value: SecretStr | None) -> SecretStr | None:
         ("redis://", "rediss://", "unix://")
     ):
         raise ValueError("must start with redis://, rediss:// or unix://")
+    if value is not None:
+        redis_url_readable(value.get_secret_value())
     return value
+
+
+def redis_url_readable(url: str) -> None:
+    """What redis-py reads without connecting: a port that is no number (`redis://:pw` with
+    the `@` forgotten makes the password the port), an IPv6 address unclosed, a ?option of
+    the wrong type. check-config passed them, `--probe` answered a traceback and `serve`
+    'cannot reach'. The reason is not echoed: it can quote the password."""
+    from redis.asyncio.connection import parse_url
+
+    try:
+        parse_url(url)
+        parts = urlsplit(url)
+    except ValueError:
+        raise ValueError(
+            "is not a URL redis can read (its port, address or ?options), "
+            "e.g. redis://:PASSWORD@10.0.0.5:6379/0"
+        ) from None
+    database = parts.path.strip("/")
+    if parts.scheme != "unix" and database and not database.isdigit():
+        # redis-py ignores a database that is no number and uses 0.
+        raise ValueError("the database after the address must be a number, e.g. /0")
 
 
 def sentinel_addresses(value: Any) -> Any:
