@@ -102,3 +102,31 @@ def test_the_examples_name_only_exported_metrics(gateway: Gateway) -> None:
         assert used, f"{alert}: no metric found in {expr!r}"
         unknown = used - names - PROMETHEUS_SERIES
         assert not unknown, f"{alert} names metrics the gateway does not export: {unknown}"
+
+
+# The routes whose answers wait on purpose, up to 25 s: a ping's result, a diagnose, and MCP,
+# whose diagnose_connection tool waits as REST's diagnose does (default 20 s).
+LONG_POLLS = {
+    "/api/v1/ping/{task_id}/": ("GET", "/api/v1/ping/abc/"),
+    "/api/v1/clients/{service_id}/diagnose": ("POST", "/api/v1/clients/1/diagnose?wait=0"),
+    "/mcp": ("GET", "/mcp"),
+}
+
+
+def test_the_slow_answers_alert_leaves_every_long_poll_out(gateway: Gateway) -> None:
+    """GatewaySlowAnswers left out the ping and diagnose routes but not /mcp, where an agent's
+    diagnose_connection waits as long: agents diagnosing connections raised it."""
+    for method, path in LONG_POLLS.values():
+        gateway.client.request(method, path, headers=gateway.auth)
+    text = gateway.client.get("/metrics").text
+    bucket = r'isp_gateway_request_duration_seconds_bucket\{[^}]*route="([^"]+)"'
+    routes = set(re.findall(bucket, text))
+    assert set(LONG_POLLS) <= routes, routes
+    rules = rule_expressions(yaml.safe_load((DEPLOY / "alerts.yml").read_text()))
+    expr = rules["GatewaySlowAnswers"]
+    (left_out,) = re.findall(r'route!~"([^"]+)"', expr)
+    # PromQL's regular expressions match the whole value.
+    for route in LONG_POLLS:
+        assert re.fullmatch(left_out, route), route
+    for route in ("/health", "/api/v1/tickets", "/api/v1/clients/by-document/{document}"):
+        assert not re.fullmatch(left_out, route), route
