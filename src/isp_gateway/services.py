@@ -125,7 +125,9 @@ class Runtime:
 
     async def _store_check(self) -> str:
         try:
-            await asyncio.wait_for(self.store.get("ready:probe"), CHECK_SECONDS)
+            # A write: a Redis demoted to a replica answers reads and refuses every write, and
+            # so nearly every request (503 store_unavailable); a read said `ok`.
+            await asyncio.wait_for(self.store.set("ready:probe", 1, ttl=60), CHECK_SECONDS)
         except (StoreUnavailable, TimeoutError):
             return "unavailable"
         return "ok"
