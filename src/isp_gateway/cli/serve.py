@@ -26,8 +26,32 @@ def _check_redis_or_exit(settings: Any) -> None:
         finally:
             await store.close()
 
+    async def writable() -> bool:
+        """Whether REDIS_URL's Redis takes a write: a replica answers the ping and refuses
+        every write, and the service started on it answered nearly every request 503."""
+        import redis.asyncio as aioredis
+        from redis.exceptions import ReadOnlyError
+
+        client = aioredis.Redis.from_url(settings.REDIS_URL.get_secret_value())
+        try:
+            await asyncio.wait_for(client.set("ready:probe", 1, ex=60), 10)
+        except ReadOnlyError:
+            return False
+        finally:
+            await client.aclose()
+        return True
+
     try:
         asyncio.run(ping())
+        if settings.REDIS_URL is not None and not asyncio.run(writable()):
+            print(
+                "isp-gateway: the Redis of REDIS_URL is a read-only replica (it refuses "
+                "writes); name its master, or use REDIS_SENTINELS to follow failovers",
+                file=sys.stderr,
+            )
+            raise SystemExit(1)
+    except SystemExit:
+        raise
     except Exception as exc:
         # redis-py's messages name hosts and ports (and a master's name), never a password.
         reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
