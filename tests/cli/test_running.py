@@ -180,3 +180,17 @@ def test_serve_refuses_a_redis_url_that_is_a_read_only_replica(
         "isp-gateway: the Redis of REDIS_URL is a read-only replica (it refuses writes); "
         "name its master, or use REDIS_SENTINELS to follow failovers"
     ]
+
+
+@pytest.mark.parametrize("host", ["192.0.2.77", "no-such-host.invalid"])
+def test_a_host_that_is_no_address_of_this_machine_names_the_host_setting(
+    tmp_path: Path, password_hash: str, host: str
+) -> None:
+    """ISP_GATEWAY_HOST set to another host's address (or a name that resolves to nothing)
+    was refused with 'stop it or choose another --port', which names the wrong setting."""
+    env = base_env(**required_env(password_hash), ISP_GATEWAY_HOST=host)
+    status, err = serve_once(env, tmp_path, "--port", str(free_port()))
+    assert status == 1
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"isp-gateway: cannot listen on {host}:")
+    assert line.endswith("; --host (else ISP_GATEWAY_HOST) must be an address of this host")

@@ -109,14 +109,18 @@ def _check_port_or_exit(host: str, port: int) -> None:
     problem = _cannot_listen(host, port)
     if problem is None:
         return
+    reason = problem.strerror or str(problem)
     if problem.errno == errno.EADDRINUSE:
         reason = "already in use (another isp-gateway, or another service, listens there)"
+        advice = "stop it or choose another --port"
+    elif problem.errno == errno.EACCES:
+        advice = "a port below 1024 needs privileges the service does not have; choose another"
     else:
-        reason = problem.strerror or str(problem)
+        # A host that is no address of this machine (a typo, another host's address, one
+        # not up yet): "stop it or choose another --port" pointed at the wrong setting.
+        advice = "--host (else ISP_GATEWAY_HOST) must be an address of this host"
     print(
-        f"isp-gateway: cannot listen on {_address(host, port)}: {reason}; stop it or choose "
-        "another --port",
-        file=sys.stderr,
+        f"isp-gateway: cannot listen on {_address(host, port)}: {reason}; {advice}", file=sys.stderr
     )
     raise SystemExit(1)
 
