@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 from datetime import date
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -37,7 +38,8 @@ def split_list(value: Any) -> Any:
     """Accept a JSON list or a comma-separated string for list settings."""
     if isinstance(value, str):
         text = value.strip()
-        if text.startswith("["):
+        # `[fd00::5]:26379,...` (a v6 host:port first) is a comma-separated list, not JSON.
+        if text.startswith("[") and not re.match(r"\[[0-9A-Fa-f:.%]+\]:", text):
             try:
                 return json.loads(text)
             except ValueError:
