@@ -157,3 +157,21 @@ def test_a_redis_url_redis_cannot_read_is_refused_without_its_password(
     for value in ("redis://:p@127.0.0.1:6379", "redis://[::1]:6379/2?socket_timeout=1"):
         write_env(tmp_path, password_hash, f"REDIS_URL='{value}'")
         assert run_cli("check-config", env=base_env(), cwd=tmp_path).returncode == 0, value
+
+
+def test_an_api_keys_file_in_a_directory_that_does_not_exist_is_refused(
+    tmp_path: Path, password_hash: str
+) -> None:
+    """A typo in the directory passed check-config and serve, which then held no keys for
+    good (every bot 401); only `check-config --probe` named it. A file not made yet in a
+    directory that exists is still fine."""
+    missing = tmp_path / "isp-gatway" / "keys.json"
+    write_env(tmp_path, password_hash, f"API_KEYS_FILE={missing}")
+    message = refused(tmp_path)
+    assert message.strip() == (
+        f"isp-gateway: API_KEYS_FILE {missing}: its directory {missing.parent} does not exist"
+    )
+    result = run_cli("serve", "--port", str(free_port()), env=base_env(), cwd=tmp_path)
+    assert result.returncode == 2 and "its directory" in result.stderr
+    write_env(tmp_path, password_hash, f"API_KEYS_FILE={tmp_path / 'keys.json'}")
+    assert run_cli("check-config", env=base_env(), cwd=tmp_path).returncode == 0
