@@ -57,6 +57,10 @@ T = TypeVar("T")
 
 # A readiness probe must answer well within a load balancer's probe timeout (usually 1-5 s).
 CHECK_SECONDS = 2.0
+# The newest answer about our key any worker or replica has had ([time, refused]): /ready's
+# `upstream` check is the same on every worker of the store, whichever answers the probe.
+KEY_ANSWER = "ready:upstream_key"
+KEY_ANSWER_TTL = 86400
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,10 +111,11 @@ class Runtime:
 
     async def readiness(self) -> dict[str, str]:
         """`/ready`'s checks (web/health.py), each "ok" or what is wrong."""
+        store = await self._store_check()
         checks = {
-            "store": await self._store_check(),
+            "store": store,
             "clients": await self._clients_check(),
-            "upstream": self._upstream_check(),
+            "upstream": await self._upstream_check(shared=store == "ok"),
         }
         if self.key_ring.enabled:
             # `unreadable` while API_KEYS_FILE cannot be read or parsed: the last good keys
@@ -120,7 +125,9 @@ class Runtime:
 
     async def _store_check(self) -> str:
         try:
-            await asyncio.wait_for(self.store.get("ready:probe"), CHECK_SECONDS)
+            # A write: a Redis demoted to a replica answers reads and refuses every write, and
+            # so nearly every request (503 store_unavailable); a read said `ok`.
+            await asyncio.wait_for(self.store.set("ready:probe", 1, ttl=60), CHECK_SECONDS)
         except (StoreUnavailable, TimeoutError):
             return "unavailable"
         return "ok"
@@ -143,12 +150,33 @@ class Runtime:
             progress = None
         return "not_loaded" if progress is None else progress.label()
 
-    def _upstream_check(self) -> str:
+    async def _upstream_check(self, *, shared: bool) -> str:
         """`unauthorized` while the upstream's last word about our key was a 401/403 (a
         wrong or revoked UPSTREAM_NET_KEY: nothing this replica asks will be answered). An
         upstream that is merely down is not a reason to leave the pool: cached copies still
-        serve."""
-        return "unauthorized" if self.gateway.key_refused else "ok"
+        serve. The last word of any worker sharing the store: each worker's own flipped
+        /ready between 503 and 200 on one replica, whichever worker answered the probe (and
+        a worker that had seen a 403 stayed 503 after the key was fixed, until it called the
+        backend itself)."""
+        gateway = self.gateway
+        mine = [gateway.key_answered_at, gateway.key_refused]
+        newest = mine
+        if shared:
+            try:
+                seen = await asyncio.wait_for(self.store.get(KEY_ANSWER), CHECK_SECONDS)
+                if isinstance(seen, list) and len(seen) == 2 and seen[0] >= mine[0]:
+                    newest = seen
+                elif mine[0]:
+                    await self.share_key_answer(mine)
+            except (StoreUnavailable, TimeoutError):
+                pass
+            gateway.key_refused_shared = bool(newest[1])
+        return "unauthorized" if newest[1] else "ok"
+
+    async def share_key_answer(self, answer: list[Any]) -> None:
+        """The upstream's answer about our key ([time, refused]) for every worker's /ready."""
+        write = self.store.set(KEY_ANSWER, answer, ttl=KEY_ANSWER_TTL)
+        await asyncio.wait_for(write, CHECK_SECONDS)
 
 
 async def start_runtime(
@@ -192,7 +220,7 @@ async def start_runtime(
     if metrics is not None:
         metrics.watch_planner(planner)
     planner.log_plan("start-up")
-    return Runtime(
+    runtime = Runtime(
         settings=settings,
         store=store,
         gateway=gateway,
@@ -203,6 +231,8 @@ async def start_runtime(
         metrics=metrics,
         stopping=stopping,
     )
+    gateway.share_key_answer = runtime.share_key_answer
+    return runtime
 
 
 async def _start_services(

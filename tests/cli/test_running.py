@@ -18,7 +18,7 @@ import pytest
 from isp_gateway.auth import keys
 from isp_gateway.cli import build_parser
 from tests.conftest import required_env
-from tests.support import base_env, free_port, run_cli, serving
+from tests.support import RedisServer, base_env, free_port, run_cli, serving
 
 
 def serve_once(env: dict[str, str], cwd: Path, *args: str) -> tuple[int, str]:
@@ -161,3 +161,36 @@ def test_hash_password_refuses_a_short_password(tmp_path: Path, password: str) -
     assert password not in result.stderr
     twelve = run_cli("hash-password", env=base_env(), cwd=tmp_path, stdin="twelve-chars\n")
     assert twelve.returncode == 0 and twelve.stdout.startswith("$2b$")
+
+
+def test_serve_refuses_a_redis_url_that_is_a_read_only_replica(
+    tmp_path: Path, password_hash: str, own_redis: RedisServer
+) -> None:
+    """A replica answers the start-up ping and refuses every write: `serve` started on it,
+    and answered logins and nearly every request 503 store_unavailable."""
+    replica = RedisServer(replica_of=own_redis.port, directory=tmp_path)
+    replica.start()
+    try:
+        env = base_env(**required_env(password_hash), REDIS_URL=replica.url + "/0")
+        status, err = serve_once(env, tmp_path, "--port", str(free_port()))
+    finally:
+        replica.stop()
+    assert status == 1
+    assert err.strip().splitlines() == [
+        "isp-gateway: the Redis of REDIS_URL is a read-only replica (it refuses writes); "
+        "name its master, or use REDIS_SENTINELS to follow failovers"
+    ]
+
+
+@pytest.mark.parametrize("host", ["192.0.2.77", "no-such-host.invalid"])
+def test_a_host_that_is_no_address_of_this_machine_names_the_host_setting(
+    tmp_path: Path, password_hash: str, host: str
+) -> None:
+    """ISP_GATEWAY_HOST set to another host's address (or a name that resolves to nothing)
+    was refused with 'stop it or choose another --port', which names the wrong setting."""
+    env = base_env(**required_env(password_hash), ISP_GATEWAY_HOST=host)
+    status, err = serve_once(env, tmp_path, "--port", str(free_port()))
+    assert status == 1
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"isp-gateway: cannot listen on {host}:")
+    assert line.endswith("; --host (else ISP_GATEWAY_HOST) must be an address of this host")

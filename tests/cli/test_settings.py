@@ -361,6 +361,24 @@ def test_redis_through_sentinel(clean_env: pytest.MonkeyPatch, password_hash: st
     assert not s.uses_redis
 
 
+def test_sentinels_listed_from_a_v6_address(
+    clean_env: pytest.MonkeyPatch, password_hash: str
+) -> None:
+    """`[v6]:port` first in the list was read as a JSON list, and refused as "not a JSON
+    list": sentinels on IPv6 addresses only could not be named at all."""
+    for name, value in required_env(password_hash).items():
+        clean_env.setenv(name, value)
+    clean_env.setenv("REDIS_SENTINEL_MASTER", "mymaster")
+    clean_env.setenv("REDIS_SENTINELS", "[fd00::5]:26379, [fd00::6]:26379,10.0.0.7:26379")
+    assert load_settings().REDIS_SENTINELS == [
+        ("fd00::5", 26379),
+        ("fd00::6", 26379),
+        ("10.0.0.7", 26379),
+    ]
+    clean_env.setenv("REDIS_SENTINELS", '["[fd00::5]:26379"]')
+    assert load_settings().REDIS_SENTINELS == [("fd00::5", 26379)]
+
+
 SENTINELS = {"REDIS_SENTINELS": "127.0.0.1:26379", "REDIS_SENTINEL_MASTER": "mymaster"}
 
 

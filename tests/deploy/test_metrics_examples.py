@@ -10,8 +10,9 @@ from typing import Any
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import Gateway
+from tests.conftest import Gateway, Simulator, StartGateway
 from tests.deploy.conftest import DEPLOY
+from tests.support import wait_until
 
 # What Prometheus itself records for each target.
 PROMETHEUS_SERIES = {"up"}
@@ -113,3 +114,68 @@ def test_the_shipped_rules_hold_every_rule_the_docs_show() -> None:
         alert = name.rsplit(" ", 1)[1]
         assert alert in shipped, f"{name} is not in deploy/alerts.yml"
         assert " ".join(shipped[alert].split()) == " ".join(expr.split()), name
+
+
+# The routes whose answers wait on purpose, up to 25 s: a ping's result, a diagnose, and MCP,
+# whose diagnose_connection tool waits as REST's diagnose does (default 20 s).
+LONG_POLLS = {
+    "/api/v1/ping/{task_id}/": ("GET", "/api/v1/ping/abc/"),
+    "/api/v1/clients/{service_id}/diagnose": ("POST", "/api/v1/clients/1/diagnose?wait=0"),
+    "/mcp": ("GET", "/mcp"),
+}
+
+
+def test_the_slow_answers_alert_leaves_every_long_poll_out(gateway: Gateway) -> None:
+    """GatewaySlowAnswers left out the ping and diagnose routes but not /mcp, where an agent's
+    diagnose_connection waits as long: agents diagnosing connections raised it."""
+    for method, path in LONG_POLLS.values():
+        gateway.client.request(method, path, headers=gateway.auth)
+    text = gateway.client.get("/metrics").text
+    bucket = r'isp_gateway_request_duration_seconds_bucket\{[^}]*route="([^"]+)"'
+    routes = set(re.findall(bucket, text))
+    assert set(LONG_POLLS) <= routes, routes
+    rules = rule_expressions(yaml.safe_load((DEPLOY / "alerts.yml").read_text()))
+    expr = rules["GatewaySlowAnswers"]
+    (left_out,) = re.findall(r'route!~"([^"]+)"', expr)
+    # PromQL's regular expressions match the whole value.
+    for route in LONG_POLLS:
+        assert re.fullmatch(left_out, route), route
+    for route in ("/health", "/api/v1/tickets", "/api/v1/clients/by-document/{document}"):
+        assert not re.fullmatch(left_out, route), route
+
+
+def evaluate(expr: str, values: dict[str, float]) -> bool:
+    """Whether an alert whose expression compares single series (joined by `and`) fires with
+    these values: each selector replaced by its value, the rest read as Python."""
+    text = " ".join(expr.split())
+    for selector, value in values.items():
+        text = text.replace(selector, repr(value))
+    assert "{" not in text, text
+    return bool(eval(text, {"__builtins__": {}}))  # noqa: S307 - numbers and operators only
+
+
+def test_the_client_list_alert_leaves_a_large_list_on_its_plan_alone(
+    simulator: Simulator, start_gateway: StartGateway
+) -> None:
+    """ClientListOld fired past 30 minutes whatever the plan, and a large ISP's client list is
+    planned beyond that (operations.md: 200,000 clients every 38 minutes at the default
+    budget): it fired on every cycle of a list refreshed as planned. A budget of 15 calls an
+    hour plans this small list the same way."""
+    gw = start_gateway(simulator.url, UPSTREAM_RATE_PER_HOUR=15, UPSTREAM_RATE_PER_MINUTE=15)
+
+    def planned() -> float | None:
+        text = gw.client.get("/metrics").text
+        found = re.search(r'isp_gateway_refresh_interval_seconds\{resource="clients"\} (\S+)', text)
+        return float(found.group(1)) if found else None
+
+    interval = wait_until(planned, timeout=20, message="the clients' planned refresh") or 0.0
+    assert interval > 1800
+    expr = rule_expressions(yaml.safe_load((DEPLOY / "alerts.yml").read_text()))["ClientListOld"]
+    age = 'isp_gateway_cache_age_seconds{resource="clients"}'
+    every = 'isp_gateway_refresh_interval_seconds{resource="clients"}'
+    # On plan: at most one interval old (and a load); two refreshes missed: old.
+    assert not evaluate(expr, {age: interval + 60, every: interval})
+    assert evaluate(expr, {age: 2 * interval + 60, every: interval})
+    # The list of a small ISP (refreshed every 4 min) is old past 30 minutes, as before.
+    assert evaluate(expr, {age: 1801, every: 240})
+    assert not evaluate(expr, {age: 1799, every: 240})

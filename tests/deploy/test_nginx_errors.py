@@ -113,3 +113,56 @@ def test_a_replicas_own_error_passes_as_it_is(tmp_path: Path, status: int) -> No
         assert answer.status_code == status
         assert answer.json() == body
         assert answer.headers["x-request-id"] == "own-1"
+
+
+def test_a_payment_report_meets_nginxs_502_and_504_in_the_envelope(tmp_path: Path) -> None:
+    """The receipts' location names its own 413, and an error_page in a location drops every
+    one of the server's: a report sent while no replica answered got nginx's HTML 502, with no
+    Retry-After, and one a replica was too slow for its HTML 504."""
+    report = "/api/v1/clients/5/payment-reports"
+    (tmp_path / "down").mkdir()
+    (tmp_path / "slow").mkdir()
+    with ExitStack() as stack:
+        url, tls = stack.enter_context(
+            run_nginx(tmp_path / "down", [free_port(), free_port()], ready=False)
+        )
+        down = stack.enter_context(client(url, tls)).post(report, json={})
+    assert_json(
+        down, 502, "service_unavailable", "No replica of the service answered, try again shortly"
+    )
+    assert down.headers["retry-after"] == "5"
+    faster = {"proxy_read_timeout 40s;": "proxy_read_timeout 1s;"}
+    with silent_replicas(2) as ports, ExitStack() as stack:
+        url, tls = stack.enter_context(run_nginx(tmp_path / "slow", ports, faster, ready=False))
+        slow = stack.enter_context(client(url, tls)).post(report, json={})
+    assert_json(
+        slow, 504, "service_timeout", "The service did not answer in time, try again shortly"
+    )
+    assert slow.headers["retry-after"] == "5"
+
+
+def test_a_request_nginx_cannot_read_is_refused_in_the_envelope(tmp_path: Path) -> None:
+    """A request line or headers over nginx's 8k (the replicas take both: a long search, a
+    large cookie) and plain HTTP sent to the HTTPS port got nginx's HTML 414 and 400."""
+    unread = (
+        "The request could not be read (malformed, headers over 8 KiB, or plain HTTP to the "
+        "HTTPS port)"
+    )
+    with ExitStack() as stack:
+        url, tls = stack.enter_context(run_nginx(tmp_path, [free_port(), free_port()], ready=False))
+        api = stack.enter_context(client(url, tls))
+        long_line = [
+            api.get("/api/v1/clients/search", params={"q": "A" * 9000}),
+            api.post("/api/v1/clients/5/payment-reports", params={"q": "A" * 9000}),
+        ]
+        large_header = api.get("/health", headers={"X-Large": "A" * 9000})
+        plain = stack.enter_context(
+            httpx.Client(transport=httpx.HTTPTransport(local_address=MONITOR), timeout=30)
+        ).get(url.replace("https://", "http://") + "/health")
+    for response in long_line:
+        assert response.status_code == 414, response.text
+        assert response.headers["content-type"] == "application/json"
+        assert response.json() == error_body("uri_too_long", "The request line is over 8 KiB")
+    assert_json(large_header, 400, "bad_request", unread)
+    assert plain.status_code == 400 and plain.headers["content-type"] == "application/json"
+    assert plain.json() == error_body("bad_request", unread)

@@ -246,3 +246,33 @@ def test_ready_says_when_the_key_file_cannot_be_read(
     path.rmdir()  # no file: no keys, and nothing wrong (a file not made yet, CALLERS.md 3)
     assert wait_ready(gw, 200)["checks"]["keys"] == "ok"
     assert gw.client.get(plans, headers={"X-API-Key": key}).status_code == 401
+
+
+def test_ready_fails_while_the_store_answers_read_only(
+    ticket_sim: Simulator, start_gateway: StartGateway, tmp_path: Path
+) -> None:
+    """REDIS_URL's Redis demoted to a replica (a failover done by hand, or by Sentinel for a
+    service that names one server): it answers reads and refuses every write. /ready read a
+    key and said `store: ok` while logins and nearly every request answered 503
+    store_unavailable, so a load balancer kept the replica in its pool."""
+    import redis
+
+    # Both with their files in tmp_path: a replica writes the copy it receives.
+    store, other = RedisServer(directory=tmp_path), RedisServer(directory=tmp_path / "other")
+    (tmp_path / "other").mkdir()
+    store.start()
+    other.start()
+    try:
+        gw = start_gateway(ticket_sim.url, REDIS_URL=store.url + "/0")
+        wait_ready(gw, 200)
+        with redis.Redis(port=store.port) as admin:
+            admin.replicaof("127.0.0.1", str(other.port))
+            assert login(gw).status_code == 503  # the login throttle cannot be written
+            body = wait_ready(gw, 503, timeout=5)
+            assert body["checks"]["store"] == "unavailable" and body["failing"] == ["store"]
+            admin.replicaof("NO", "ONE")
+        wait_ready(gw, 200)
+        assert login(gw).status_code == 200
+    finally:
+        store.stop()
+        other.stop()

@@ -129,7 +129,12 @@ def read_key_entries(path: Path) -> list[dict[str, Any]]:
 
 def check_key_file(path: Path) -> None:
     """Raise KeyFileError unless the service can read `path` as a key file (one that does
-    not exist yet is fine: it holds no keys). What start-up and `check-config` ask."""
+    not exist yet is fine: it holds no keys). What start-up and `check-config` ask. Its
+    directory must exist, as `check-config --probe` said: a typo there (`/etc/isp-gatway/...`)
+    started a service holding no keys for good, every bot refused 401, since `keys create`
+    cannot make the file there either."""
+    if not path.exists() and not path.parent.is_dir():
+        raise KeyFileError(f"{path}: its directory {path.parent} does not exist")
     read_key_entries(path)
 
 

@@ -26,8 +26,32 @@ def _check_redis_or_exit(settings: Any) -> None:
         finally:
             await store.close()
 
+    async def writable() -> bool:
+        """Whether REDIS_URL's Redis takes a write: a replica answers the ping and refuses
+        every write, and the service started on it answered nearly every request 503."""
+        import redis.asyncio as aioredis
+        from redis.exceptions import ReadOnlyError
+
+        client = aioredis.Redis.from_url(settings.REDIS_URL.get_secret_value())
+        try:
+            await asyncio.wait_for(client.set("ready:probe", 1, ex=60), 10)
+        except ReadOnlyError:
+            return False
+        finally:
+            await client.aclose()
+        return True
+
     try:
         asyncio.run(ping())
+        if settings.REDIS_URL is not None and not asyncio.run(writable()):
+            print(
+                "isp-gateway: the Redis of REDIS_URL is a read-only replica (it refuses "
+                "writes); name its master, or use REDIS_SENTINELS to follow failovers",
+                file=sys.stderr,
+            )
+            raise SystemExit(1)
+    except SystemExit:
+        raise
     except Exception as exc:
         # redis-py's messages name hosts and ports (and a master's name), never a password.
         reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
@@ -85,14 +109,18 @@ def _check_port_or_exit(host: str, port: int) -> None:
     problem = _cannot_listen(host, port)
     if problem is None:
         return
+    reason = problem.strerror or str(problem)
     if problem.errno == errno.EADDRINUSE:
         reason = "already in use (another isp-gateway, or another service, listens there)"
+        advice = "stop it or choose another --port"
+    elif problem.errno == errno.EACCES:
+        advice = "a port below 1024 needs privileges the service does not have; choose another"
     else:
-        reason = problem.strerror or str(problem)
+        # A host that is no address of this machine (a typo, another host's address, one
+        # not up yet): "stop it or choose another --port" pointed at the wrong setting.
+        advice = "--host (else ISP_GATEWAY_HOST) must be an address of this host"
     print(
-        f"isp-gateway: cannot listen on {_address(host, port)}: {reason}; stop it or choose "
-        "another --port",
-        file=sys.stderr,
+        f"isp-gateway: cannot listen on {_address(host, port)}: {reason}; {advice}", file=sys.stderr
     )
     raise SystemExit(1)
 

@@ -205,7 +205,7 @@ class Settings(BaseSettings):
     ACCESS_LOG: bool = True
     LOG_FORMAT: Literal["text", "json"] = "text"
     # `serve --proxy-headers` trusts X-Forwarded-For / -Proto from these addresses.
-    FORWARDED_ALLOW_IPS: str = "127.0.0.1"
+    FORWARDED_ALLOW_IPS: Annotated[str, AfterValidator(checks.trusted_proxies)] = "127.0.0.1"
 
     # AI agents (CALLERS.md 5): the MCP server at /mcp; how long a verification_id stays
     # valid; the technician of an agent's ticket when the client record names none.

@@ -5,7 +5,9 @@ that involve several settings."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import re
 from datetime import date
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -36,7 +38,8 @@ def split_list(value: Any) -> Any:
     """Accept a JSON list or a comma-separated string for list settings."""
     if isinstance(value, str):
         text = value.strip()
-        if text.startswith("["):
+        # `[fd00::5]:26379,...` (a v6 host:port first) is a comma-separated list, not JSON.
+        if text.startswith("[") and not re.match(r"\[[0-9A-Fa-f:.%]+\]:", text):
             try:
                 return json.loads(text)
             except ValueError:
@@ -87,6 +90,17 @@ def http_url(value: str) -> str:
     parts = urlsplit(value)
     if not parts.hostname:
         raise ValueError("must name a host, e.g. https://api.wisphub.net")
+    if "@" in parts.netloc:
+        # httpx turns a user and password in the address into Basic auth, which replaces the
+        # Api-Key header on every call (each answered 401); and the address is printed and
+        # logged at start-up. Never echoed here.
+        raise ValueError(
+            "must not hold a user or password (the backend's key is UPSTREAM_NET_KEY), "
+            "e.g. https://api.wisphub.net"
+        )
+    if parts.query or parts.fragment or value.rstrip("/").endswith(("?", "#")):
+        # Every call's path would be added after it: https://x/?a=1/api/clientes/.
+        raise ValueError("must be a base address without ?query or #fragment")
     if parts.path.rstrip("/").lower().endswith("/api"):
         # Every call adds `api/...` itself: `https://x/api` would ask `/api/api/clientes/`,
         # which answers 404 (an HTML page), and the service could never read a list.
@@ -168,7 +182,30 @@ def redis_scheme(value: SecretStr | None) -> SecretStr | None:
         ("redis://", "rediss://", "unix://")
     ):
         raise ValueError("must start with redis://, rediss:// or unix://")
+    if value is not None:
+        redis_url_readable(value.get_secret_value())
     return value
+
+
+def redis_url_readable(url: str) -> None:
+    """What redis-py reads without connecting: a port that is no number (`redis://:pw` with
+    the `@` forgotten makes the password the port), an IPv6 address unclosed, a ?option of
+    the wrong type. check-config passed them, `--probe` answered a traceback and `serve`
+    'cannot reach'. The reason is not echoed: it can quote the password."""
+    from redis.asyncio.connection import parse_url
+
+    try:
+        parse_url(url)
+        parts = urlsplit(url)
+    except ValueError:
+        raise ValueError(
+            "is not a URL redis can read (its port, address or ?options), "
+            "e.g. redis://:PASSWORD@10.0.0.5:6379/0"
+        ) from None
+    database = parts.path.strip("/")
+    if parts.scheme != "unix" and database and not database.isdigit():
+        # redis-py ignores a database that is no number and uses 0.
+        raise ValueError("the database after the address must be a number, e.g. /0")
 
 
 def sentinel_addresses(value: Any) -> Any:
@@ -189,6 +226,26 @@ def distinct_sentinels(value: list[tuple[str, int]]) -> list[tuple[str, int]]:
 def master_name(value: str | None) -> str | None:
     if value is not None and (value != value.strip() or " " in value):
         raise ValueError("must be the master's name in the sentinels, without spaces")
+    return value
+
+
+def trusted_proxies(value: str) -> str:
+    """uvicorn's reader of FORWARDED_ALLOW_IPS keeps an entry it cannot parse as a literal
+    that no TCP peer ever matches: a typo there left X-Forwarded-For untrusted without a word,
+    and behind nginx every caller was counted under nginx's address."""
+    for entry in (part.strip() for part in value.split(",")):
+        if entry in ("", "*"):
+            continue
+        try:
+            if "/" in entry:
+                ipaddress.ip_network(entry)
+            else:
+                ipaddress.ip_address(entry)
+        except ValueError:
+            raise ValueError(
+                f"{entry!r} is no IP address or network: list addresses or networks with "
+                "commas (10.0.0.7,10.0.0.0/24), or * for any"
+            ) from None
     return value
 
 

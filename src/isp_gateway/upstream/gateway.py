@@ -9,9 +9,10 @@ the Spanish records into our models; nothing above this package sees WispHub's f
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import AsyncIterable, Callable
+from collections.abc import AsyncIterable, Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
 import httpx
@@ -19,6 +20,7 @@ import httpx
 from isp_gateway.kit.actions import Action
 from isp_gateway.kit.calls import count_call, report_page
 from isp_gateway.kit.errors import (
+    StoreUnavailable,
     UpstreamRateLimited,
     UpstreamRejected,
     UpstreamUnauthorized,
@@ -100,8 +102,21 @@ class UpstreamGateway:
         # The last answer about our key: True after a 401/403, False again after any 2xx
         # (what /ready reports as `checks.upstream`).
         self.key_refused = False
+        # When (time.time) that answer came: /ready shares the newest of every worker's.
+        self.key_answered_at = 0.0
+        # Shares a change of that answer with the other workers (services.py), and whether
+        # the shared answer was a refusal when /ready last read it.
+        self.share_key_answer: Callable[[list[Any]], Awaitable[None]] | None = None
+        self.key_refused_shared = False
         # Until when (time.monotonic) the upstream's last 429 asked us to wait.
         self.rate_limited_until = 0.0
+
+    async def _share_key_answer(self) -> None:
+        if self.share_key_answer is None:
+            return
+        # Unshared while the store is away: /ready shares it once the store answers.
+        with contextlib.suppress(StoreUnavailable, TimeoutError):
+            await self.share_key_answer([self.key_answered_at, self.key_refused])
 
     async def background_wait(self) -> float:
         """How long background work waits for the budget now (kit/deadline.py asks it for a
@@ -203,11 +218,17 @@ class UpstreamGateway:
         if not 400 <= status < 500 or status in (401, 403, 429):
             self._count(method, url, _outcome(status), started)
         if 200 <= status < 300:
+            changed = self.key_refused or self.key_refused_shared
             self.key_refused = False
+            self.key_answered_at = time.time()
+            if changed:
+                await self._share_key_answer()
             self.rate_limited_until = 0.0
             return response
         if status in (401, 403):
             self.key_refused = True
+            self.key_answered_at = time.time()
+            await self._share_key_answer()
             # Never log the key or the body (a proxy page may echo headers).
             log.error("upstream %s %s: our API key was rejected (%d)", method, url, status)
             raise UpstreamUnauthorized()
