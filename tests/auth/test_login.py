@@ -244,22 +244,22 @@ def _failed_login_seconds(client: httpx.Client, runs: int) -> tuple[float, float
 
 
 def test_unknown_user_costs_a_bcrypt_check(
-    start_probe_gateway: StartProbe, password_hash: str
+    start_probe_gateway: StartProbe, shipped_hash: str
 ) -> None:
-    gw = start_probe_gateway(LOGIN_MAX_FAILURES=100)
+    gw = start_probe_gateway(API_PASSWORD_HASH=shipped_hash, LOGIN_MAX_FAILURES=100)
     # The configured hash is cost 12 (tens of ms at least). An unknown user must take bcrypt
     # time too, or timing tells which usernames exist.
-    assert password_hash.startswith("$2b$12$")
+    assert shipped_hash.startswith("$2b$12$")
     wrong_password, unknown_user = _failed_login_seconds(gw.client, runs=5)
     assert wrong_password >= 0.02
     assert unknown_user >= 0.02
     assert unknown_user >= wrong_password / 4
 
 
-def test_dummy_hash_matches_the_configured_cost(fast_hash: str, password_hash: str) -> None:
+def test_dummy_hash_matches_the_configured_cost(fast_hash: str, shipped_hash: str) -> None:
     # Same cost, same time: a cost-12 dummy against a cost-4 real hash would expose users.
     assert dummy_hash(fast_hash).startswith("$2b$04$")
-    assert dummy_hash(password_hash).startswith("$2b$12$")
+    assert dummy_hash(shipped_hash).startswith("$2b$12$")
     assert dummy_hash("not a bcrypt hash").startswith("$2b$12$")
 
 

@@ -149,11 +149,11 @@ def test_a_redis_url_redis_cannot_read_is_refused_without_its_password(
         "redis://:pa55-w0rd@127.0.0.1:6379/sessions",
     ):
         write_env(tmp_path, password_hash, f"REDIS_URL='{value}'")
-        assert "REDIS_URL: " in refused(tmp_path)
-        for command in (("check-config",), ("check-config", "--probe")):
-            result = run_cli(*command, env=base_env(), cwd=tmp_path)
-            assert result.returncode == 2, (value, result.stderr)
-            assert "Traceback" not in result.stderr and "pa55-w0rd" not in result.stderr
+        message = refused(tmp_path)  # check-config: 2, one line, no traceback
+        assert "REDIS_URL: " in message and "pa55-w0rd" not in message, value
+        probed = run_cli("check-config", "--probe", env=base_env(), cwd=tmp_path)
+        assert probed.returncode == 2, (value, probed.stderr)
+        assert "Traceback" not in probed.stderr and "pa55-w0rd" not in probed.stderr
     for value in ("redis://:p@127.0.0.1:6379", "redis://[::1]:6379/2?socket_timeout=1"):
         write_env(tmp_path, password_hash, f"REDIS_URL='{value}'")
         assert run_cli("check-config", env=base_env(), cwd=tmp_path).returncode == 0, value

@@ -24,6 +24,9 @@ from tests.support import base_env, error_body, free_port, wait_for, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVERS = ["granian", "uvicorn"]
+# On one xdist worker: the module's `served` servers start once each, not once a worker
+# (ten starts of `serve`, about a tenth of the suite's setup time, spread over six workers).
+pytestmark = pytest.mark.xdist_group("cli-servers")
 ORIGIN = "http://localhost:3000"
 
 
