@@ -37,7 +37,8 @@ Module map: ``app`` (routes and HTTP), ``state`` (rules and runtime state), ``da
 promise and report rules), ``config``, ``cli``.
 """
 
-from isp_gateway.simulator.app import create_simulator_app
+from typing import TYPE_CHECKING, Any
+
 from isp_gateway.simulator.cli import add_simulator_arguments, config_from_args, serve_simulator
 from isp_gateway.simulator.config import SimulatorConfig, Variants
 from isp_gateway.simulator.dataset import (
@@ -51,7 +52,26 @@ from isp_gateway.simulator.dataset import (
 )
 from isp_gateway.simulator.faults import Faults, Scope
 from isp_gateway.simulator.pings import PING_KINDS
-from isp_gateway.simulator.state import SimulatorState
+
+if TYPE_CHECKING:
+    from isp_gateway.simulator.app import create_simulator_app
+    from isp_gateway.simulator.state import SimulatorState
+
+
+def __getattr__(name: str) -> Any:
+    """The app and its state, imported when first asked for: every `isp-gateway` command
+    builds its parser with add_simulator_arguments, and only `simulator` and `demo` serve
+    the app (its import, Starlette's included, was a fifth of `check-config`'s start)."""
+    if name == "create_simulator_app":
+        from isp_gateway.simulator.app import create_simulator_app
+
+        return create_simulator_app
+    if name == "SimulatorState":
+        from isp_gateway.simulator.state import SimulatorState
+
+        return SimulatorState
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "DEMO_TECHNICIAN_ID",
