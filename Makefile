@@ -35,6 +35,8 @@ lint: $(STAMP)
 # mostly wait (timeouts, periods, other processes): two workers kept the cores under half
 # busy and took 5 min 12 s, four 3 min 48 s at about 80 %. With the 1,881 tests of round 4's
 # seventh session, four took 4 min 58 s and 5 min 3 s beside a busy core, six 4 min 27 s.
+# With 1,922 on the eighth session's slower machine, eight took 6 min 21 s beside a busy core,
+# no better than six (5 min 53 s to 6 min 50 s).
 # loadgroup keeps the tests of an xdist_group on one worker; `make test TEST_WORKERS=0` runs
 # it in one process.
 TEST_WORKERS ?= 6
