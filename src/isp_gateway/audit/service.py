@@ -198,20 +198,6 @@ class AuditLog:
 
         self._tally.add((name, event, str(outcome), kind), make)
 
-    def count_refused_write(
-        self,
-        event: str,
-        outcome: str,
-        service_id: int,
-        details: Mapping[str, Any],
-        reason: str | None = None,
-    ) -> None:
-        """Count a write refused with nothing sent to the backend (a ticket, a client update,
-        a payment promise or report; CALLERS.md 6), grouped by service and `reason` too
-        (default: `details["reason"]`), so an auditor asking about a customer still sees its
-        refusals while a loop of them never pushes the writes out of the audit."""
-        self.count_about(event, outcome, service_id, details, reason)
-
     def count_about(
         self,
         event: str,
@@ -221,8 +207,9 @@ class AuditLog:
         reason: str | None = None,
     ) -> None:
         """Count an outcome about one service that asked nothing new of the backend and
-        that a caller may repeat at no cost (a refusal, a ping that joined a running task, a
-        diagnose answered from what the gateway holds; CALLERS.md 6): one event per caller,
+        that a caller may repeat at no cost (a refusal, a write refused with nothing sent to
+        the backend, a ping that joined a running task, a diagnose answered from what the
+        gateway holds; CALLERS.md 6): one event per caller,
         event, outcome, service, `reason` (default: `details["reason"]`) and minute. None
         for a service that does not exist: it names no customer, and its outcomes group per
         caller alone, so a loop over made-up ids adds one event a minute, not one an id."""

@@ -99,7 +99,7 @@ class UpdateService:
         """An update refused with nothing written: counted as every refusal is (CALLERS.md
         6), one event a caller, service, reason and minute, so a loop of them never pushes
         the writes out of the audit."""
-        self.audit.count_refused_write("client_update", "failed", service_id, details)
+        self.audit.count_about("client_update", "failed", service_id, details)
 
     async def _checked(
         self, service_id: int, document: str | None, phone: str | None

@@ -2,10 +2,10 @@
 
 A service records an event where it decides the outcome (`record`, kept one by one), or
 counts a refusal (`count`, CALLERS.md 6: one event per caller, event and minute, so that
-refusals never flush the audit; `count_refused_write` for a write refused before anything
-reached the backend, grouped by service and reason). What a caller can repeat at no cost
-is counted too, per service (`count_about`: a ping that joined a running task, a diagnose
-answered from what the gateway holds, a verify of a service that does not exist), and a
+refusals never flush the audit). What a caller can repeat at no cost is counted per
+service and reason (`count_about`: a write refused before anything reached the backend, a
+ping that joined a running task, a diagnose answered from what the gateway holds, a verify
+of a service that does not exist), and a
 success it can repeat freely is kept once a minute and counted after
 (`record_once_a_minute`: a verify or resolve passed again). The audit package (audit/service.py,
 `AuditLog`) is the one implementation, built by the lifespan. Features depend on this
@@ -42,15 +42,6 @@ class Recorder(Protocol):
         kind: str | None = None,
         caller: Caller | None = None,
         anonymous_from: str | None = None,
-    ) -> None: ...
-
-    def count_refused_write(
-        self,
-        event: str,
-        outcome: str,
-        service_id: int,
-        details: Mapping[str, Any],
-        reason: str | None = None,
     ) -> None: ...
 
     def count_about(

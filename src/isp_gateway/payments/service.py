@@ -125,7 +125,7 @@ class PaymentService:
         else:
             event, outcome = "payment_report", "failed"
         details = {"reason": Action.VALIDATION_ERROR.value, "field": field}
-        self.audit.count_refused_write(event, outcome, service_id, details)
+        self.audit.count_about(event, outcome, service_id, details)
 
     async def promise(self, order: PromiseOrder, idempotency_key: str | None = None) -> Answer:
         """Make the promise: 201 `payment_promise_created`, or a final refusal of a rule as
@@ -306,4 +306,4 @@ class PaymentService:
         if asked:
             await self.audit.record(event, outcome, service_id=service_id, details=details)
             return
-        self.audit.count_refused_write(event, outcome, service_id, details)
+        self.audit.count_about(event, outcome, service_id, details)

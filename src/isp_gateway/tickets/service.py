@@ -314,4 +314,4 @@ class TicketService:
             self.metrics.ticket(outcome)
         # Only a failure's reason splits its group: the other outcomes name the rule itself.
         reason = (details.get("reason") or "") if outcome == "failed" else ""
-        self.audit.count_refused_write("ticket_create", outcome, service_id, details, reason)
+        self.audit.count_about("ticket_create", outcome, service_id, details, reason)
