@@ -271,8 +271,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         "diagnose_connection",
         "network:ping",
         verified_description(
-            "Why the verified customer has no internet: cancelled, suspended (with the debt), "
-            "a general outage, or a ping of the antenna (waits up to `wait` seconds)."
+            "Why the verified customer has no internet: cancelled, suspended (with the debt "
+            "when this key also holds accounts:read; else next_step alone), a general outage, "
+            "or a ping of the antenna (waits up to `wait` seconds)."
         ),
         DiagnoseArgs,
         read_only=False,
